@@ -1,16 +1,45 @@
 """GPU catalog: the accelerator numbers every latency and cost figure derives from.
 
-Every number is cited in ``hardware/data/gpus.csv`` (column ``source``).
+Every number is cited in ``hardware/data/gpus.csv`` (column ``source``). Conventions:
+
+* ``fp16_tflops`` is the dense fp16/bf16 tensor rate (vendor "with sparsity" figures halved).
+* Link bandwidths are per direction: vendor NVLink/xGMI/PCIe figures are bidirectional
+  totals, and a KV copy or an all-reduce step moves data one way, so the CSV halves them.
+  GPUs without a GPU-to-GPU link (A10, RTX4090, L40S) use their PCIe bandwidth.
+* ``memory_gb`` is the datasheet capacity, read as 10^9 bytes (slightly conservative:
+  "80 GB" parts expose about 85e9 bytes).
+* ``price_per_hour_usd`` is one GPU's on-demand price; Cauchy's Table 1 prices are $/hour
+  (its TFLOP/$ column equals TFLOPS * 3600 / price).
+
+``profile_family`` names the GPU with measured Vidur profiles whose fitted efficiency
+factors a GPU borrows: Hopper parts (H100, H800, H20) -> ``"h100"``; Ampere datacenter
+HBM parts (A100, A800) -> ``"a100"``, and so do the other HBM parts V100 and MI210 (closest
+HBM bandwidth-to-compute balance among the profiled GPUs); GDDR cards (A10, A40, L40S,
+RTX4090) -> ``"a40"``.
 """
 
 from __future__ import annotations
 
 import csv
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 
 _DATA = Path(__file__).parent / "data" / "gpus.csv"
+
+PROFILE_FAMILIES = ("a100", "a40", "h100")
+
+_NUMERIC_FIELDS = (
+    "fp16_tflops",
+    "mem_bandwidth_gbps",
+    "memory_gb",
+    "intra_node_link_gbps",
+    "host_link_gbps",
+    "price_per_hour_usd",
+)
+_CSV_COLUMNS = ("name", *_NUMERIC_FIELDS, "profile_family", "source")
 
 
 @dataclass(frozen=True)
@@ -40,6 +69,25 @@ class GPUSpec:
     profile_family: str
     source: str
 
+    def __post_init__(self) -> None:
+        if not self.name.strip():
+            raise ValueError("GPUSpec name must be non-empty")
+        for field_name in _NUMERIC_FIELDS:
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"GPU {self.name!r}: {field_name}={value!r} is not a number")
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(
+                    f"GPU {self.name!r}: {field_name}={value!r} must be a positive finite number"
+                )
+        if self.profile_family not in PROFILE_FAMILIES:
+            raise ValueError(
+                f"GPU {self.name!r}: unknown profile_family {self.profile_family!r}; "
+                f"known: {', '.join(PROFILE_FAMILIES)}"
+            )
+        if not self.source.strip():
+            raise ValueError(f"GPU {self.name!r}: source must cite where the numbers come from")
+
     @property
     def memory_bytes(self) -> float:
         return self.memory_gb * 1e9
@@ -47,3 +95,56 @@ class GPUSpec:
     @property
     def price_per_second_usd(self) -> float:
         return self.price_per_hour_usd / 3600.0
+
+
+def load_gpu_catalog(csv_path: Path) -> dict[str, GPUSpec]:
+    """Parse and validate a GPU catalog CSV; errors name the bad row (line) and field."""
+    with open(csv_path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != _CSV_COLUMNS:
+            raise ValueError(
+                f"{csv_path}: columns {reader.fieldnames} differ from expected {list(_CSV_COLUMNS)}"
+            )
+        catalog: dict[str, GPUSpec] = {}
+        for row in reader:
+            where = f"{csv_path} line {reader.line_num}"
+            if None in row or any(value is None for value in row.values()):
+                raise ValueError(f"{where}: expected {len(_CSV_COLUMNS)} fields, got a different count")
+            numbers: dict[str, float] = {}
+            for field_name in _NUMERIC_FIELDS:
+                text = row[field_name]
+                try:
+                    numbers[field_name] = float(text)
+                except ValueError:
+                    raise ValueError(f"{where}: {field_name}={text!r} is not a number") from None
+            try:
+                spec = GPUSpec(
+                    name=row["name"],
+                    profile_family=row["profile_family"],
+                    source=row["source"],
+                    **numbers,
+                )
+            except ValueError as error:
+                raise ValueError(f"{where}: {error}") from None
+            if spec.name in catalog:
+                raise ValueError(f"{where}: duplicate GPU name {spec.name!r}")
+            catalog[spec.name] = spec
+    if not catalog:
+        raise ValueError(f"{csv_path}: no GPU rows")
+    return catalog
+
+
+GPU_CATALOG: Mapping[str, GPUSpec] = MappingProxyType(load_gpu_catalog(_DATA))
+
+
+def gpu_names() -> list[str]:
+    """Catalog keys in CSV order."""
+    return list(GPU_CATALOG)
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """The catalog entry for ``name`` (exact key); ``ValueError`` listing known names otherwise."""
+    try:
+        return GPU_CATALOG[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown GPU {name!r}; known: {', '.join(GPU_CATALOG)}") from None

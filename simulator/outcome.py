@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.request import SLO
+
 
 @dataclass(slots=True)
 class RequestOutcome:
@@ -33,6 +35,7 @@ class RequestOutcome:
     num_preemptions: int
     num_migrations: int
     token_curve: tuple[tuple[float, int], ...]
+    slo: SLO
     rejected_reason: str | None = None
     quality: float = float("nan")
 

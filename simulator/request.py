@@ -38,7 +38,8 @@ class Request:
 
     ``output_tokens`` counts every generated token; of those, the first
     ``reasoning_tokens`` are reasoning (``<think>`` ... ``</think>``) and the rest answer.
-    ``tier`` is the priority tier, 0 the highest. Cascade attributes are optional.
+    ``tier`` is the priority tier, 0 the highest. ``model`` names the model that must serve it
+    (``None``: any instance). Cascade attributes are optional.
     Timing fields are filled by the simulator (seconds, simulation clock; NaN = not yet).
     """
 
@@ -49,6 +50,7 @@ class Request:
     reasoning_tokens: int = 0
     tier: int = 0
     slo: SLO = field(default_factory=SLO)
+    model: str | None = None
     difficulty: float = 0.0
     quality_by_model: dict[str, float] | None = None
 

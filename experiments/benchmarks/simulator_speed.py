@@ -1,0 +1,88 @@
+"""Simulator speed benchmark: simulated requests and tokens per wall-second, peak memory.
+
+Cases (each runs in its own process so peak RSS is its own):
+  a  Vidur's reference run: 4 x Llama-2-7B on A100-80GB, TP 1, fcfs, batch <= 128, block 16,
+     memory utilisation 0.8, prompt 512 / output 128, Poisson 16 req/s, 10,000 requests, seed 42
+  b  the Azure 2023 conv trace (19,366 requests) on 8 mixed-GPU instances of Llama-3.1-8B
+  c  100,000 ShareGPT requests on 64 instances (A100-80GB / H100-80GB) of Llama-3.1-8B
+
+    python -m experiments.benchmarks.simulator_speed [--cases a,b,c]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from simulator.cluster import Cluster
+from simulator.instance import InstanceConfig
+from simulator.workloads import FixedLengths, PoissonArrivals, generate_requests, length_sampler, load_azure_trace
+
+
+def _cluster(pools: list[tuple[str, int]], model: str, memory_utilization: float) -> Cluster:
+    cluster = Cluster({gpu: count for gpu, count in pools})
+    for gpu, count in pools:
+        for _ in range(count):
+            cluster.deploy(
+                InstanceConfig(gpu=gpu, model=model, scheduler="fcfs", max_batch_size=128, block_size=16,
+                               memory_utilization=memory_utilization),
+                ready_now=True,
+            )
+    return cluster
+
+
+def run_case(case: str) -> dict:
+    rng = np.random.default_rng(42)
+    if case == "a":
+        requests = generate_requests(PoissonArrivals(16.0), FixedLengths(512, 128), 10_000, rng)
+        cluster = _cluster([("A100-80GB", 4)], "Llama-2-7B", 0.8)
+    elif case == "b":
+        requests = load_azure_trace("azure_conv")
+        cluster = _cluster([("A100-80GB", 2), ("H100-80GB", 2), ("L40S", 2), ("A10", 2)], "Llama-3.1-8B", 0.9)
+    elif case == "c":
+        requests = generate_requests(PoissonArrivals(150.0), length_sampler("sharegpt"), 100_000, rng)
+        cluster = _cluster([("A100-80GB", 32), ("H100-80GB", 32)], "Llama-3.1-8B", 0.9)
+    else:
+        raise ValueError(f"unknown case {case!r}; known: a, b, c")
+    started = time.perf_counter()
+    outcomes = cluster.run(requests)
+    wall_s = time.perf_counter() - started
+    tokens = sum(o.output_tokens for o in outcomes if o.completed)
+    return {
+        "case": case,
+        "requests": len(requests),
+        "completed": sum(o.completed for o in outcomes),
+        "simulated_s": cluster.events.now_s,
+        "wall_s": wall_s,
+        "requests_per_wall_s": len(requests) / wall_s,
+        "output_tokens_per_wall_s": tokens / wall_s,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="a,b,c")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_case(args.one)))
+        return 0
+    print(f"{'case':<5}{'requests':>10}{'sim s':>10}{'wall s':>9}{'req/wall-s':>12}{'tok/wall-s':>13}{'peak RSS MB':>13}")
+    for case in args.cases.split(","):
+        out = subprocess.run([sys.executable, "-m", "experiments.benchmarks.simulator_speed", "--one", case],
+                             capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{case:<5}{r['requests']:>10,}{r['simulated_s']:>10.0f}{r['wall_s']:>9.2f}"
+              f"{r['requests_per_wall_s']:>12,.0f}{r['output_tokens_per_wall_s']:>13,.0f}{r['peak_rss_mb']:>13.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Command line: simulate a deployment on a workload and print its metrics.
+
+Example (Vidur's reference run)::
+
+    python -m simulator --gpu A100-80GB --model Llama-2-7B --instances 4 --scheduler fcfs \\
+        --rate 16 --prompt-tokens 512 --output-tokens 128 --requests 10000 --seed 42
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from simulator.cluster import Cluster
+from simulator.instance import InstanceConfig
+from simulator.metrics import format_table, summarize, to_json_dict
+from simulator.request import SLO
+from simulator.schedulers import SCHEDULERS
+from simulator.workloads import (
+    FixedLengths,
+    GammaArrivals,
+    PoissonArrivals,
+    generate_requests,
+    length_sampler,
+    load_azure_trace,
+    load_trace_csv,
+)
+
+
+def _instances(text: str, default_gpu: str | None) -> list[tuple[str, int]]:
+    """``"4"`` (with --gpu) or ``"A100-80GB:2,H100-80GB:2"``."""
+    if text.isdigit():
+        if default_gpu is None:
+            raise ValueError("--instances N needs --gpu; or write --instances GPU:N,GPU:N")
+        return [(default_gpu, int(text))]
+    pools = []
+    for part in text.split(","):
+        gpu, _, count = part.partition(":")
+        if not count.isdigit() or int(count) <= 0:
+            raise ValueError(f"bad --instances entry {part!r}: expected GPU:COUNT with COUNT > 0")
+        pools.append((gpu, int(count)))
+    return pools
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m simulator", description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", help="GPU type for --instances N (see python -m hardware)")
+    parser.add_argument("--model", required=True, help="model name, e.g. Llama-2-7B")
+    parser.add_argument("--instances", default="1", help="N (with --gpu) or GPU:N,GPU:N for mixed GPUs")
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree per instance")
+    parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree per instance")
+    parser.add_argument("--scheduler", default="fcfs", choices=sorted(SCHEDULERS))
+    parser.add_argument("--max-batch-size", type=int, default=128)
+    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--memory-utilization", type=float, default=0.9)
+    workload = parser.add_mutually_exclusive_group(required=True)
+    workload.add_argument("--rate", type=float, help="arrival rate, requests per second")
+    workload.add_argument("--trace", help="trace CSV (arrival_s,prompt_tokens,output_tokens[,reasoning_tokens,tier]) "
+                                          "or azure_code / azure_conv")
+    parser.add_argument("--cv", type=float, help="Gamma arrivals with this inter-arrival CV (default Poisson)")
+    parser.add_argument("--lengths", default="sharegpt", help="length dataset (see simulator.workloads.LENGTH_SAMPLER_NAMES)")
+    parser.add_argument("--prompt-tokens", type=int, help="fixed prompt length (with --output-tokens)")
+    parser.add_argument("--output-tokens", type=int, help="fixed output length (with --prompt-tokens)")
+    parser.add_argument("--requests", type=int, default=1000, help="number of requests")
+    parser.add_argument("--ttft-slo", type=float, help="TTFT target, seconds")
+    parser.add_argument("--tbt-slo", type=float, help="TBT / TPOT target, seconds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the metrics to this JSON file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    slo = SLO(ttft_s=args.ttft_slo, tbt_s=args.tbt_slo)
+    if args.trace:
+        if args.trace in ("azure_code", "azure_conv"):
+            requests = load_azure_trace(args.trace, max_requests=args.requests)
+        else:
+            requests = load_trace_csv(args.trace)[: args.requests]
+        for request in requests:
+            request.slo = SLO(ttft_s=slo.ttft_s, tbt_s=slo.tbt_s)
+    else:
+        arrivals = PoissonArrivals(args.rate) if args.cv is None else GammaArrivals(args.rate, args.cv)
+        if (args.prompt_tokens is None) != (args.output_tokens is None):
+            raise SystemExit("--prompt-tokens and --output-tokens go together")
+        if args.prompt_tokens is not None:
+            lengths = FixedLengths(args.prompt_tokens, args.output_tokens)
+        else:
+            lengths = length_sampler(args.lengths)
+        requests = generate_requests(arrivals, lengths, args.requests, rng, slo=slo)
+    pools = _instances(args.instances, args.gpu)
+    inventory: dict[str, int] = {}
+    for gpu, count in pools:
+        inventory[gpu] = inventory.get(gpu, 0) + count * args.tp * args.pp
+    cluster = Cluster(inventory)
+    for gpu, count in pools:
+        for _ in range(count):
+            cluster.deploy(
+                InstanceConfig(
+                    gpu=gpu, model=args.model, tp=args.tp, pp=args.pp, scheduler=args.scheduler,
+                    block_size=args.block_size, memory_utilization=args.memory_utilization,
+                    max_batch_size=args.max_batch_size,
+                ),
+                ready_now=True,
+            )
+    started = time.perf_counter()
+    outcomes = cluster.run(requests)
+    wall_s = time.perf_counter() - started
+    summary = summarize(outcomes, duration_s=cluster.events.now_s, cost_usd=cluster.cost_usd())
+    print(format_table(summary))
+    print(f"\nsimulated {len(requests)} requests ({cluster.events.now_s:.1f} simulated s) in {wall_s:.2f} wall s "
+          f"= {len(requests) / wall_s:,.0f} requests per wall-second")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(to_json_dict(summary), handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except ValueError as error:
+        sys.exit(f"error: {error}")

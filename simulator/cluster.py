@@ -1,0 +1,420 @@
+"""A cluster of instances: GPU inventory, deployment lifecycle, routing, migration, PD transfer, cost.
+
+The cluster drives the event loop. Routing is a hook: ``router(cluster, seq) -> instance_id``
+(default: round-robin over serving instances). With ``router=None`` every arrival becomes a
+*decision* that ``advance`` returns to its caller (the Gymnasium env), which answers with
+``dispatch``. Reasoning→answering transitions can likewise go to ``phase_router`` (PASCAL's
+placement at ``</think>``, pascal.txt §IV-B).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence as SequenceOf
+from dataclasses import dataclass
+from typing import Any
+
+from hardware.gpus import get_gpu
+from hardware.latency import kv_transfer_time_s, weight_load_time_s
+from simulator.events import EventQueue
+from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
+from simulator.kv_blocks import blocks_for_tokens
+from simulator.outcome import RequestOutcome
+from simulator.request import Phase, Request
+from simulator.sequence import Residency, Sequence
+
+Router = Callable[["Cluster", Sequence], int]
+PhaseRouter = Callable[["Cluster", Sequence, Instance], int | None]
+DecodeRouter = Callable[["Cluster", Sequence, Instance], int]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A point where the simulator waits for an outside policy.
+
+    ``kind`` is ``"route"`` (a new arrival, answer with ``dispatch``) or ``"phase"`` (a
+    request finished reasoning on ``instance_id``; answer with ``place_answering``).
+    """
+
+    kind: str
+    seq: Sequence
+    instance_id: int = -1
+
+
+@dataclass(frozen=True)
+class MigrationConfig:
+    """Live migration (multitier-llumnix.txt §3.5, Fig. 4; Llumnix defaults): copy the KV in
+    stages while the request keeps decoding on the source; when the blocks left to copy are at
+    most ``last_stage_max_blocks`` or ``max_stages`` stages ran, pause it, copy the rest and
+    resume on the destination."""
+
+    last_stage_max_blocks: int = 16
+    max_stages: int = 3
+
+
+def _round_robin_router() -> Router:
+    state = {"next": 0}
+
+    def route(cluster: Cluster, seq: Sequence) -> int:
+        ids = cluster.routable_ids()
+        if not ids:
+            raise RuntimeError(f"no serving instance can take request {seq.request_id}")
+        choice = ids[state["next"] % len(ids)]
+        state["next"] += 1
+        return choice
+
+    return route
+
+
+class Cluster:
+    """Instances on a GPU inventory, fed by a request stream, with cost accounting in USD."""
+
+    def __init__(
+        self,
+        gpu_inventory: dict[str, int],
+        *,
+        router: Router | None | str = "round_robin",
+        phase_router: PhaseRouter | None = None,
+        decode_router: DecodeRouter | None = None,
+        external_phase_decisions: bool = False,
+        migration: MigrationConfig = MigrationConfig(),
+        provisioning_s: float = 0.0,
+        coalesce: bool = True,
+        record_token_curves: bool = False,
+    ) -> None:
+        for gpu, count in gpu_inventory.items():
+            get_gpu(gpu)
+            if not isinstance(count, int) or count < 0:
+                raise ValueError(f"GPU inventory for {gpu} must be a non-negative integer, got {count!r}")
+        if provisioning_s < 0 or provisioning_s != provisioning_s:
+            raise ValueError(f"provisioning_s must be non-negative, got {provisioning_s}")
+        self.events = EventQueue()
+        self.gpu_inventory = dict(gpu_inventory)
+        self.gpus_in_use = {gpu: 0 for gpu in gpu_inventory}
+        self.instances: dict[int, Instance] = {}
+        self.router: Router | None = _round_robin_router() if router == "round_robin" else router  # type: ignore[assignment]
+        self.phase_router = phase_router
+        self.decode_router = decode_router
+        self.external_phase_decisions = external_phase_decisions
+        self.migration = migration
+        self.provisioning_s = provisioning_s
+        self.coalesce = coalesce
+        self.record_token_curves = record_token_curves
+        self.outcomes: list[RequestOutcome] = []
+        self.arrived = 0
+        self._requests: SequenceOf[Request] = ()
+        self._next_request = 0
+        self._decision: Decision | None = None
+        self._next_id = 0
+        self._held_since_s: dict[int, float] = {}
+        self._cost_closed_usd = 0.0
+        self._stopped_at_s: dict[int, float] = {}
+        self.migrations_started = 0
+        self.migrations_done = 0
+        self.migrations_aborted = 0
+
+    # ----------------------------------------------------------------- deployment
+    def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
+        """Deploy an instance; it serves after the weight-load time plus ``provisioning_s``
+        (immediately with ``ready_now``, for the initial deployment). GPUs are held (and paid)
+        from now on."""
+        config.validate()
+        free = self.gpu_inventory.get(config.gpu, 0) - self.gpus_in_use.get(config.gpu, 0)
+        if config.num_gpus > free:
+            raise ValueError(
+                f"cannot deploy {config.model} on {config.num_gpus} x {config.gpu}: {free} free of "
+                f"{self.gpu_inventory.get(config.gpu, 0)} in the inventory"
+            )
+        instance_id = self._next_id
+        self._next_id += 1
+        instance = Instance(instance_id, config, self.events, self, coalesce=self.coalesce)
+        self.instances[instance_id] = instance
+        self.gpus_in_use[config.gpu] = self.gpus_in_use.get(config.gpu, 0) + config.num_gpus
+        self._held_since_s[instance_id] = self.events.now_s
+        if ready_now:
+            return instance_id
+        instance.lifecycle = Lifecycle.STARTING
+        startup_s = weight_load_time_s(instance.model, instance.gpu, config.tp, config.pp, config.dtype)
+        self.events.schedule(self.events.now_s + startup_s + self.provisioning_s, self._on_started, instance_id)
+        return instance_id
+
+    def _on_started(self, instance_id: int) -> None:
+        instance = self.instances[instance_id]
+        if instance.lifecycle == Lifecycle.STARTING:
+            instance.lifecycle = Lifecycle.SERVING
+
+    def drain(self, instance_id: int) -> None:
+        """Stop routing to an instance; it stops (and frees its GPUs) once its requests are done."""
+        instance = self._instance(instance_id)
+        if instance.lifecycle in (Lifecycle.DRAINING, Lifecycle.STOPPED):
+            raise ValueError(f"instance {instance_id} is already {instance.lifecycle.value}")
+        if instance.lifecycle == Lifecycle.STARTING:
+            self._stop(instance)
+            return
+        instance.lifecycle = Lifecycle.DRAINING
+        if instance.num_requests == 0 and not instance.busy:
+            self._stop(instance)
+
+    def _stop(self, instance: Instance) -> None:
+        instance.lifecycle = Lifecycle.STOPPED
+        config = instance.config
+        self.gpus_in_use[config.gpu] -= config.num_gpus
+        held_s = self.events.now_s - self._held_since_s.pop(instance.instance_id)
+        self._cost_closed_usd += held_s * config.num_gpus * instance.gpu.price_per_second_usd
+        self._stopped_at_s[instance.instance_id] = self.events.now_s
+
+    def _instance(self, instance_id: int) -> Instance:
+        if instance_id not in self.instances:
+            raise ValueError(f"unknown instance {instance_id}; known: {sorted(self.instances)}")
+        return self.instances[instance_id]
+
+    def active_instances(self) -> list[Instance]:
+        return [i for i in self.instances.values() if i.lifecycle != Lifecycle.STOPPED]
+
+    def routable_ids(self) -> list[int]:
+        """Serving instances that take new requests (prefill-capable: not decode-only)."""
+        return [
+            i.instance_id
+            for i in self.instances.values()
+            if i.lifecycle == Lifecycle.SERVING and i.role != Role.DECODE
+        ]
+
+    def cost_usd(self) -> float:
+        """Σ GPUs × price × time held, starting and draining included, up to now."""
+        now = self.events.now_s
+        open_usd = sum(
+            (now - since) * self.instances[i].config.num_gpus * self.instances[i].gpu.price_per_second_usd
+            for i, since in self._held_since_s.items()
+        )
+        return self._cost_closed_usd + open_usd
+
+    def cost_rate_usd_per_s(self) -> float:
+        return sum(
+            self.instances[i].config.num_gpus * self.instances[i].gpu.price_per_second_usd for i in self._held_since_s
+        )
+
+    # ----------------------------------------------------------------- requests
+    def submit(self, requests: SequenceOf[Request]) -> None:
+        """Feed a request stream (sorted by arrival); replaces any stream not yet arrived."""
+        previous = -1.0
+        for request in requests:
+            if request.arrival_s < previous:
+                raise ValueError(f"requests must be sorted by arrival; request {request.request_id} arrives at "
+                                 f"{request.arrival_s} s after {previous} s")
+            previous = request.arrival_s
+            _validate_request(request)
+        self._requests = requests
+        self._next_request = 0
+        self._schedule_next_arrival()
+
+    def _schedule_next_arrival(self) -> None:
+        if self._next_request < len(self._requests):
+            request = self._requests[self._next_request]
+            self._next_request += 1
+            self.events.schedule(max(request.arrival_s, self.events.now_s), self._on_arrival, request)
+
+    def _on_arrival(self, request: Request) -> None:
+        self.arrived += 1
+        seq = Sequence(request, self.record_token_curves)
+        self._schedule_next_arrival()
+        if self.router is None:
+            self._decision = Decision("route", seq)
+            return
+        self.dispatch(seq, self.router(self, seq))
+
+    def dispatch(self, seq: Sequence, instance_id: int) -> None:
+        """Send a new request to an instance (the answer to a ``"route"`` decision)."""
+        instance = self._instance(instance_id)
+        if instance.lifecycle != Lifecycle.SERVING:
+            raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
+        if instance.role == Role.DECODE:
+            raise ValueError(f"instance {instance_id} is decode-only and cannot take new requests")
+        if seq.request.model is not None and instance.model.name != seq.request.model:
+            raise ValueError(f"instance {instance_id} serves {instance.model.name}, request needs {seq.request.model}")
+        if self._decision is not None and self._decision.seq is seq:
+            self._decision = None
+        seq.pd_handoff = instance.role == Role.PREFILL and self.decode_router is not None
+        instance.enqueue(seq)
+
+    def dispatch_in_place(self, seq: Sequence, instance_id: int) -> None:
+        """Run a request wholly on one instance whatever its role (Cauchy's opportunistic
+        in-place execution, cauchy.txt §3.4.2)."""
+        instance = self._instance(instance_id)
+        if instance.lifecycle != Lifecycle.SERVING:
+            raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
+        if self._decision is not None and self._decision.seq is seq:
+            self._decision = None
+        seq.pd_handoff = False
+        instance.enqueue(seq)
+
+    # ----------------------------------------------------------------- instance host callbacks
+    def on_complete(self, instance: Instance, seq: Sequence) -> None:
+        self.outcomes.append(seq.outcome(self.events.now_s))
+
+    def on_reject(self, seq: Sequence, reason: str) -> None:
+        seq.phase = Phase.REJECTED
+        self.outcomes.append(seq.outcome(self.events.now_s, rejected_reason=reason))
+
+    def on_idle(self, instance: Instance) -> None:
+        if instance.lifecycle == Lifecycle.DRAINING and instance.num_requests == 0:
+            self._stop(instance)
+
+    def on_phase_change(self, instance: Instance, seq: Sequence) -> None:
+        if self.external_phase_decisions:
+            instance.remove(seq)
+            self._decision = Decision("phase", seq, instance.instance_id)
+            return
+        if self.phase_router is None:
+            return
+        target = self.phase_router(self, seq, instance)
+        if target is not None and target != instance.instance_id:
+            instance.remove(seq)
+            self._transfer(seq, instance, self._instance(target))
+
+    def place_answering(self, seq: Sequence, instance_id: int) -> None:
+        """Answer a ``"phase"`` decision: continue the answering phase on ``instance_id``
+        (the same instance, or another one after a KV transfer)."""
+        if self._decision is None or self._decision.seq is not seq:
+            raise ValueError(f"request {seq.request_id} is not waiting for a phase decision")
+        source = self._instance(self._decision.instance_id)
+        self._decision = None
+        target = self._instance(instance_id)
+        if target is source:
+            if not target.accept_running(seq):
+                target.accept_transferred(seq)
+            return
+        self._transfer(seq, source, target)
+
+    def on_prefill_done(self, instance: Instance, seq: Sequence) -> None:
+        assert self.decode_router is not None
+        target = self._instance(self.decode_router(self, seq, instance))
+        instance.remove(seq)
+        seq.pd_handoff = False
+        self._transfer(seq, instance, target)
+
+    # ----------------------------------------------------------------- KV movement
+    def link_gbps(self, source: Instance, target: Instance) -> float:
+        """Bandwidth between two instances: the slower GPU's intra-node link for the same GPU
+        type, else the slower host link (cross-node, cauchy.txt §3.4.2 uses TCP)."""
+        if source.gpu.name == target.gpu.name:
+            return min(source.gpu.intra_node_link_gbps, target.gpu.intra_node_link_gbps)
+        return min(source.gpu.host_link_gbps, target.gpu.host_link_gbps)
+
+    def _transfer(self, seq: Sequence, source: Instance, target: Instance) -> None:
+        """Move a paused sequence's whole KV to ``target`` (PD hand-off, phase-change migration)."""
+        seq.residency = Residency.MOVING
+        seq.num_migrations += 1
+        delay_s = kv_transfer_time_s(source.model, max(seq.kv_tokens, 1), self.link_gbps(source, target))
+        self.events.schedule(self.events.now_s + delay_s, lambda s: target.accept_transferred(s), seq)
+
+    def migrate(self, seq: Sequence, target_id: int) -> bool:
+        """Live-migrate a request (multitier-llumnix.txt §3.5). Queued requests move at once;
+        running decode requests move in stages while decoding. Returns False (nothing
+        happens) when the target cannot take it now."""
+        target = self._instance(target_id)
+        source = self._instance(seq.instance_id)
+        if target is source:
+            raise ValueError(f"request {seq.request_id} is already on instance {target_id}")
+        if target.lifecycle != Lifecycle.SERVING or target.model.name != source.model.name:
+            return False
+        if seq.residency == Residency.QUEUED and seq in source.waiting:
+            source.remove(seq)
+            seq.num_migrations += 1
+            self.migrations_started += 1
+            self.migrations_done += 1
+            target.enqueue(seq)
+            return True
+        if seq.residency != Residency.RUNNING or not seq.in_decode or seq.pd_handoff:
+            raise ValueError(f"request {seq.request_id} is not a running decode request (it is {seq.residency.name})")
+        source.sync()
+        need = blocks_for_tokens(seq.kv_tokens + 1, target.kv.block_size)
+        if not target.kv.can_admit(need):
+            return False
+        self.migrations_started += 1
+        self._migration_stage(seq, source, target, copied_tokens=0, stage=1)
+        return True
+
+    def _migration_stage(self, seq: Sequence, source: Instance, target: Instance, copied_tokens: int, stage: int) -> None:
+        to_copy = seq.kv_tokens - copied_tokens
+        delay_s = kv_transfer_time_s(source.model, max(to_copy, 1), self.link_gbps(source, target))
+
+        def stage_done(_: Any) -> None:
+            if seq.instance_id != source.instance_id or seq.residency != Residency.RUNNING:
+                self.migrations_aborted += 1
+                return
+            source.sync()
+            left_blocks = blocks_for_tokens(seq.kv_tokens - (copied_tokens + to_copy), target.kv.block_size)
+            if left_blocks <= self.migration.last_stage_max_blocks or stage >= self.migration.max_stages:
+                source.detach_at_boundary(seq, lambda s: self._final_stage(s, source, target, copied_tokens + to_copy))
+            else:
+                self._migration_stage(seq, source, target, copied_tokens + to_copy, stage + 1)
+
+        self.events.schedule(self.events.now_s + delay_s, stage_done, None)
+
+    def _final_stage(self, seq: Sequence, source: Instance, target: Instance, copied_tokens: int) -> None:
+        seq.num_migrations += 1
+        delay_s = kv_transfer_time_s(source.model, max(seq.kv_tokens - copied_tokens, 1), self.link_gbps(source, target))
+
+        def hand_off(_: Any) -> None:
+            self.migrations_done += 1
+            target.accept_transferred(seq)
+
+        self.events.schedule(self.events.now_s + delay_s, hand_off, None)
+
+    # ----------------------------------------------------------------- running
+    def every(self, interval_s: float, callback: Callable[[Cluster], None], start_s: float | None = None) -> None:
+        """Call ``callback(cluster)`` every ``interval_s`` simulated seconds while requests remain."""
+        if not interval_s > 0:
+            raise ValueError(f"interval_s must be positive, got {interval_s}")
+
+        def tick(_: Any) -> None:
+            if self.pending_requests() == 0:
+                return
+            callback(self)
+            self.events.schedule(self.events.now_s + interval_s, tick, None)
+
+        first = self.events.now_s + interval_s if start_s is None else start_s
+        self.events.schedule(first, tick, None)
+
+    def pending_requests(self) -> int:
+        """Requests arrived or still to arrive that have not ended."""
+        return len(self._requests) - len(self.outcomes)
+
+    def advance(self, until_s: float = float("inf")) -> Decision | None:
+        """Run events up to ``until_s`` or until a decision is needed; return that decision."""
+        if self._decision is not None:
+            return self._decision
+        events = self.events
+        while events._heap and events.peek_time_s() <= until_s:
+            events.pop_and_run()
+            if self._decision is not None:
+                return self._decision
+        if until_s != float("inf") and until_s > events.now_s:
+            events.now_s = until_s
+        return None
+
+    def run(self, requests: SequenceOf[Request] | None = None) -> list[RequestOutcome]:
+        """Serve ``requests`` to the end with the configured routers; return every outcome."""
+        if self.router is None or self.external_phase_decisions:
+            raise ValueError("run() needs internal routers; use advance() with external decisions")
+        if requests is not None:
+            self.submit(requests)
+        self.advance()
+        if self.pending_requests() != 0:
+            raise RuntimeError(f"{self.pending_requests()} requests neither completed nor rejected")
+        return self.outcomes
+
+
+def _validate_request(request: Request) -> None:
+    if not (request.arrival_s >= 0):
+        raise ValueError(f"request {request.request_id}: arrival_s must be >= 0, got {request.arrival_s}")
+    for name in ("prompt_tokens", "output_tokens"):
+        value = getattr(request, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"request {request.request_id}: {name} must be a positive integer, got {value!r}")
+    if request.reasoning_tokens < 0 or (request.reasoning_tokens and request.reasoning_tokens >= request.output_tokens):
+        raise ValueError(
+            f"request {request.request_id}: reasoning_tokens must be in [0, output_tokens) "
+            f"(at least one answer token), got {request.reasoning_tokens} of {request.output_tokens}"
+        )
+    if request.tier < 0:
+        raise ValueError(f"request {request.request_id}: tier must be >= 0, got {request.tier}")

@@ -1,0 +1,195 @@
+"""Trace files (servegym CSV, Azure format) and the pooled ServeGen data shipped in the repo."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.request import Request
+from simulator.workloads import (
+    PoissonArrivals,
+    ServeGenReasoning,
+    generate_requests,
+    load_azure_trace,
+    load_trace_csv,
+    write_trace_csv,
+)
+from simulator.workloads.data_files import DATA_DIR, servegen_rate_series, servegen_reasoning_pmf
+from simulator.workloads.servegen_pooling import pool_rate_series, pool_reasoning_distributions
+
+RAW_SERVEGEN_DIR = Path("/work/shared/data/traces/servegen")
+
+
+def write_text(tmp_path: Path, text: str, name: str = "trace.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------- servegym CSV
+
+
+def test_round_trip_write_then_load_is_identical(tmp_path):
+    requests = generate_requests(
+        PoissonArrivals(3.0), ServeGenReasoning(), 2000, np.random.default_rng(0), priorities="gaussian", num_tiers=4
+    )
+    path = tmp_path / "trace.csv"
+    write_trace_csv(requests, path)
+    assert path.read_text().splitlines()[0] == "arrival_s,prompt_tokens,output_tokens,reasoning_tokens,tier"
+    assert load_trace_csv(path) == requests
+
+
+def test_optional_columns_default_and_any_column_order(tmp_path):
+    path = write_text(tmp_path, "output_tokens,arrival_s,prompt_tokens\n5,0.0,10\n7,1.5,20\n")
+    assert load_trace_csv(path) == [Request(0, 0.0, 10, 5), Request(1, 1.5, 20, 7)]
+    path = write_text(tmp_path, "arrival_s,prompt_tokens,output_tokens,tier\n0.25,3,4,2\n", "tiers.csv")
+    assert load_trace_csv(path) == [Request(0, 0.25, 3, 4, tier=2)]
+
+
+@pytest.mark.parametrize(
+    "text, line, problem",
+    [
+        ("arrival_s,prompt_tokens\n0,1\n", 1, r"missing column\(s\) \['output_tokens'\]"),
+        ("arrival_s,prompt_tokens,output_tokens,color\n0,1,1,red\n", 1, r"unknown column\(s\) \['color'\]"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,1,1\n1,-4,1\n", 3, "prompt_tokens -4 is negative"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,1,2.5\n", 2, "output_tokens '2.5' is not an integer"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,1,0\n", 2, "output_tokens 0 is zero"),
+        ("arrival_s,prompt_tokens,output_tokens,reasoning_tokens\n0,1,5,6\n", 2, "reasoning_tokens 6 exceeds output_tokens 5"),
+        ("arrival_s,prompt_tokens,output_tokens\n2.0,1,1\n1.0,1,1\n", 3, "arrival_s 1.0 is before the previous row's 2.0"),
+        ("arrival_s,prompt_tokens,output_tokens\nnan,1,1\n", 2, "arrival_s nan is not a finite number"),
+        ("arrival_s,prompt_tokens,output_tokens\nsoon,1,1\n", 2, "arrival_s 'soon' is not a number"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,1\n", 2, "2 fields, header has 3"),
+        ("arrival_s,prompt_tokens,output_tokens,tier\n0,1,1,-1\n", 2, "tier -1 is negative"),
+        ("", 1, "empty file"),
+    ],
+)
+def test_malformed_trace_raises_naming_file_line_and_problem(tmp_path, text, line, problem):
+    path = write_text(tmp_path, text, "bad_trace.csv")
+    with pytest.raises(ValueError, match=rf"bad_trace\.csv, line {line}: {problem}"):
+        load_trace_csv(path)
+
+
+def test_write_refuses_requests_that_would_make_a_malformed_trace(tmp_path):
+    path = tmp_path / "out.csv"
+    with pytest.raises(ValueError, match="request 1 .*before the previous row's 5.0"):
+        write_trace_csv([Request(0, 5.0, 1, 1), Request(1, 4.0, 1, 1)], path)
+    with pytest.raises(ValueError, match="reasoning_tokens 3 exceeds output_tokens 2"):
+        write_trace_csv([Request(0, 0.0, 1, 2, reasoning_tokens=3)], path)
+    assert not path.exists()
+
+
+# ---------------------------------------------------------------- Azure format
+
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
+
+
+def test_azure_timestamps_become_relative_seconds_and_scale(tmp_path):
+    path = write_text(
+        tmp_path,
+        AZURE_HEADER
+        + "2023-11-16 18:17:03.0000000,100,10\r\n"
+        + "2023-11-16 18:17:03.5000000,200,20\r\n"
+        + "2023-11-16 18:17:05.0000000,300,30\r\n",
+        "azure.csv",
+    )
+    requests = load_azure_trace(path)
+    assert requests == [Request(0, 0.0, 100, 10), Request(1, 0.5, 200, 20), Request(2, 2.0, 300, 30)]
+    assert [r.arrival_s for r in load_azure_trace(path, time_scale=0.1)] == pytest.approx([0.0, 0.05, 0.2])
+    # Observed rate (3 - 1) / 2 s = 1 req/s; a target of 4 req/s divides times by 4.
+    assert [r.arrival_s for r in load_azure_trace(path, target_rate_rps=4.0)] == pytest.approx([0.0, 0.125, 0.5])
+    assert len(load_azure_trace(path, max_requests=2)) == 2
+
+
+def test_shipped_azure_traces_match_published_figures():
+    conv = load_azure_trace("azure_conv")
+    code = load_azure_trace("azure_code")
+    # shared/data/README.md: conv 19,366 requests over 58 min, 5.53 req/s; code 8,819 over 57 min.
+    assert len(conv) == 19_366 and len(code) == 8_819
+    assert conv[0].arrival_s == 0.0 and conv[-1].arrival_s / 60 == pytest.approx(58, abs=1)
+    assert len(conv) / conv[-1].arrival_s == pytest.approx(5.53, abs=0.02)
+    assert np.mean([r.prompt_tokens for r in conv]) == pytest.approx(1155, abs=1)
+    assert np.mean([r.output_tokens for r in code]) == pytest.approx(28, abs=0.5)
+    scaled = load_azure_trace("azure_code", target_rate_rps=54.0)
+    assert (len(scaled) - 1) / scaled[-1].arrival_s == pytest.approx(54.0)
+
+
+@pytest.mark.parametrize(
+    "rows, line, problem",
+    [
+        ("2023-11-16 18:17:03.0,100,10\r\nyesterday,1,1\r\n", 3, "TIMESTAMP 'yesterday' is not a date-time"),
+        ("2023-11-16 18:17:03.0,100,0\r\n", 2, "GeneratedTokens 0 is zero"),
+        ("2023-11-16 18:17:03.0,100,10\r\n2023-11-16 18:17:02.0,100,10\r\n", 3, "TIMESTAMP '2023-11-16 18:17:02.0' is before the previous row's"),
+        ("2023-11-16 18:17:03.0,-1,10\r\n", 2, "ContextTokens -1 is negative"),
+    ],
+)
+def test_malformed_azure_trace_raises(tmp_path, rows, line, problem):
+    path = write_text(tmp_path, AZURE_HEADER + rows, "bad_azure.csv")
+    with pytest.raises(ValueError, match=rf"bad_azure\.csv, line {line}: {problem}"):
+        load_azure_trace(path)
+
+
+def test_bad_azure_arguments_raise(tmp_path):
+    with pytest.raises(ValueError, match=r"'azure_chat'.*\['azure_code', 'azure_conv'\]"):
+        load_azure_trace("azure_chat")
+    with pytest.raises(ValueError, match="not both"):
+        load_azure_trace("azure_code", time_scale=2.0, target_rate_rps=5.0)
+    with pytest.raises(ValueError, match="max_requests"):
+        load_azure_trace("azure_code", max_requests=0)
+    with pytest.raises(ValueError, match="target_rate_rps"):
+        load_azure_trace("azure_code", target_rate_rps=-1.0)
+
+
+# ---------------------------------------------------------------- ServeGen pooling
+
+
+def write_servegen_client(directory: Path, chunk: int, rates_rps: list[float], windows: dict) -> None:
+    rows = [f"{600 * i},{rate},1.0,Gamma,1,1" for i, rate in enumerate(rates_rps)]
+    (directory / f"chunk-{chunk}-trace.csv").write_text("\n".join(rows) + "\n")
+    (directory / f"chunk-{chunk}-dataset.json").write_text(json.dumps(windows))
+
+
+def test_pooling_weights_client_windows_by_request_count(tmp_path):
+    one_value = {"input_tokens": "{10: 1.0}", "output_tokens": "{100: 1.0}", "reason_ratio": "{0.5: 1.0}"}
+    other_value = {"input_tokens": "{20: 1.0}", "output_tokens": "{200: 0.5, 100: 0.5}", "reason_ratio": "{0.9: 1.0}"}
+    empty = {"input_tokens": "{}", "output_tokens": "{}", "reason_ratio": "{}"}
+    # Client 0: 1 req/s in window [0, 1200) only -> 1200 requests. Client 1: 3 req/s in its first
+    # window [0, 1200) and none after -> 3600 requests. Windows of 1200 s instead of 6 h.
+    write_servegen_client(tmp_path, 0, [1.0, 1.0, 0.0, 0.0], {"0": one_value, "1200": empty})
+    write_servegen_client(tmp_path, 1, [3.0, 3.0, 0.0, 0.0], {"0": other_value, "1200": one_value})
+    pooled = pool_reasoning_distributions(tmp_path)
+    values, probabilities = pooled["input_tokens"]
+    assert values.tolist() == [10, 20] and probabilities == pytest.approx([0.25, 0.75])
+    values, probabilities = pooled["output_tokens"]
+    assert values.tolist() == [100, 200] and probabilities == pytest.approx([0.25 + 0.375, 0.375])
+    window_start_s, requests, dispersion_cv = pool_rate_series(tmp_path)
+    assert requests.tolist() == [2400, 2400, 0, 0] and dispersion_cv[:2] == pytest.approx([1.0, 1.0])
+
+
+def test_shipped_servegen_reasoning_data_matches_published_figures():
+    values, probabilities = servegen_reasoning_pmf("reason_ratio")
+    assert probabilities.sum() == pytest.approx(1.0)
+    assert values @ probabilities == pytest.approx(0.70, abs=0.005)  # README: mean 0.70
+    assert values[np.searchsorted(np.cumsum(probabilities), 0.5)] == pytest.approx(0.76, abs=0.01)
+    outputs, _ = servegen_reasoning_pmf("output_tokens")
+    assert outputs.min() >= 1 and np.all(outputs == np.round(outputs))
+
+
+def test_shipped_data_stays_small_and_credited():
+    total_bytes = sum(p.stat().st_size for p in DATA_DIR.rglob("*") if p.is_file())
+    assert total_bytes < 3_000_000
+    for folder in ("lengths", "azure2023", "servegen"):
+        assert (DATA_DIR / folder / "README.md").is_file()
+        assert any(p.name.startswith("LICENSE") for p in (DATA_DIR / folder).iterdir())
+
+
+@pytest.mark.skipif(not RAW_SERVEGEN_DIR.is_dir(), reason="raw ServeGen release not present")
+def test_shipped_servegen_files_are_the_pooled_raw_release():
+    pooled = pool_reasoning_distributions(RAW_SERVEGEN_DIR / "reason_deepseek-r1")
+    for field, (values, probabilities) in pooled.items():
+        kept = probabilities > 0
+        shipped_values, shipped_probabilities = servegen_reasoning_pmf(field)
+        assert np.array_equal(shipped_values, values[kept])
+        assert shipped_probabilities == pytest.approx(probabilities[kept], rel=1e-8, abs=1e-15)
+    _, requests, _ = pool_rate_series(RAW_SERVEGEN_DIR / "language_m-large")
+    assert servegen_rate_series().rate_rps * 600 == pytest.approx(requests)
