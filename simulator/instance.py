@@ -168,6 +168,22 @@ class Instance:
     def sequences(self) -> list[Sequence]:
         return self.running + self.swapped + self.waiting
 
+    def answering_behind_pace(self, tpot_target_s: float) -> bool:
+        """The token pacer's SLO flag (pascal.txt §IV-B, Alg. 1 ``t_i`` is its negation): True
+        when an answering request here has delivered fewer answer tokens than a reader taking
+        one token per ``tpot_target_s`` since its first answer token would have read, i.e. its
+        pacer buffer ran dry."""
+        if not tpot_target_s > 0:
+            raise ValueError(f"tpot_target_s must be positive, got {tpot_target_s}")
+        self.sync()
+        now = self.events.now_s
+        for seq in self.sequences():
+            answered = seq.generated_tokens - seq.reasoning_tokens
+            if answered > 0 and answered < seq.output_tokens - seq.reasoning_tokens:
+                if answered < 1 + int((now - seq.first_answer_token_s) / tpot_target_s):
+                    return True
+        return False
+
     # ----------------------------------------------------------------- entry points
     def enqueue(self, seq: Sequence) -> None:
         """A request (new, or migrated while queued) joins this instance's waiting queue."""
@@ -307,7 +323,14 @@ class Instance:
         if self._seg_decode:
             if self._seg_pos < self._seg_len:
                 self._apply_decode(self._seg_len)
-            finished.extend(self._seg_decode)
+            # Only completions, the end of reasoning and PD hand-offs need attention here.
+            for seq in self._seg_decode:
+                if (
+                    seq.generated_tokens >= seq.output_tokens
+                    or seq.generated_tokens == seq.reasoning_tokens
+                    or seq.pd_handoff
+                ):
+                    finished.append(seq)
         self._seg_decode = []
         self._seg_prefill = []
         self._seg_len = self._seg_pos = 0
@@ -351,7 +374,10 @@ class Instance:
             prefills = self._select_by_priority(now)
         else:
             prefills = self._select_in_order(now)
-        decode = [s for s in self.running if _decoding(s)]
+        decode = [
+            s for s in self.running
+            if s.generated_tokens and not s.pd_handoff and s.kv_tokens == s.prompt_tokens + s.generated_tokens - 1
+        ]
         if self.scheduler.chunked_prefill_tokens is None and prefills:
             decode = []
         if not prefills and not decode:
@@ -454,7 +480,11 @@ class Instance:
             need = 0
             growing = []
             for seq in self.running:
-                if _decoding(seq):
+                if (
+                    seq.generated_tokens
+                    and not seq.pd_handoff
+                    and seq.kv_tokens == seq.prompt_tokens + seq.generated_tokens - 1
+                ):
                     extra = (seq.kv_tokens + block_size) // block_size - seq.blocks
                     if extra:
                         need += extra

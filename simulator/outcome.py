@@ -17,6 +17,9 @@ class RequestOutcome:
     between consecutive breakpoints tokens arrive at a constant rate. It starts at
     ``(first_token_s, 1)`` and ends at ``(finish_s, output_tokens)``.
     ``max_tbt_s`` is the largest gap between two consecutive output tokens.
+    ``reasoning_end_s`` is when the last reasoning token (``</think>``) was produced; the
+    wait from it to ``first_answer_token_s`` is the blocking after the phase change
+    (pascal.txt Fig. 13).
     """
 
     request_id: int
@@ -29,6 +32,7 @@ class RequestOutcome:
     first_scheduled_s: float
     first_token_s: float
     first_answer_token_s: float
+    reasoning_end_s: float
     finish_s: float
     max_tbt_s: float
     preempted_s: float
@@ -50,6 +54,11 @@ class RequestOutcome:
     @property
     def ttfat_s(self) -> float:
         return self.first_answer_token_s - self.arrival_s
+
+    @property
+    def phase_change_blocking_s(self) -> float:
+        """Wait between the last reasoning token and the first answer token (NaN if no reasoning)."""
+        return self.first_answer_token_s - self.reasoning_end_s
 
     @property
     def e2e_s(self) -> float:

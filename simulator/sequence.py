@@ -30,7 +30,7 @@ class Sequence:
     __slots__ = (
         "request", "request_id", "arrival_s", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier",
         "kv_tokens", "generated_tokens", "blocks", "residency", "phase", "demoted", "quantum_start_tokens",
-        "instance_id", "first_scheduled_s", "first_token_s", "first_answer_token_s", "last_token_s",
+        "instance_id", "first_scheduled_s", "first_token_s", "first_answer_token_s", "reasoning_end_s", "last_token_s",
         "max_tbt_s", "preempted_since_s", "preempted_s", "num_preemptions", "num_migrations", "token_curve",
         "queue_order", "pd_handoff",
     )
@@ -54,6 +54,7 @@ class Sequence:
         self.first_scheduled_s = NAN
         self.first_token_s = NAN
         self.first_answer_token_s = NAN
+        self.reasoning_end_s = NAN
         self.last_token_s = NAN
         self.max_tbt_s = 0.0
         self.preempted_since_s = NAN
@@ -98,6 +99,8 @@ class Sequence:
         if count > 1 and last_gap_s > self.max_tbt_s:
             self.max_tbt_s = last_gap_s
         after = before + count
+        if after == self.reasoning_tokens:
+            self.reasoning_end_s = last_time_s
         if self.reasoning_tokens and before <= self.reasoning_tokens < after:
             k = self.reasoning_tokens - before  # 0-based index inside the run of the first answer token
             if k != 0:
@@ -125,6 +128,7 @@ class Sequence:
             first_scheduled_s=self.first_scheduled_s,
             first_token_s=self.first_token_s,
             first_answer_token_s=self.first_answer_token_s,
+            reasoning_end_s=self.reasoning_end_s,
             finish_s=finish_s,
             max_tbt_s=self.max_tbt_s,
             preempted_s=self.preempted_s,

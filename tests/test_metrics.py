@@ -65,6 +65,7 @@ def make_outcome(
         first_scheduled_s=first_scheduled_s,
         first_token_s=first_token_s,
         first_answer_token_s=first_answer_token_s,
+        reasoning_end_s=token_time_s(curve, reasoning_tokens) if curve and reasoning_tokens else math.nan,
         finish_s=finish_s,
         max_tbt_s=tpot_s if max_tbt_s is None else max_tbt_s,
         preempted_s=preempted_s,

@@ -38,6 +38,7 @@ def finished_outcome(curve, *, arrival_s: float = 0.0, reasoning_tokens: int = 0
         first_scheduled_s=arrival_s,
         first_token_s=curve[0][0],
         first_answer_token_s=token_time_s(curve, reasoning_tokens + 1),
+        reasoning_end_s=token_time_s(curve, reasoning_tokens) if reasoning_tokens else math.nan,
         finish_s=curve[-1][0],
         max_tbt_s=0.1,
         preempted_s=0.0,

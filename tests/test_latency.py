@@ -1,0 +1,203 @@
+"""Per-iteration latency model: structure, hand-computed values, KV/transfer/load helpers, bad inputs."""
+
+import math
+
+import numpy as np
+import pytest
+
+from hardware.gpus import get_gpu
+from hardware.latency import (
+    IterationLatencyModel,
+    kv_capacity_tokens,
+    kv_transfer_time_s,
+    latency_model,
+    pp_bubble_fraction,
+    weight_load_time_s,
+)
+from hardware.models import get_model, weights_per_gpu_bytes
+from hardware.profiles import compute_efficiency, link_efficiency
+
+A100_PEAK_FLOPS, A100_BANDWIDTH = 312e12, 2039e9
+LLAMA2_7B_FP16_WEIGHT_BYTES = 2 * 6_738_415_616
+LLAMA2_7B_KV_BYTES_PER_TOKEN = 2 * 32 * 32 * 128 * 2
+
+
+@pytest.fixture(scope="module")
+def a100_7b():
+    return latency_model("A100-80GB", "Llama-2-7B")
+
+
+def test_latency_model_is_cached_per_configuration(a100_7b):
+    assert latency_model("A100-80GB", "Llama-2-7B") is a100_7b
+    assert latency_model("A100-80GB", "Llama-2-7B", tp=2) is not a100_7b
+
+
+def test_decode_batch_one_by_hand(a100_7b):
+    """Llama-2-7B, A100, TP1, batch 1: every piece written out with the fitted efficiencies."""
+    eff = compute_efficiency("a100")
+
+    def linear_s(fan_in, fan_out, tokens=1):
+        flops = 2 * tokens * fan_in * fan_out
+        moved = 2 * fan_in * fan_out + 2 * tokens * (fan_in + fan_out)
+        compute_s = flops / (A100_PEAK_FLOPS * eff.compute_fraction)
+        return max(compute_s, moved / (A100_BANDWIDTH * eff.memory_fraction)) + eff.linear_overhead_s
+
+    def elementwise_s(moved):
+        return eff.elementwise_overhead_s + moved / (A100_BANDWIDTH * eff.elementwise_memory_fraction)
+
+    h, i = 4096, 11008
+    layer = linear_s(h, 3 * h) + linear_s(h, h) + linear_s(h, 2 * i) + linear_s(i, h)
+    layer += 2 * elementwise_s(2 * 2 * h) + elementwise_s(2 * 3 * i) + elementwise_s(2 * 3 * h)
+    layer += elementwise_s(2 * 2 * (32 + 32) * 128)  # rope on q and k
+    layer += 0.0452e-3 + 0.00022e-3  # Vidur's decode attention: fixed + one sequence
+    embedding = eff.embedding_overhead_s + 2 * 2 * h / (A100_BANDWIDTH * eff.embedding_memory_fraction)
+    lm_head = linear_s(h, 32000)
+    cpu = (0.1648 + 0.8792 + 0.3521 + 1.587) * 1e-3
+    base_s, per_context_token_s = a100_7b.decode_coefficients(1)
+    assert base_s == pytest.approx(32 * layer + embedding + lm_head + cpu, rel=1e-9)
+    assert per_context_token_s == pytest.approx(32 * 8.3e-9, rel=1e-9)  # 32 layers x 8.3e-6 ms
+
+
+def test_decode_time_is_exactly_base_plus_per_token_times_context(a100_7b):
+    for batch in (1, 7, 32, 256):
+        base_s, per_context_token_s = a100_7b.decode_coefficients(batch)
+        contexts = np.array([batch, 1000 * batch, 4096 * batch + 17])
+        vectorised = base_s + per_context_token_s * contexts
+        for context, fast in zip(contexts.tolist(), vectorised):
+            assert a100_7b.decode_time_s(batch, context) == base_s + per_context_token_s * context
+            assert a100_7b.decode_time_s(batch, context) == fast
+
+
+def test_iteration_without_prefill_is_exactly_decode(a100_7b):
+    for batch, context in ((1, 1), (16, 9000), (128, 300_000)):
+        assert a100_7b.iteration_time_s(0, 0, batch, context) == a100_7b.decode_time_s(batch, context)
+
+
+def test_more_tokens_or_context_take_longer(a100_7b):
+    prefill = [a100_7b.prefill_time_s(tokens) for tokens in (1, 16, 128, 512, 2048, 8192)]
+    assert all(a < b for a, b in zip(prefill, prefill[1:]))
+    chunked = [a100_7b.prefill_time_s(512, context) for context in (0, 512, 4096, 16384)]
+    assert all(a < b for a, b in zip(chunked, chunked[1:]))
+    decode = [a100_7b.decode_time_s(batch, batch * 1024) for batch in (1, 2, 8, 32, 128)]
+    assert all(a < b for a, b in zip(decode, decode[1:]))
+    by_context = [a100_7b.decode_time_s(8, context) for context in (8, 800, 8000, 80000)]
+    assert all(a < b for a, b in zip(by_context, by_context[1:]))
+    mixed = [a100_7b.iteration_time_s(p, p * (p + 1) / 2, 16, 16 * 1024) for p in (0, 64, 512, 2048)]
+    assert all(a < b for a, b in zip(mixed, mixed[1:]))
+
+
+def test_prefill_time_is_an_iteration_with_one_chunk(a100_7b):
+    assert a100_7b.prefill_time_s(300, 100) == a100_7b.iteration_time_s(300, 300 * (100 + 301 / 2), 0, 0)
+
+
+def test_moe_decode_grows_with_batch_as_more_experts_are_read():
+    model = latency_model("H100-80GB", "DeepSeek-R1-671B", tp=8, pp=2)
+    bases = [model.decode_coefficients(batch)[0] for batch in (1, 4, 16, 64)]
+    assert all(a < b for a, b in zip(bases, bases[1:]))
+
+
+def test_tensor_parallelism_cuts_large_prefill_time():
+    times = [latency_model("A100-80GB", "Llama-2-70B", tp=tp).prefill_time_s(4096) for tp in (2, 4, 8)]
+    assert times[0] > times[1] > times[2]
+    assert latency_model("H100-80GB", "Llama-2-7B", tp=2).prefill_time_s(4096) < latency_model(
+        "H100-80GB", "Llama-2-7B"
+    ).prefill_time_s(4096)
+
+
+def test_pipeline_stages_add_activation_transfers_only():
+    one_stage = latency_model("A100-80GB", "Llama-2-13B")
+    four_stages = latency_model("A100-80GB", "Llama-2-13B", pp=4)
+    gpu = get_gpu("A100-80GB")
+    send_s = link_efficiency("a100").send_recv_time_s(2048 * 5120 * 2, gpu)
+    expected_s = one_stage.prefill_time_s(2048) + 3 * send_s
+    assert four_stages.prefill_time_s(2048) == pytest.approx(expected_s, rel=1e-12)
+    assert pp_bubble_fraction(1) == 0.0
+    assert pp_bubble_fraction(4) == 0.75
+
+
+def test_gpu_without_profile_scales_with_its_own_peaks():
+    # H20 borrows the h100 efficiencies: prefill is compute-bound, and it has 148 vs 989 TFLOP/s.
+    h20 = latency_model("H20-NVL", "Llama-2-7B").prefill_time_s(4096)
+    h100 = latency_model("H100-80GB", "Llama-2-7B").prefill_time_s(4096)
+    assert 3.0 < h20 / h100 < 989 / 148
+    # Decode at batch 1 reads weights: H20 has more bandwidth (4000 vs 3350 GB/s).
+    assert latency_model("H20-NVL", "Llama-2-7B").decode_time_s(1, 1024) < latency_model(
+        "H100-80GB", "Llama-2-7B"
+    ).decode_time_s(1, 1024)
+
+
+def test_kv_capacity_of_llama2_7b_on_a100_by_hand():
+    free = 0.9 * 80e9 - LLAMA2_7B_FP16_WEIGHT_BYTES - 2048 * (4096 + 3 * 11008) * 2
+    assert kv_capacity_tokens("A100-80GB", "Llama-2-7B") == math.floor(free / LLAMA2_7B_KV_BYTES_PER_TOKEN)
+    assert kv_capacity_tokens("A100-80GB", "Llama-2-7B") == 111_334
+    # TP2: each GPU holds half of every token's KV.
+    weights_tp2 = weights_per_gpu_bytes(get_model("Llama-2-7B"), 2)
+    free_tp2 = 0.9 * 80e9 - weights_tp2 - 2048 * (4096 + 3 * 11008 / 2) * 2
+    expected_tp2 = math.floor(free_tp2 / (LLAMA2_7B_KV_BYTES_PER_TOKEN / 2))
+    assert kv_capacity_tokens("A100-80GB", "Llama-2-7B", tp=2) == expected_tp2
+
+
+def test_kv_capacity_raises_when_weights_do_not_fit():
+    with pytest.raises(ValueError, match="Llama-2-70B"):
+        kv_capacity_tokens("A100-80GB", "Llama-2-70B", tp=1)
+
+
+def test_kv_transfer_and_weight_load_by_hand():
+    assert kv_transfer_time_s("Llama-2-7B", 1000, 50.0) == pytest.approx(1000 * 524_288 / 50e9, rel=1e-12)
+    with_latency_s = kv_transfer_time_s("Llama-2-7B", 1000, 50.0, latency_s=1e-3)
+    assert with_latency_s == pytest.approx(1e-3 + 0.01048576, rel=1e-12)
+    load_s = weight_load_time_s("Llama-2-7B", "A100-80GB")
+    assert load_s == pytest.approx(LLAMA2_7B_FP16_WEIGHT_BYTES / 32e9, rel=1e-12)
+    per_gpu = weights_per_gpu_bytes(get_model("Llama-2-70B"), 4)
+    assert weight_load_time_s("Llama-2-70B", "H100-80GB", tp=4) == pytest.approx(per_gpu / 64e9, rel=1e-12)
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1.5, True, float("nan"), "8"])
+def test_bad_batch_size_raises(a100_7b, batch_size):
+    with pytest.raises(ValueError, match="batch_size"):
+        a100_7b.decode_coefficients(batch_size)
+    with pytest.raises(ValueError, match="batch_size"):
+        a100_7b.decode_time_s(batch_size, 100)
+
+
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        ((-1, 0, 1, 10), "prefill_tokens"),
+        ((10.0, 55, 0, 0), "prefill_tokens"),
+        ((10, float("nan"), 0, 0), "prefill_attention_pairs"),
+        ((10, 5, 0, 0), "prefill_attention_pairs"),
+        ((0, 3, 1, 10), "prefill_attention_pairs"),
+        ((0, 0, 0, 0), "empty iteration"),
+        ((0, 0, 2, -5), "decode_context_tokens"),
+        ((10, 55, 0, 7), "decode_context_tokens"),
+    ],
+)
+def test_bad_iteration_inputs_raise(a100_7b, args, name):
+    with pytest.raises(ValueError, match=name):
+        a100_7b.iteration_time_s(*args)
+
+
+def test_bad_configuration_raises():
+    with pytest.raises(ValueError, match="tp=3"):
+        IterationLatencyModel("A100-80GB", "Llama-2-7B", tp=3)
+    with pytest.raises(ValueError, match="tp=0"):
+        IterationLatencyModel("A100-80GB", "Llama-2-7B", tp=0)
+    with pytest.raises(ValueError, match="pp=33"):
+        IterationLatencyModel("A100-80GB", "Llama-2-7B", pp=33)
+    with pytest.raises(ValueError, match="fp8"):
+        IterationLatencyModel("A100-80GB", "Llama-2-7B", dtype="fp8")
+    with pytest.raises(ValueError, match="known: .*A100-80GB"):
+        IterationLatencyModel("A200", "Llama-2-7B")
+    with pytest.raises(ValueError, match="known: .*Llama-2-7B"):
+        IterationLatencyModel("A100-80GB", "Llama-9")
+    with pytest.raises(ValueError, match="pp=0"):
+        pp_bubble_fraction(0)
+    with pytest.raises(ValueError, match="tokens=0"):
+        kv_transfer_time_s("Llama-2-7B", 0, 50.0)
+    with pytest.raises(ValueError, match="link_gbps"):
+        kv_transfer_time_s("Llama-2-7B", 10, 0.0)
+    with pytest.raises(ValueError, match="latency_s"):
+        kv_transfer_time_s("Llama-2-7B", 10, 50.0, latency_s=float("nan"))
+    with pytest.raises(ValueError, match="tokens"):
+        latency_model("A100-80GB", "Llama-2-7B").prefill_time_s(0)
