@@ -375,6 +375,11 @@ class Cluster:
         first = self.events.now_s + interval_s if start_s is None else start_s
         self.events.schedule(first, tick, None)
 
+    @property
+    def submitted_requests(self) -> SequenceOf[Request]:
+        """The request stream given to ``submit`` (arrived or not)."""
+        return self._requests
+
     def pending_requests(self) -> int:
         """Requests arrived or still to arrive that have not ended."""
         return len(self._requests) - len(self.outcomes)

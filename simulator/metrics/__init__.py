@@ -2,6 +2,7 @@
 
 from simulator.metrics.breakdown import BREAKDOWN_KEYS, PhaseSummary, summarize_by, summarize_phases
 from simulator.metrics.qoe import PASCAL_QOE_VIOLATION_BELOW, QOE_ANCHORS, QoETargets, qoe
+from simulator.metrics.slo import meets_slo
 from simulator.metrics.stats import LatencyStats
 from simulator.metrics.summary import TBT_SLO_METRICS, MetricsSummary, summarize
 from simulator.metrics.table import flat_metrics, format_table, to_json_dict
@@ -19,6 +20,7 @@ __all__ = [
     "flat_metrics",
     "format_table",
     "max_gap_s",
+    "meets_slo",
     "qoe",
     "summarize",
     "summarize_by",

@@ -1,0 +1,143 @@
+"""Per-instance observation features shared by every environment.
+
+Each instance slot (``max_instances`` rows) gets ``INSTANCE_FEATURES`` columns, all float32
+in [-1, 1]. Counts and sizes are squashed with ``x / (x + scale)`` (so they stay bounded
+without clipping, and 0.5 means "x equals scale"); freeness, which can be negative or
+infinite, with ``x / (|x| + scale)``. An empty slot is all zeros.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from simulator.cluster import Cluster
+from simulator.instance import Instance, Lifecycle, Role
+from simulator.sequence import Residency
+
+COUNT_SCALE = 16.0  # requests
+TOKEN_SCALE = 4096.0  # tokens
+FREENESS_SCALE = 64.0  # blocks per request (Llumnix's migrate-out threshold is 3, scale-up 10)
+
+BASE_FEATURES = (
+    "present",
+    "starting",
+    "serving",
+    "draining",
+    "role_aggregated",
+    "role_prefill",
+    "role_decode",
+    "gpu_tflops",  # fp16 TFLOP/s of the instance's GPUs, squashed by 1,000
+    "gpu_bandwidth",  # their memory GB/s, squashed by 10,000
+    "cost_rate",  # $/hour of the instance, squashed by 10
+    "waiting",
+    "running",
+    "swapped",
+    "kv_used_fraction",
+    "kv_capacity",  # KV capacity in tokens, squashed by 1M tokens
+    "freeness",  # Llumnix dispatch freeness (see ``freeness``), signed squash
+    "reasoning",
+    "answering",
+    "fresh_answering",
+    "pacer_behind",  # the token pacer's SLO flag (pascal.txt Alg. 1), 0 without a TPOT target
+    "pending_prefill_tokens",
+)
+
+
+def instance_feature_names(num_tiers: int) -> tuple[str, ...]:
+    return BASE_FEATURES + tuple(f"tier_{k}" for k in range(num_tiers))
+
+
+def squash(x: float, scale: float) -> float:
+    return x / (x + scale)
+
+
+def signed_squash(x: float, scale: float) -> float:
+    if math.isinf(x):
+        return 1.0 if x > 0 else -1.0
+    return x / (abs(x) + scale)
+
+
+def freeness(instance: Instance) -> float:
+    """Llumnix dispatch freeness in KV blocks per request (AlibabaPAI/llumnix): (free blocks −
+    watermark − blocks wanted by every waiting request) / number of requests; an empty
+    instance is infinitely free."""
+    requests = instance.num_requests
+    if requests == 0:
+        return math.inf
+    kv = instance.kv
+    block_size = kv.block_size
+    wanted = sum(-(-s.prefill_target_tokens // block_size) for s in instance.waiting)
+    return (kv.free_blocks - kv.watermark_blocks - wanted) / requests
+
+
+class InstanceFeatures:
+    """Fills the ``(max_instances, n_features)`` matrix from a cluster's live state."""
+
+    def __init__(self, max_instances: int, num_tiers: int, tpot_target_s: float | None, fresh_quantum_tokens: int = 500):
+        self.max_instances = max_instances
+        self.num_tiers = num_tiers
+        self.names = instance_feature_names(num_tiers)
+        self.tpot_target_s = tpot_target_s
+        self.fresh_quantum_tokens = fresh_quantum_tokens
+        self.matrix = np.zeros((max_instances, len(self.names)), dtype=np.float32)
+
+    def fill(self, cluster: Cluster) -> np.ndarray:
+        matrix = self.matrix
+        matrix.fill(0.0)
+        for slot, instance in enumerate(cluster.instances.values()):
+            if instance.lifecycle == Lifecycle.STOPPED:
+                continue
+            if slot >= self.max_instances:
+                raise ValueError(f"cluster has more instances than the {self.max_instances} observation slots")
+            matrix[slot] = self.row(instance)
+        return matrix
+
+    def row(self, instance: Instance) -> list[float]:
+        instance.sync()
+        gpu = instance.gpu
+        n = instance.config.num_gpus
+        lifecycle = instance.lifecycle
+        role = instance.role
+        reasoning = answering = fresh = 0
+        pending = 0
+        tiers = [0] * self.num_tiers
+        for seq in instance.sequences():
+            tiers[min(seq.tier, self.num_tiers - 1)] += 1
+            if seq.generated_tokens == 0 or seq.residency == Residency.QUEUED:
+                pending += seq.prefill_target_tokens - seq.kv_tokens
+            if seq.reasoning_tokens and seq.generated_tokens < seq.reasoning_tokens:
+                reasoning += 1
+            elif seq.generated_tokens > 0:
+                answering += 1
+                if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < self.fresh_quantum_tokens:
+                    fresh += 1
+        behind = (
+            float(instance.answering_behind_pace(self.tpot_target_s)) if self.tpot_target_s is not None else 0.0
+        )
+        kv = instance.kv
+        return [
+            1.0,
+            float(lifecycle == Lifecycle.STARTING),
+            float(lifecycle == Lifecycle.SERVING),
+            float(lifecycle == Lifecycle.DRAINING),
+            float(role == Role.AGGREGATED),
+            float(role == Role.PREFILL),
+            float(role == Role.DECODE),
+            squash(gpu.fp16_tflops * n, 1000.0),
+            squash(gpu.mem_bandwidth_gbps * n, 10000.0),
+            squash(gpu.price_per_hour_usd * n, 10.0),
+            squash(len(instance.waiting), COUNT_SCALE),
+            squash(len(instance.running), COUNT_SCALE),
+            squash(len(instance.swapped), COUNT_SCALE),
+            kv.used_blocks / kv.total_blocks,
+            squash(kv.capacity_tokens, 1e6),
+            signed_squash(freeness(instance), FREENESS_SCALE),
+            squash(reasoning, COUNT_SCALE),
+            squash(answering, COUNT_SCALE),
+            squash(fresh, COUNT_SCALE),
+            behind,
+            squash(pending, TOKEN_SCALE),
+            *(squash(t, COUNT_SCALE) for t in tiers),
+        ]

@@ -1,0 +1,187 @@
+"""Scenarios: a named, overridable description of a serving setup (hardware, deployment,
+workload, SLOs, episode length) that every environment is built from."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hardware.gpus import get_gpu
+from simulator.cluster import Cluster
+from simulator.instance import InstanceConfig
+from simulator.metrics import QoETargets
+from simulator.request import SLO, Request
+from simulator.workloads import (
+    GammaArrivals,
+    PoissonArrivals,
+    ServeGenRateArrivals,
+    generate_requests,
+    length_sampler,
+    load_azure_trace,
+    sample_tiers,
+)
+
+ARRIVALS = ("poisson", "gamma", "servegen", "azure_conv", "azure_code")
+
+
+@dataclass(frozen=True)
+class InstanceGroup:
+    """``count`` identical replicas."""
+
+    config: InstanceConfig
+    count: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.count, int) or self.count < 0:
+            raise ValueError(f"InstanceGroup.count must be a non-negative integer, got {self.count!r}")
+        self.config.validate()
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The request stream of one episode.
+
+    ``arrival``: ``poisson`` or ``gamma`` (with ``cv``) at ``rate_rps``; ``servegen`` (the pooled
+    ServeGen day, scaled to mean ``rate_rps``); ``azure_conv`` / ``azure_code`` (the real Azure
+    2023 trace, its own lengths, rescaled to ``rate_rps``). ``lengths`` names a length sampler
+    (``simulator.workloads.LENGTH_SAMPLER_NAMES``), ignored for Azure traces.
+    ``slo_by_tier[k]`` is tier k's targets (one entry serves every tier).
+    """
+
+    arrival: str = "poisson"
+    rate_rps: float = 10.0
+    cv: float = 1.0
+    lengths: str = "sharegpt"
+    lengths_options: dict[str, Any] = field(default_factory=dict)
+    priorities: str | None = None
+    num_tiers: int = 1
+    slo_by_tier: tuple[SLO, ...] = (SLO(),)
+
+    def __post_init__(self) -> None:
+        if self.arrival not in ARRIVALS:
+            raise ValueError(f"unknown arrival {self.arrival!r}; known: {list(ARRIVALS)}")
+        if not self.rate_rps > 0:
+            raise ValueError(f"rate_rps must be positive, got {self.rate_rps}")
+        if not self.cv > 0:
+            raise ValueError(f"cv must be positive, got {self.cv}")
+        if not isinstance(self.num_tiers, int) or self.num_tiers < 1:
+            raise ValueError(f"num_tiers must be a positive integer, got {self.num_tiers!r}")
+        if len(self.slo_by_tier) not in (1, self.num_tiers):
+            raise ValueError(f"slo_by_tier has {len(self.slo_by_tier)} entries for {self.num_tiers} tiers")
+
+    def slo(self, tier: int) -> SLO:
+        template = self.slo_by_tier[tier if len(self.slo_by_tier) > 1 else 0]
+        return dataclasses.replace(template)
+
+    def sample(self, num_requests: int, rng: np.random.Generator) -> list[Request]:
+        """``num_requests`` requests, the same for the same generator state."""
+        if self.arrival in ("azure_conv", "azure_code"):
+            requests = load_azure_trace(self.arrival, max_requests=num_requests, target_rate_rps=self.rate_rps)
+            if len(requests) < num_requests:
+                raise ValueError(f"{self.arrival} has only {len(requests)} requests, {num_requests} asked")
+            if self.priorities is not None:
+                tiers = sample_tiers(self.priorities, self.num_tiers, num_requests, rng)
+                for request, tier in zip(requests, tiers.tolist()):
+                    request.tier = tier
+            for request in requests:
+                request.slo = self.slo(request.tier)
+            return requests
+        if self.arrival == "poisson":
+            arrivals = PoissonArrivals(self.rate_rps)
+        elif self.arrival == "gamma":
+            arrivals = GammaArrivals(self.rate_rps, self.cv)
+        else:
+            arrivals = ServeGenRateArrivals(mean_rate_rps=self.rate_rps)
+        return generate_requests(
+            arrivals, length_sampler(self.lengths, **self.lengths_options), num_requests, rng,
+            priorities=self.priorities, num_tiers=self.num_tiers, slo=self.slo,
+        )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A serving setup an environment runs episodes of.
+
+    ``instances`` are deployed (serving) at reset; ``gpu_inventory`` bounds what scaling may
+    add (defaults to exactly what ``instances`` use). ``max_instances`` sizes observation and
+    action spaces (slots for instances added by scaling). ``episode_requests`` is the
+    episode's length in arrivals. ``tier_weights[k]`` weights tier k in the ``slo`` reward.
+    ``qoe`` are the answering-phase targets of reasoning scenarios (pascal.txt §V-A).
+    """
+
+    name: str
+    description: str
+    reference: str
+    instances: tuple[InstanceGroup, ...]
+    workload: Workload
+    episode_requests: int = 1000
+    gpu_inventory: dict[str, int] = field(default_factory=dict)
+    max_instances: int = 0
+    control_interval_s: float = 1.0
+    tier_weights: tuple[float, ...] = (1.0,)
+    qoe: QoETargets | None = None
+    provisioning_s: float = 0.0
+    record_token_curves: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.instances or sum(g.count for g in self.instances) == 0:
+            raise ValueError(f"scenario {self.name!r} deploys no instance")
+        if not isinstance(self.episode_requests, int) or self.episode_requests <= 0:
+            raise ValueError(f"episode_requests must be a positive integer, got {self.episode_requests!r}")
+        if not self.control_interval_s > 0:
+            raise ValueError(f"control_interval_s must be positive, got {self.control_interval_s}")
+        used: dict[str, int] = {}
+        for group in self.instances:
+            get_gpu(group.config.gpu)
+            used[group.config.gpu] = used.get(group.config.gpu, 0) + group.count * group.config.num_gpus
+        inventory = dict(self.gpu_inventory) if self.gpu_inventory else used
+        for gpu, count in used.items():
+            if inventory.get(gpu, 0) < count:
+                raise ValueError(f"scenario {self.name!r} deploys {count} x {gpu} but the inventory has {inventory.get(gpu, 0)}")
+        object.__setattr__(self, "gpu_inventory", inventory)
+        deployed = sum(g.count for g in self.instances)
+        if self.max_instances == 0:
+            object.__setattr__(self, "max_instances", deployed)
+        if self.max_instances < deployed:
+            raise ValueError(f"max_instances={self.max_instances} is below the {deployed} deployed instances")
+        if len(self.tier_weights) != self.workload.num_tiers:
+            raise ValueError(f"tier_weights has {len(self.tier_weights)} entries for {self.workload.num_tiers} tiers")
+        if any(not w >= 0 for w in self.tier_weights):
+            raise ValueError(f"tier_weights must be non-negative, got {self.tier_weights}")
+
+    @property
+    def num_tiers(self) -> int:
+        return self.workload.num_tiers
+
+    def requests(self, rng: np.random.Generator) -> list[Request]:
+        return self.workload.sample(self.episode_requests, rng)
+
+    def build_cluster(self, **cluster_options: Any) -> Cluster:
+        """A cluster with this scenario's inventory and its instances serving."""
+        cluster = Cluster(
+            self.gpu_inventory, provisioning_s=self.provisioning_s,
+            record_token_curves=self.record_token_curves, **cluster_options,
+        )
+        for group in self.instances:
+            for _ in range(group.count):
+                cluster.deploy(group.config, ready_now=True)
+        return cluster
+
+    def with_overrides(self, **overrides: Any) -> Scenario:
+        """A copy with fields replaced; workload fields (``rate_rps``, ``lengths``, ...) may be
+        given at top level. Unknown names raise."""
+        scenario_fields = {f.name for f in dataclasses.fields(Scenario)}
+        workload_fields = {f.name for f in dataclasses.fields(Workload)}
+        top = {k: v for k, v in overrides.items() if k in scenario_fields}
+        work = {k: v for k, v in overrides.items() if k in workload_fields and k not in scenario_fields}
+        unknown = set(overrides) - set(top) - set(work)
+        if unknown:
+            raise ValueError(
+                f"unknown scenario override(s) {sorted(unknown)}; known: {sorted(scenario_fields | workload_fields)}"
+            )
+        if work:
+            top["workload"] = dataclasses.replace(top.get("workload", self.workload), **work)
+        return dataclasses.replace(self, **top)
