@@ -56,7 +56,9 @@ class ServingEnv(gym.Env):
         self.invalid_action_penalty = invalid_action_penalty
         self.render_mode = render_mode
         tpot = self.scenario.qoe.expected_tpot_s if self.scenario.qoe is not None else None
-        self.features = InstanceFeatures(self.scenario.max_instances, self.scenario.num_tiers, tpot)
+        self.features = InstanceFeatures(
+            self.scenario.max_instances, self.scenario.num_tiers, tpot, reasoning=self.scenario.reasoning
+        )
         self.observation_space = spaces.Dict(
             {
                 "instances": spaces.Box(-1.0, 1.0, self.features.matrix.shape, dtype=np.float32),

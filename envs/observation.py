@@ -62,76 +62,97 @@ def signed_squash(x: float, scale: float) -> float:
 def freeness(instance: Instance) -> float:
     """Llumnix dispatch freeness in KV blocks per request (AlibabaPAI/llumnix): (free blocks −
     watermark − blocks wanted by every waiting request) / number of requests; an empty
-    instance is infinitely free."""
+    instance is infinitely free. Free blocks are counted at this moment."""
     requests = instance.num_requests
     if requests == 0:
         return math.inf
     kv = instance.kv
     block_size = kv.block_size
     wanted = sum(-(-s.prefill_target_tokens // block_size) for s in instance.waiting)
-    return (kv.free_blocks - kv.watermark_blocks - wanted) / requests
+    free = kv.total_blocks - instance.kv_used_blocks_now()
+    return (free - kv.watermark_blocks - wanted) / requests
 
 
 class InstanceFeatures:
     """Fills the ``(max_instances, n_features)`` matrix from a cluster's live state."""
 
-    def __init__(self, max_instances: int, num_tiers: int, tpot_target_s: float | None, fresh_quantum_tokens: int = 500):
+    def __init__(
+        self,
+        max_instances: int,
+        num_tiers: int,
+        tpot_target_s: float | None,
+        reasoning: bool,
+        fresh_quantum_tokens: int = 500,
+    ) -> None:
+        """``reasoning`` (or several tiers) turns on the per-request counts; without them
+        ``answering`` is simply the running + swapped requests and ``tier_0`` all requests."""
+        self.per_request_detail = reasoning or num_tiers > 1
         self.max_instances = max_instances
         self.num_tiers = num_tiers
         self.names = instance_feature_names(num_tiers)
         self.tpot_target_s = tpot_target_s
         self.fresh_quantum_tokens = fresh_quantum_tokens
         self.matrix = np.zeros((max_instances, len(self.names)), dtype=np.float32)
+        self._static: dict[int, list[float]] = {}
 
     def fill(self, cluster: Cluster) -> np.ndarray:
         matrix = self.matrix
         matrix.fill(0.0)
+        if len(cluster.instances) > self.max_instances:
+            raise ValueError(f"cluster has {len(cluster.instances)} instances, more than the {self.max_instances} slots")
         for slot, instance in enumerate(cluster.instances.values()):
-            if instance.lifecycle == Lifecycle.STOPPED:
-                continue
-            if slot >= self.max_instances:
-                raise ValueError(f"cluster has more instances than the {self.max_instances} observation slots")
-            matrix[slot] = self.row(instance)
+            if instance.lifecycle != Lifecycle.STOPPED:
+                matrix[slot] = self.row(instance)
         return matrix
 
+    def _static_part(self, instance: Instance) -> list[float]:
+        """Features fixed for an instance's life: role and hardware."""
+        cached = self._static.get(id(instance))
+        if cached is None:
+            gpu, n, role = instance.gpu, instance.config.num_gpus, instance.role
+            cached = [
+                float(role == Role.AGGREGATED),
+                float(role == Role.PREFILL),
+                float(role == Role.DECODE),
+                squash(gpu.fp16_tflops * n, 1000.0),
+                squash(gpu.mem_bandwidth_gbps * n, 10000.0),
+                squash(gpu.price_per_hour_usd * n, 10.0),
+            ]
+            self._static[id(instance)] = cached
+        return cached
+
     def row(self, instance: Instance) -> list[float]:
-        instance.sync()
-        gpu = instance.gpu
-        n = instance.config.num_gpus
         lifecycle = instance.lifecycle
-        role = instance.role
+        kv = instance.kv
+        pending = sum(seq.prefill_target_tokens - seq.kv_tokens for seq in instance.waiting)
         reasoning = answering = fresh = 0
-        pending = 0
         tiers = [0] * self.num_tiers
-        for seq in instance.sequences():
-            tiers[min(seq.tier, self.num_tiers - 1)] += 1
-            if seq.generated_tokens == 0 or seq.residency == Residency.QUEUED:
-                pending += seq.prefill_target_tokens - seq.kv_tokens
+        last_tier = self.num_tiers - 1
+        fresh_tokens = self.fresh_quantum_tokens
+        if not self.per_request_detail:
+            tiers[0] = instance.num_requests
+            answering = len(instance.running) + len(instance.swapped)
+        for seq in instance.sequences() if self.per_request_detail else ():
+            tiers[seq.tier if seq.tier < last_tier else last_tier] += 1
             if seq.reasoning_tokens and seq.generated_tokens < seq.reasoning_tokens:
                 reasoning += 1
             elif seq.generated_tokens > 0:
                 answering += 1
-                if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < self.fresh_quantum_tokens:
+                if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < fresh_tokens:
                     fresh += 1
         behind = (
             float(instance.answering_behind_pace(self.tpot_target_s)) if self.tpot_target_s is not None else 0.0
         )
-        kv = instance.kv
         return [
             1.0,
             float(lifecycle == Lifecycle.STARTING),
             float(lifecycle == Lifecycle.SERVING),
             float(lifecycle == Lifecycle.DRAINING),
-            float(role == Role.AGGREGATED),
-            float(role == Role.PREFILL),
-            float(role == Role.DECODE),
-            squash(gpu.fp16_tflops * n, 1000.0),
-            squash(gpu.mem_bandwidth_gbps * n, 10000.0),
-            squash(gpu.price_per_hour_usd * n, 10.0),
+            *self._static_part(instance),
             squash(len(instance.waiting), COUNT_SCALE),
             squash(len(instance.running), COUNT_SCALE),
             squash(len(instance.swapped), COUNT_SCALE),
-            kv.used_blocks / kv.total_blocks,
+            instance.kv_used_blocks_now() / kv.total_blocks,
             squash(kv.capacity_tokens, 1e6),
             signed_squash(freeness(instance), FREENESS_SCALE),
             squash(reasoning, COUNT_SCALE),

@@ -156,6 +156,11 @@ class Scenario:
     def num_tiers(self) -> int:
         return self.workload.num_tiers
 
+    @property
+    def reasoning(self) -> bool:
+        """Whether requests have a reasoning phase (the workload samples reasoning lengths)."""
+        return self.workload.lengths == "servegen_deepseek_r1"
+
     def requests(self, rng: np.random.Generator) -> list[Request]:
         return self.workload.sample(self.episode_requests, rng)
 

@@ -168,6 +168,20 @@ class Instance:
     def sequences(self) -> list[Sequence]:
         return self.running + self.swapped + self.waiting
 
+    def kv_used_blocks_now(self) -> int:
+        """KV blocks in use at this moment, counting the decode iterations of the running segment
+        finished by now, without changing any state (cheap enough for every observation)."""
+        used = self.kv.used_blocks
+        if not self._seg_decode or self._seg_pos >= self._seg_len:
+            return used
+        done = int(np.searchsorted(self._seg_ends[: self._seg_len], self.events.now_s, side="right")) - self._seg_pos
+        if done <= 0:
+            return used
+        block_size = self.kv.block_size
+        for seq in self._seg_decode:
+            used += -(-(seq.kv_tokens + done) // block_size) - seq.blocks
+        return used
+
     def answering_behind_pace(self, tpot_target_s: float) -> bool:
         """The token pacer's SLO flag (pascal.txt §IV-B, Alg. 1 ``t_i`` is its negation): True
         when an answering request here has delivered fewer answer tokens than a reader taking
