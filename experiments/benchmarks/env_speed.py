@@ -1,0 +1,97 @@
+"""Environment speed benchmark: env steps per second with a random masked policy for each
+registered ID on a scenario, and MaskablePPO training steps per second with the env's share
+of the wall time.
+
+    python -m experiments.benchmarks.env_speed [--scenario default] [--steps 2000] [--ppo-steps 2048]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+from sb3_contrib import MaskablePPO
+
+import envs
+
+
+def _random_masked_action(env: gym.Env, rng: np.random.Generator):
+    mask = env.unwrapped.action_masks()
+    space = env.action_space
+    if isinstance(space, gym.spaces.Discrete):
+        return int(rng.choice(np.flatnonzero(mask)))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        action, start = [], 0
+        for n in space.nvec:
+            action.append(int(rng.choice(np.flatnonzero(mask[start:start + n]))))
+            start += n
+        return np.array(action)
+    return space.sample()
+
+
+def env_steps_per_s(env_id: str, scenario: str, steps: int, seed: int = 0) -> tuple[float, int]:
+    env = gym.make(env_id, scenario=scenario)
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    done_steps = 0
+    started = time.perf_counter()
+    while done_steps < steps:
+        _, _, terminated, truncated, _ = env.step(_random_masked_action(env, rng))
+        done_steps += 1
+        if terminated or truncated:
+            env.reset()
+    return done_steps / (time.perf_counter() - started), done_steps
+
+
+class _TimedEnv(gym.Wrapper):
+    """Adds up the wall time spent inside ``step`` and ``reset``."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.seconds = 0.0
+
+    def step(self, action):
+        started = time.perf_counter()
+        result = self.env.step(action)
+        self.seconds += time.perf_counter() - started
+        return result
+
+    def reset(self, **kwargs):
+        started = time.perf_counter()
+        result = self.env.reset(**kwargs)
+        self.seconds += time.perf_counter() - started
+        return result
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_masks()
+
+
+def ppo_steps_per_s(env_id: str, scenario: str, steps: int) -> tuple[float, float]:
+    env = _TimedEnv(gym.make(env_id, scenario=scenario))
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=512, batch_size=128, n_epochs=4, seed=0, device="cpu")
+    started = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    wall_s = time.perf_counter() - started
+    return steps / wall_s, env.seconds / wall_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", default="default")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--ppo-steps", type=int, default=2048)
+    parser.add_argument("--ids", default=",".join(envs.ENV_IDS))
+    args = parser.parse_args(argv)
+    print(f"{'env':<24}{'env steps/s':>12}{'PPO steps/s':>13}{'env share':>11}")
+    for env_id in args.ids.split(","):
+        rate, _ = env_steps_per_s(env_id, args.scenario, args.steps)
+        ppo_rate, share = ppo_steps_per_s(env_id, args.scenario, args.ppo_steps)
+        print(f"{env_id:<24}{rate:>12,.0f}{ppo_rate:>13,.0f}{share:>10.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
