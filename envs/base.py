@@ -3,7 +3,7 @@ observation dictionary, action masking with fallback, rewards and episode metric
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +32,7 @@ class ServingEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    env_id: ClassVar[str] = ""  # the registered ID, e.g. "servegym/Routing-v0"
 
     def __init__(
         self,

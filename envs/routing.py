@@ -51,6 +51,8 @@ class RoutingEnv(ServingEnv):
     ``default``, ``multitier``, ``pascal``, ``cauchy`` (see ``envs.presets.scenario_names()``).
     """
 
+    env_id = "servegym/Routing-v0"
+
     def __init__(self, scenario: Any = "default", **kwargs: Any) -> None:
         super().__init__(scenario, **kwargs)
         self.action_space = spaces.Discrete(self.scenario.max_instances)
