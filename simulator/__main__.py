@@ -36,6 +36,8 @@ def _instances(text: str, default_gpu: str | None) -> list[tuple[str, int]]:
     if text.isdigit():
         if default_gpu is None:
             raise ValueError("--instances N needs --gpu; or write --instances GPU:N,GPU:N")
+        if int(text) <= 0:
+            raise ValueError(f"--instances must be > 0, got {text}")
         return [(default_gpu, int(text))]
     pools = []
     for part in text.split(","):
@@ -65,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lengths", default="sharegpt", help="length dataset (see simulator.workloads.LENGTH_SAMPLER_NAMES)")
     parser.add_argument("--prompt-tokens", type=int, help="fixed prompt length (with --output-tokens)")
     parser.add_argument("--output-tokens", type=int, help="fixed output length (with --prompt-tokens)")
-    parser.add_argument("--requests", type=int, default=1000, help="number of requests")
+    parser.add_argument("--requests", type=int,
+                        help="number of requests (default: 1000 synthetic ones, or the whole trace)")
     parser.add_argument("--ttft-slo", type=float, help="TTFT target, seconds")
     parser.add_argument("--tbt-slo", type=float, help="TBT / TPOT target, seconds")
     parser.add_argument("--seed", type=int, default=0)
@@ -74,7 +77,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the CLI; bad input prints ``error: ...`` to stderr and returns 1 (usage errors exit 2)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.prompt_tokens is None) != (args.output_tokens is None):
+        parser.error("--prompt-tokens and --output-tokens go together")
+    try:
+        return _simulate(args)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    if args.requests is not None and args.requests <= 0:
+        raise ValueError(f"--requests must be > 0, got {args.requests}")
     rng = np.random.default_rng(args.seed)
     slo = SLO(ttft_s=args.ttft_slo, tbt_s=args.tbt_slo)
     if args.trace:
@@ -86,13 +103,12 @@ def main(argv: list[str] | None = None) -> int:
             request.slo = SLO(ttft_s=slo.ttft_s, tbt_s=slo.tbt_s)
     else:
         arrivals = PoissonArrivals(args.rate) if args.cv is None else GammaArrivals(args.rate, args.cv)
-        if (args.prompt_tokens is None) != (args.output_tokens is None):
-            raise SystemExit("--prompt-tokens and --output-tokens go together")
         if args.prompt_tokens is not None:
             lengths = FixedLengths(args.prompt_tokens, args.output_tokens)
         else:
             lengths = length_sampler(args.lengths)
-        requests = generate_requests(arrivals, lengths, args.requests, rng, slo=slo)
+        num_requests = 1000 if args.requests is None else args.requests
+        requests = generate_requests(arrivals, lengths, num_requests, rng, slo=slo)
     pools = _instances(args.instances, args.gpu)
     inventory: dict[str, int] = {}
     for gpu, count in pools:
@@ -122,7 +138,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ValueError as error:
-        sys.exit(f"error: {error}")
+    sys.exit(main())

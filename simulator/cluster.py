@@ -25,6 +25,7 @@ from simulator.sequence import Residency, Sequence
 Router = Callable[["Cluster", Sequence], int]
 PhaseRouter = Callable[["Cluster", Sequence, Instance], int | None]
 DecodeRouter = Callable[["Cluster", Sequence, Instance], int]
+CompletionHook = Callable[["Cluster", Instance, Sequence], bool]
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Cluster:
         router: Router | None | str = "round_robin",
         phase_router: PhaseRouter | None = None,
         decode_router: DecodeRouter | None = None,
+        completion_hook: CompletionHook | None = None,
         external_phase_decisions: bool = False,
         migration: MigrationConfig = MigrationConfig(),
         provisioning_s: float = 0.0,
@@ -94,6 +96,7 @@ class Cluster:
         self.router: Router | None = _round_robin_router() if router == "round_robin" else router  # type: ignore[assignment]
         self.phase_router = phase_router
         self.decode_router = decode_router
+        self.completion_hook = completion_hook
         self.external_phase_decisions = external_phase_decisions
         self.migration = migration
         self.provisioning_s = provisioning_s
@@ -248,6 +251,11 @@ class Cluster:
 
     # ----------------------------------------------------------------- instance host callbacks
     def on_complete(self, instance: Instance, seq: Sequence) -> None:
+        """Record the outcome, unless ``completion_hook(cluster, instance, seq)`` returns False:
+        then the hook took the request over (a model cascade re-submits it to its next stage,
+        ``simulator.cascade``) and records its one outcome itself later."""
+        if self.completion_hook is not None and not self.completion_hook(self, instance, seq):
+            return
         self.outcomes.append(seq.outcome(self.events.now_s))
 
     def on_reject(self, seq: Sequence, reason: str) -> None:
@@ -344,11 +352,17 @@ class Cluster:
             source.sync()
             left_blocks = blocks_for_tokens(seq.kv_tokens - (copied_tokens + to_copy), target.kv.block_size)
             if left_blocks <= self.migration.last_stage_max_blocks or stage >= self.migration.max_stages:
-                source.detach_at_boundary(seq, lambda s: self._final_stage(s, source, target, copied_tokens + to_copy))
+                source.detach_at_boundary(
+                    seq, lambda s: self._final_stage(s, source, target, copied_tokens + to_copy), self._migration_gone
+                )
             else:
                 self._migration_stage(seq, source, target, copied_tokens + to_copy, stage + 1)
 
         self.events.schedule(self.events.now_s + delay_s, stage_done, None)
+
+    def _migration_gone(self, seq: Sequence) -> None:
+        """The request completed (or left for a phase change) at the hand-off boundary."""
+        self.migrations_aborted += 1
 
     def _final_stage(self, seq: Sequence, source: Instance, target: Instance, copied_tokens: int) -> None:
         seq.num_migrations += 1

@@ -151,7 +151,7 @@ class Instance:
         self._seg_prefill: list[tuple[Sequence, int]] = []
         self._swap_tokens = 0
         self._memory_moved = False
-        self._detach: list[tuple[Sequence, Callable[[Sequence], None]]] = []
+        self._detach: list[tuple[Sequence, Callable[[Sequence], None], Callable[[Sequence], None] | None]] = []
         self.busy_time_s = 0.0
         self.iterations = 0
 
@@ -262,12 +262,16 @@ class Instance:
         seq.blocks = 0
         seq.residency = Residency.MOVING
 
-    def detach_at_boundary(self, seq: Sequence, callback: Callable[[Sequence], None]) -> None:
+    def detach_at_boundary(
+        self, seq: Sequence, callback: Callable[[Sequence], None], on_gone: Callable[[Sequence], None] | None = None
+    ) -> None:
         """Take a running ``seq`` out after the iteration in progress, then call ``callback(seq)``
-        (the hand-off of live migration, multitier-llumnix.txt §3.5)."""
+        (the hand-off of live migration, multitier-llumnix.txt §3.5). If ``seq`` left the batch
+        at that boundary (it completed, or reached a phase change that took it out), nothing
+        is taken out and ``on_gone(seq)`` is called instead."""
         if seq.instance_id != self.instance_id or seq.residency != Residency.RUNNING:
             raise ValueError(f"request {seq.request_id} is not running on instance {self.instance_id}")
-        self._detach.append((seq, callback))
+        self._detach.append((seq, callback, on_gone))
         self.poke()
 
     def poke(self) -> None:
@@ -351,9 +355,12 @@ class Instance:
         for seq in finished:
             self._after_token(seq)
         detach, self._detach = self._detach, []
-        for seq, callback in detach:
-            self.remove(seq)
-            callback(seq)
+        for seq, callback, on_gone in detach:
+            if seq in self.running:
+                self.remove(seq)
+                callback(seq)
+            elif on_gone is not None:
+                on_gone(seq)
         self._plan(now)
 
     def _after_token(self, seq: Sequence) -> None:

@@ -1,0 +1,272 @@
+"""Each local scheduler's rule on small hand-built scenarios, timed exactly from the latency model.
+
+Memory is sized in KV blocks (16 tokens); below 100 blocks vLLM's 1 % watermark is 0 blocks,
+so "memory for two requests" is exact. Expected times are accumulated left to right, one
+iteration at a time, as the engine does, so they must match to the last bit.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hardware.gpus import get_gpu
+from hardware.latency import activation_reserve_bytes, latency_model
+from hardware.models import get_model, kv_bytes_per_token_per_gpu, weights_per_gpu_bytes
+from simulator.cluster import Cluster
+from simulator.instance import InstanceConfig
+from simulator.request import Request
+from simulator.sequence import Residency
+
+GPU, MODEL = "A100-80GB", "Llama-2-7B"
+BLOCK = 16
+LAT = latency_model(GPU, MODEL)
+SWAP_S_PER_TOKEN = get_model(MODEL).kv_bytes_per_token / (get_gpu(GPU).host_link_gbps * 1e9 * 1)
+
+
+def utilization_for_blocks(blocks: int) -> float:
+    """``memory_utilization`` leaving ``blocks`` KV blocks of 16 tokens on one A100 (half a block
+    of slack against rounding; ``kv_capacity_tokens`` inverted)."""
+    model = get_model(MODEL)
+    tokens = blocks * BLOCK + BLOCK // 2
+    needed_bytes = weights_per_gpu_bytes(model) + activation_reserve_bytes(model) + tokens * kv_bytes_per_token_per_gpu(model)
+    return needed_bytes / get_gpu(GPU).memory_bytes
+
+
+def one_instance(scheduler: str, blocks: int | None = None, **config) -> Cluster:
+    cluster = Cluster({GPU: 1}, record_token_curves=True)
+    if blocks is not None:
+        config["memory_utilization"] = utilization_for_blocks(blocks)
+    cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL, scheduler=scheduler, block_size=BLOCK, **config), ready_now=True)
+    if blocks is not None:
+        kv = cluster.instances[0].kv
+        assert (kv.total_blocks, kv.watermark_blocks) == (blocks, 0)
+    return cluster
+
+
+def prefill_s(*prompts: int) -> float:
+    """A prefill-only iteration of whole prompts (no cached context)."""
+    pairs = 0.0
+    for tokens in prompts:
+        pairs += tokens * (0 + (tokens + 1) / 2)
+    return LAT.iteration_time_s(sum(prompts), pairs, 0, 0)
+
+
+def decode_times(start_s: float, batch: int, contexts: range) -> list[float]:
+    """End times of decode iterations whose per-sequence contexts run over ``contexts``."""
+    times, t = [], start_s
+    for context in contexts:
+        t = t + LAT.decode_time_s(batch, batch * context)
+        times.append(t)
+    return times
+
+
+def by_id(cluster: Cluster) -> dict:
+    return {o.request_id: o for o in cluster.outcomes}
+
+
+# ------------------------------------------------------------------------------ fcfs
+# Two 400 + 400 requests in 64 blocks: both are admitted (25 blocks each), decode in lockstep
+# and need a 33rd block each before decode iteration 113 (context 513): 66 > 64, so the newest
+# (request 1) is preempted with 113 tokens generated and KV of 512 tokens.
+PROMPT, OUTPUT, PREEMPT_AT = 400, 400, 113
+
+
+def test_fcfs_preempts_the_newest_and_recomputes_it_keeping_its_ttft():
+    cluster = one_instance("fcfs", blocks=64, preemption="recompute")
+    cluster.run([Request(0, 0.0, PROMPT, OUTPUT), Request(1, 0.0, PROMPT, OUTPUT)])
+    old, new = by_id(cluster)[0], by_id(cluster)[1]
+    t1 = prefill_s(PROMPT, PROMPT)
+    together = decode_times(t1, 2, range(PROMPT + 1, PROMPT + PREEMPT_AT))
+    preempted_s = together[-1]
+    old_finish = decode_times(preempted_s, 1, range(PROMPT + PREEMPT_AT, PROMPT + OUTPUT))[-1]
+    assert (old.first_token_s, new.first_token_s) == (t1, t1)
+    assert (old.num_preemptions, new.num_preemptions) == (0, 1)
+    assert old.finish_s == old_finish
+    # Request 1 waits for the memory, then re-prefills prompt + 113 generated tokens, which
+    # emits token 114; 286 decode iterations follow.
+    recomputed = PROMPT + PREEMPT_AT
+    token_114_s = old_finish + LAT.iteration_time_s(recomputed, recomputed * (0 + (recomputed + 1) / 2), 0, 0)
+    assert new.finish_s == decode_times(token_114_s, 1, range(recomputed + 1, PROMPT + OUTPUT))[-1]
+    assert new.finish_s > old.finish_s
+    assert new.preempted_s == old_finish - preempted_s
+    assert new.max_tbt_s == token_114_s - preempted_s
+    assert (preempted_s, PREEMPT_AT) in new.token_curve and (token_114_s, PREEMPT_AT + 1) in new.token_curve
+
+
+def test_fcfs_with_swap_resumes_the_newest_without_recomputing_and_pays_the_copies():
+    cluster = one_instance("fcfs", blocks=64, preemption="swap")
+    cluster.run([Request(0, 0.0, PROMPT, OUTPUT), Request(1, 0.0, PROMPT, OUTPUT)])
+    old, new = by_id(cluster)[0], by_id(cluster)[1]
+    swapped_tokens = PROMPT + PREEMPT_AT - 1
+    copy_s = swapped_tokens * SWAP_S_PER_TOKEN
+    preempted_s = decode_times(prefill_s(PROMPT, PROMPT), 2, range(PROMPT + 1, PROMPT + PREEMPT_AT))[-1]
+    # The swap-out copy delays the old request's next iteration; the swap-in copy delays the
+    # new one's first iteration after the old one finished.
+    after_swap_out_s = preempted_s + (LAT.decode_time_s(1, PROMPT + PREEMPT_AT) + copy_s)
+    old_finish = decode_times(after_swap_out_s, 1, range(PROMPT + PREEMPT_AT + 1, PROMPT + OUTPUT))[-1]
+    assert old.finish_s == old_finish
+    token_114_s = old_finish + (LAT.decode_time_s(1, PROMPT + PREEMPT_AT) + copy_s)
+    assert new.finish_s == decode_times(token_114_s, 1, range(PROMPT + PREEMPT_AT + 1, PROMPT + OUTPUT))[-1]
+    assert new.num_preemptions == 1 and old.num_preemptions == 0
+    assert new.max_tbt_s == token_114_s - preempted_s
+
+
+# ------------------------------------------------------------------------------ rr
+def test_round_robin_swaps_out_the_request_that_used_its_quantum_for_a_waiting_one():
+    """pascal.txt Fig. 2(c): three requests, memory for two. A and B (100-token prompts, 7 blocks
+    each) run; C's 7 blocks do not fit beside them (21 > 20). After their 20-token quantum, A and B
+    go to the back of the order (A, then B), so the batch becomes C + A and B is swapped out."""
+    quantum = 20
+    cluster = one_instance("rr", blocks=20, scheduler_options={"quantum_tokens": quantum})
+    cluster.submit([Request(i, 0.0, 100, 60) for i in range(3)])
+    cluster.advance(0.0)
+    instance = cluster.instances[0]
+    a, b = sorted(instance.running, key=lambda s: s.request_id)
+    [c] = instance.waiting
+    assert (a.request_id, b.request_id, c.request_id) == (0, 1, 2)
+    t1 = prefill_s(100, 100)
+    quantum_end_s = decode_times(t1, 2, range(101, 100 + quantum))[-1]
+    cluster.advance(quantum_end_s)
+    assert a.generated_tokens == b.generated_tokens == quantum
+    assert b.residency == Residency.SWAPPED and a.residency == Residency.RUNNING
+    assert c.residency == Residency.RUNNING and c.generated_tokens == 0
+    cluster.advance()
+    outcomes = by_id(cluster)
+    # C's prefill runs alone (vLLM prefill iteration) and carries the copy of B's 119 KV tokens.
+    assert outcomes[2].ttft_s == quantum_end_s + (prefill_s(100) + 119 * SWAP_S_PER_TOKEN)
+    # Time sharing: every request got its first token before any finished.
+    assert outcomes[2].first_token_s < min(o.finish_s for o in outcomes.values())
+    assert outcomes[1].num_preemptions >= 1
+    # Swapped, not recomputed: B's 21st token follows its 20th without a new prefill token.
+    curve = outcomes[1].token_curve
+    counts = [tokens for _, tokens in curve]
+    assert counts == sorted(set(counts)) and (quantum_end_s, quantum) in curve
+    assert all(o.completed and o.output_tokens == 60 for o in outcomes.values())
+
+
+# ------------------------------------------------------------------------------ sarathi
+def test_sarathi_splits_a_long_prompt_into_budget_chunks_beside_a_running_decode():
+    """A 1,000-token prompt arrives while a request decodes; with a 256-token budget each
+    iteration carries that decode plus 255 prompt tokens: chunks 255, 255, 255, 235."""
+    cluster = one_instance("sarathi", scheduler_options={"chunk_tokens": 256})
+    decode_prompt, long_prompt = 100, 1000
+    t_decode_first = prefill_s(decode_prompt)
+    arrival_s = t_decode_first / 2  # during the first request's prefill
+    cluster.run([Request(0, 0.0, decode_prompt, 50), Request(1, arrival_s, long_prompt, 5)])
+    first, long = by_id(cluster)[0], by_id(cluster)[1]
+    ends_s, done = [t_decode_first], 0
+    for k, chunk in enumerate([255, 255, 255, 235], start=1):
+        ends_s.append(ends_s[-1] + LAT.iteration_time_s(chunk, chunk * (done + (chunk + 1) / 2), 1, decode_prompt + k))
+        done += chunk
+    assert done == long_prompt
+    assert long.first_token_s == ends_s[-1]
+    assert long.ttft_s == ends_s[-1] - arrival_s
+    # Stall-free: the decoding request's tokens 2..5 come at the ends of those mixed iterations,
+    # and its largest gap is one of them.
+    curve = dict((tokens, time_s) for time_s, tokens in first.token_curve)
+    assert [curve[n] for n in range(1, 6)] == ends_s
+    assert first.max_tbt_s == max(b - a for a, b in zip(ends_s, ends_s[1:]))
+
+
+def test_fcfs_without_chunks_stalls_the_decode_for_the_whole_prompt():
+    cluster = one_instance("fcfs")
+    t_decode_first = prefill_s(100)
+    cluster.run([Request(0, 0.0, 100, 50), Request(1, t_decode_first / 2, 1000, 5)])
+    long = by_id(cluster)[1]
+    long_first_s = t_decode_first + prefill_s(1000)
+    assert long.first_token_s == long_first_s
+    # The decoding request's second token waits for the whole prefill, then one decode of both.
+    second_token_s = long_first_s + LAT.decode_time_s(2, (100 + 1) + (1000 + 1))
+    assert by_id(cluster)[0].max_tbt_s == second_token_s - t_decode_first
+
+
+# ------------------------------------------------------------------------------ pascal
+def _advance_until(cluster: Cluster, condition) -> None:
+    events = cluster.events
+    while not condition():
+        events.pop_and_run()
+
+
+def test_pascal_runs_reasoning_before_answering():
+    """An answering request decodes alone; two reasoning requests arrive; memory holds two
+    (7 + 7 + 7 > 20 blocks), so the answering request is swapped out until both finish reasoning."""
+    cluster = one_instance("pascal", blocks=20)
+    t_answer = [prefill_s(100)] + decode_times(prefill_s(100), 1, range(101, 150))
+    arrival_s = (t_answer[10] + t_answer[11]) / 2  # between its 11th and 12th token
+    cluster.run(
+        [
+            Request(0, 0.0, 100, 150),
+            Request(1, arrival_s, 100, 60, reasoning_tokens=50),
+            Request(2, arrival_s, 100, 60, reasoning_tokens=50),
+        ]
+    )
+    answering, reasoning = by_id(cluster)[0], [by_id(cluster)[1], by_id(cluster)[2]]
+    boundary_s = t_answer[11]  # the iteration in progress (token 12) finishes first
+    swap_s = (100 + 12 - 1) * SWAP_S_PER_TOKEN
+    for r in reasoning:
+        assert r.first_token_s == boundary_s + (prefill_s(100, 100) + swap_s)
+    assert answering.num_preemptions == 1
+    resumed = [time_s for time_s, tokens in answering.token_curve if tokens == 13]
+    assert resumed and resumed[0] > max(r.reasoning_end_s for r in reasoning)
+    assert (boundary_s, 12) in answering.token_curve
+
+
+@pytest.mark.parametrize("demotion_kv_tokens, demoted", [(150, True), (5000, False)])
+def test_pascal_demotes_a_reasoning_request_whose_kv_exceeds_the_threshold(demotion_kv_tokens, demoted):
+    """A long reasoning request (64-token prompt, 240 reasoning tokens) runs alone; two short
+    reasoning requests arrive when its KV is ~214 tokens (14 blocks). Demoted (threshold 150) it
+    ranks behind them and is swapped out (4 + 4 + 14 > 20 blocks); not demoted (threshold 5000)
+    it keeps running and the second newcomer waits."""
+    cluster = one_instance("pascal", blocks=20, scheduler_options={"demotion_kv_tokens": demotion_kv_tokens})
+    t_long = [prefill_s(64)] + decode_times(prefill_s(64), 1, range(65, 64 + 250))
+    arrival_s = (t_long[149] + t_long[150]) / 2
+    cluster.submit(
+        [
+            Request(0, 0.0, 64, 250, reasoning_tokens=240),
+            Request(1, arrival_s, 64, 40, reasoning_tokens=30),
+            Request(2, arrival_s, 64, 40, reasoning_tokens=30),
+        ]
+    )
+    instance = cluster.instances[0]
+    _advance_until(cluster, lambda: bool(instance.running))
+    [long] = instance.running
+    if demoted:
+        _advance_until(cluster, lambda: long.demoted)
+        assert long.kv_tokens == demotion_kv_tokens + 1  # re-planned exactly when it crossed
+        assert long.generated_tokens < long.reasoning_tokens
+    _advance_until(cluster, lambda: len(instance.sequences()) == 3 and cluster.events.now_s > arrival_s)
+    newcomers = sorted((s for s in instance.sequences() if s is not long), key=lambda s: s.request_id)
+    boundary_s = t_long[150]
+    assert cluster.events.now_s == boundary_s and long.kv_tokens == 64 + 150
+    if demoted:
+        assert long.residency == Residency.SWAPPED
+        assert [s.residency for s in newcomers] == [Residency.RUNNING, Residency.RUNNING]
+        expected_ttft_s = boundary_s + (prefill_s(64, 64) + (64 + 150) * SWAP_S_PER_TOKEN) - arrival_s
+    else:
+        assert long.residency == Residency.RUNNING
+        assert [s.residency for s in newcomers] == [Residency.RUNNING, Residency.QUEUED]
+        expected_ttft_s = boundary_s + prefill_s(64) - arrival_s
+    cluster.advance()
+    assert by_id(cluster)[1].ttft_s == expected_ttft_s
+    assert all(o.completed for o in cluster.outcomes) and len(cluster.outcomes) == 3
+
+
+# ------------------------------------------------------------------------------ priority
+@pytest.mark.parametrize("scheduler, first_served", [("priority", 2), ("fcfs", 1)])
+def test_priority_admits_tier_0_before_tier_2_when_both_wait(scheduler, first_served):
+    """Batch size 1: request 0 (tier 1) runs; request 1 (tier 2) then request 2 (tier 0) wait.
+    The priority scheduler serves tier 0 next; FCFS serves the earlier arrival."""
+    cluster = one_instance(scheduler, max_batch_size=1)
+    cluster.run(
+        [Request(0, 0.0, 100, 20, tier=1), Request(1, 0.001, 200, 20, tier=2), Request(2, 0.002, 300, 20, tier=0)]
+    )
+    outcomes = by_id(cluster)
+    first_finish = decode_times(prefill_s(100), 1, range(101, 120))[-1]
+    assert outcomes[0].finish_s == first_finish
+    second = outcomes[first_served]
+    prompt = second.prompt_tokens
+    assert second.first_scheduled_s == first_finish
+    assert second.first_token_s == first_finish + prefill_s(prompt)
+    assert second.finish_s == decode_times(first_finish + prefill_s(prompt), 1, range(prompt + 1, prompt + 20))[-1]
+    last = outcomes[3 - first_served]
+    assert last.first_scheduled_s == second.finish_s

@@ -1,0 +1,131 @@
+"""The ``python -m simulator`` command line: a small run, its JSON file, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hardware.gpus import get_gpu
+from simulator.__main__ import main
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = ["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "4", "--requests", "20", "--seed", "1"]
+
+
+def table_rows(stdout: str) -> dict[str, str]:
+    """``metric -> value`` cells of the printed table."""
+    rows = {}
+    for line in stdout.splitlines():
+        name, bar, value = line.partition(" | ")
+        if bar:
+            rows[name.strip()] = value.strip()
+    return rows
+
+
+def strict_json(text: str) -> dict:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_cli_runs_prints_the_table_and_writes_the_same_numbers_to_json(tmp_path):
+    out = tmp_path / "metrics.json"
+    argv = ["--instances", "A100-80GB:1,H100-80GB:1", "--model", "Llama-2-7B", "--rate", "8", "--requests", "200",
+            "--prompt-tokens", "128", "--output-tokens", "32", "--seed", "3", "--json", str(out)]
+    result = subprocess.run([sys.executable, "-m", "simulator", *argv], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    rows = table_rows(result.stdout)
+    assert rows["metric"] == "value"
+    assert "simulated 200 requests" in result.stdout
+    metrics = strict_json(out.read_text())
+    assert (metrics["arrived"], metrics["completed"], metrics["rejected"]) == (200, 200, 0)
+    assert (metrics["output_tokens"], metrics["total_tokens"]) == (200 * 32, 200 * (128 + 32))
+    price_per_s = get_gpu("A100-80GB").price_per_second_usd + get_gpu("H100-80GB").price_per_second_usd
+    assert metrics["cost_usd"] == pytest.approx(metrics["duration_s"] * price_per_s, rel=1e-12)
+    assert metrics["ttft_p50_s"] <= metrics["ttft_p99_s"] and metrics["ttft_mean_s"] > 0
+    for name, value in metrics.items():
+        if isinstance(value, dict):
+            continue
+        if value is None:
+            expected = "-"
+        elif isinstance(value, int):
+            expected = str(value)
+        else:
+            expected = f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+        assert rows[name] == expected, name
+
+
+def test_requests_and_instances_are_checked_before_running(capsys):
+    assert main([*SMALL, "--requests", "0"]) == 1
+    assert "--requests must be > 0, got 0" in capsys.readouterr().err
+    assert main([*SMALL, "--instances", "0"]) == 1
+    assert "--instances must be > 0, got 0" in capsys.readouterr().err
+    assert main(["--model", "Llama-2-7B", "--rate", "4", "--instances", "4"]) == 1
+    assert "--instances N needs --gpu" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--gpu", "H900", "--model", "Llama-2-7B", "--rate", "4"], "unknown GPU 'H900'; known: H100-80GB"),
+        (["--gpu", "A100-80GB", "--model", "Llama-9", "--rate", "4"], "unknown model 'Llama-9'; known: Llama-2-7B"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "0"], "rate_rps must be a finite number > 0, got 0.0"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "-2"], "rate_rps must be a finite number > 0, got -2.0"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "nan"], "rate_rps must be a finite number > 0, got nan"),
+        (["--gpu", "A10", "--model", "Llama-2-70B", "--rate", "1"], "needs 1.38e+11 bytes of weights per GPU but A10 has"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "1", "--tp", "0"], "tp must be a positive integer, got 0"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "1", "--lengths", "nope"], "unknown length sampler 'nope'"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--trace", "/no/such/trace.csv"], "/no/such/trace.csv"),
+    ],
+    ids=["gpu", "model", "rate-zero", "rate-negative", "rate-nan", "too-small", "tp", "lengths", "missing-trace"],
+)
+def test_bad_values_exit_1_with_an_error_naming_them(argv, message, capsys):
+    assert main([*argv, "--requests", "5"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+def test_unknown_scheduler_and_half_fixed_lengths_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*SMALL, "--scheduler", "lifo"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'lifo'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main([*SMALL, "--prompt-tokens", "10"])
+    assert exit_info.value.code == 2
+    assert "--prompt-tokens and --output-tokens go together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ("arrival_s,prompt_tokens\n0.0,10\n", "line 1: missing column(s) ['output_tokens']"),
+        ("arrival_s,prompt_tokens,output_tokens\n0.0,10,5\n0.5,-3,5\n", "line 3: prompt_tokens -3 is negative"),
+        ("arrival_s,prompt_tokens,output_tokens\n1.0,10,5\n0.5,10,5\n", "line 3: arrival_s 0.5 is before the previous"),
+    ],
+    ids=["missing-column", "negative-tokens", "unsorted"],
+)
+def test_malformed_trace_exits_1_naming_file_line_and_value(rows, message, tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text(rows)
+    assert main(["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--trace", str(trace)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {trace}, ") and message in err
+
+
+def test_a_trace_runs_whole_unless_requests_limits_it(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens,reasoning_tokens,tier\n"
+                     + "".join(f"{i * 0.5},100,{10 + i},0,0\n" for i in range(1200)))
+    out = tmp_path / "metrics.json"
+    assert main(["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--trace", str(trace), "--json", str(out)]) == 0
+    metrics = strict_json(out.read_text())
+    assert metrics["arrived"] == 1200 and metrics["output_tokens"] == sum(10 + i for i in range(1200))
+    assert main(["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--trace", str(trace), "--requests", "7",
+                 "--json", str(out)]) == 0
+    assert strict_json(out.read_text())["output_tokens"] == sum(10 + i for i in range(7))
