@@ -110,6 +110,8 @@ class Scenario:
     action spaces (slots for instances added by scaling). ``episode_requests`` is the
     episode's length in arrivals. ``tier_weights[k]`` weights tier k in the ``slo`` reward.
     ``qoe`` are the answering-phase targets of reasoning scenarios (pascal.txt §V-A).
+    ``cascade`` orders the models of a model cascade, smallest first (cascadia.txt §3.3);
+    empty for scenarios without one.
     """
 
     name: str
@@ -125,6 +127,7 @@ class Scenario:
     qoe: QoETargets | None = None
     provisioning_s: float = 0.0
     record_token_curves: bool = False
+    cascade: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.instances or sum(g.count for g in self.instances) == 0:

@@ -5,8 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from envs.scenario import Scenario
+from envs.scenarios.cascadeserve import cascadeserve
+from envs.scenarios.cascadia import cascadia
+from envs.scenarios.cauchy import cauchy, cauchy_dailymail, cauchy_longwriter
 from envs.scenarios.default import default
+from envs.scenarios.multitier import multitier
+from envs.scenarios.pascal import pascal
 
 PRESETS: dict[str, Callable[[], Scenario]] = {
     "default": default,
+    "multitier": multitier,
+    "pascal": pascal,
+    "cauchy": cauchy,
+    "cauchy_dailymail": cauchy_dailymail,
+    "cauchy_longwriter": cauchy_longwriter,
+    "cascadia": cascadia,
+    "cascadeserve": cascadeserve,
 }
