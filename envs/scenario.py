@@ -46,8 +46,9 @@ class Workload:
 
     ``arrival``: ``poisson`` or ``gamma`` (with ``cv``) at ``rate_rps``; ``servegen`` (the pooled
     ServeGen day, scaled to mean ``rate_rps``); ``azure_conv`` / ``azure_code`` (the real Azure
-    2023 trace, its own lengths, rescaled to ``rate_rps``). ``lengths`` names a length sampler
-    (``simulator.workloads.LENGTH_SAMPLER_NAMES``), ignored for Azure traces.
+    2023 trace's arrival times rescaled to ``rate_rps``, as cauchy.txt §4.1 does). ``lengths``
+    names a length sampler (``simulator.workloads.LENGTH_SAMPLER_NAMES``); with Azure arrivals
+    ``"trace"`` keeps the trace's own lengths.
     ``slo_by_tier[k]`` is tier k's targets (one entry serves every tier).
     """
 
@@ -82,6 +83,10 @@ class Workload:
             requests = load_azure_trace(self.arrival, max_requests=num_requests, target_rate_rps=self.rate_rps)
             if len(requests) < num_requests:
                 raise ValueError(f"{self.arrival} has only {len(requests)} requests, {num_requests} asked")
+            if self.lengths != "trace":
+                sampled = length_sampler(self.lengths, **self.lengths_options).sample(num_requests, rng)
+                for request, prompt, output in zip(requests, sampled[0].tolist(), sampled[1].tolist()):
+                    request.prompt_tokens, request.output_tokens = prompt, output
             if self.priorities is not None:
                 tiers = sample_tiers(self.priorities, self.num_tiers, num_requests, rng)
                 for request, tier in zip(requests, tiers.tolist()):

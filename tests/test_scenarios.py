@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from envs.presets import make_scenario, scenario_names
-from envs.scenario import Scenario
+from envs.scenario import Scenario, Workload
 from envs.scenarios.cascadeserve import CASCADESERVE_MODELS
 from envs.scenarios.cascadia import CASCADIA_MODELS
 from envs.scenarios.cauchy import cauchy
@@ -247,3 +247,10 @@ def test_cascadeserve_serves_a_four_model_int4_cascade_on_16_v100s():
     # Gamma gaps, mean 1/20 s and CV 4 (sd of the 4,000-gap mean: 4 / 20 / sqrt(4000) = 0.0032 s).
     assert gaps.mean() == pytest.approx(0.05, rel=0.25)
     assert 3.0 < gaps.std() / gaps.mean() < 5.0
+
+
+def test_azure_arrivals_with_dataset_lengths_keep_the_trace_timing():
+    trace = Workload(arrival="azure_conv", rate_rps=50.0, lengths="trace").sample(500, np.random.default_rng(0))
+    mixed = Workload(arrival="azure_conv", rate_rps=50.0, lengths="longwriter").sample(500, np.random.default_rng(0))
+    assert [r.arrival_s for r in trace] == [r.arrival_s for r in mixed]
+    assert np.mean([r.output_tokens for r in mixed]) > 3 * np.mean([r.output_tokens for r in trace])

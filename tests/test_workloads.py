@@ -348,3 +348,27 @@ def test_generate_requests_rejects_bad_arguments():
         generate_requests(PoissonArrivals(1.0), FixedLengths(1, 1), 10, rng(), slo=lambda tier: 3.0)
     with pytest.raises(ValueError, match="num_requests"):
         generate_requests(PoissonArrivals(1.0), FixedLengths(1, 1), -5, rng())
+
+
+def test_multitier_table_matches_the_papers_bucket_shares_and_split():
+    from simulator.workloads import length_sampler
+
+    prompt, output = length_sampler("multitier_table").sample(200_000, np.random.default_rng(0))
+    total = prompt + output
+    shares = [np.mean((total >= a) & (total < b)) for a, b in ((64, 128), (128, 256), (256, 384), (384, 513))]
+    expected = np.array([0.65, 0.22, 0.10, 0.02]) / 0.99
+    np.testing.assert_allclose(shares, expected, atol=0.005)
+    assert np.all(np.abs(prompt - 2 * total / 3) <= 0.5)
+
+
+def test_fixed_sampler_by_name_and_bad_buckets():
+    from simulator.workloads import length_sampler
+    from simulator.workloads.lengths import BucketLengths
+
+    prompt, output = length_sampler("fixed", prompt_tokens=40, output_tokens=1).sample(5, np.random.default_rng(0))
+    assert prompt.tolist() == [40] * 5 and output.tolist() == [1] * 5
+    with pytest.raises(ValueError, match="prompt_fraction"):
+        BucketLengths(((64, 128),), (1.0,), 1.5)
+    with pytest.raises(ValueError, match="one probability per bucket"):
+        BucketLengths(((64, 128), (128, 256)), (1.0,), 0.5)
+

@@ -27,9 +27,9 @@ def cauchy(lengths: str = "sharegpt_cauchy") -> Scenario:
     ``cnn_dailymail`` (702 / 42) or ``longwriter`` (337 / 1,330), the §4.1 means. Each has the
     §3.3.3 SLO (TTFT <= 10 / 5 / 1 s, TBT <= 50 / 30 / 30 ms for DailyMail / ShareGPT /
     LongWriter) and the §4.1 target QPS (54 / 50 / 6). Arrivals are Poisson at that QPS, one
-    of the paper's two generators ("Performance Report", §4.1); the other, the Azure trace
-    rescaled to the QPS, is the override ``arrival="azure_conv"``, but a ``Workload`` then
-    takes the trace's own lengths (mean 1,155 / 211), not the dataset's.
+    of the paper's two generators ("Performance Report", §4.1); the other, the Azure 2023 conv
+    trace's arrival times rescaled to the QPS with the dataset's lengths, is the override
+    ``arrival="azure_conv"``.
 
     Deployment: two aggregated TP-2 instances (one 2-GPU server each) per GPU type, 12 of the
     24 GPUs, which meets the SLO at these rates in this simulator under round-robin (DailyMail

@@ -43,10 +43,9 @@ def multitier(num_tiers: int = BEST_NUM_TIERS, priorities: str = "uniform") -> S
     median TTFT is ~0.3 s against over 3 s for tier 2). ``SCHEDULER_BENCHMARK_RATE_RPS`` (10)
     is §5.2's under-loaded setting.
 
-    Lengths: Table 1 (§4.3) is a Vidur Zipf law over 64-512 total tokens (theta 1.2, prefill
-    to decode 2:1; mean ~146 tokens) for which no length sampler exists yet; ShareGPT at
-    Cauchy's published means (``sharegpt_cauchy``, 290 / 207 tokens, exponential) stands in
-    as the shortest conversational sampler available, 3-4x longer than Table 1.
+    Lengths: Table 1 (§4.3), ``multitier_table``: total tokens 64-128 / 128-256 / 256-384 /
+    384-512 with probability ~65 / 22 / 10 / 2%, uniform within a bucket, split 2:1 between
+    prefill and decode (mean ~146 tokens).
 
     SLO: the paper sets no latency targets (it reports speedups); every tier gets TTFT <= 1 s
     (about 3x tier 0's 0.3 s median above) and TPOT <= 100 ms; the tiers differ by weight.
@@ -65,7 +64,7 @@ def multitier(num_tiers: int = BEST_NUM_TIERS, priorities: str = "uniform") -> S
         workload=Workload(
             arrival="poisson",
             rate_rps=MAIN_SWEEP_RATE_RPS,
-            lengths="sharegpt_cauchy",
+            lengths="multitier_table",
             priorities=priorities,
             num_tiers=num_tiers,
             slo_by_tier=(SLO(ttft_s=1.0, tbt_s=0.1),),

@@ -185,3 +185,39 @@ def parametric_preset(name: str, **options) -> ParametricLengths:
     mean_prompt_tokens, mean_output_tokens = PARAMETRIC_PRESETS[name]
     options.setdefault("dist", "exponential")
     return ParametricLengths(mean_prompt_tokens, mean_output_tokens, **options)
+
+
+class BucketLengths:
+    """Total lengths drawn from buckets ``[low, high)`` with given probabilities (uniform inside
+    a bucket), split into prompt and output by ``prompt_fraction``."""
+
+    def __init__(self, buckets: tuple[tuple[int, int], ...], probabilities: tuple[float, ...], prompt_fraction: float) -> None:
+        if len(buckets) != len(probabilities) or not buckets:
+            raise ValueError(f"need one probability per bucket, got {len(buckets)} buckets and {len(probabilities)} probabilities")
+        for low, high in buckets:
+            if not 2 <= low < high:
+                raise ValueError(f"bucket [{low}, {high}) must satisfy 2 <= low < high")
+        weights = np.array(probabilities, dtype=np.float64)
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
+            raise ValueError(f"bucket probabilities must be non-negative with a positive sum, got {probabilities}")
+        if not 0.0 < prompt_fraction < 1.0:
+            raise ValueError(f"prompt_fraction must be in (0, 1), got {prompt_fraction}")
+        self.buckets = buckets
+        self.probabilities = weights / weights.sum()
+        self.prompt_fraction = prompt_fraction
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        n = count("n", n)
+        which = rng.choice(len(self.buckets), size=n, p=self.probabilities)
+        lows = np.array([b[0] for b in self.buckets])[which]
+        highs = np.array([b[1] for b in self.buckets])[which]
+        total = rng.integers(lows, highs)
+        prompt = np.maximum(1, np.rint(total * self.prompt_fraction).astype(np.int64))
+        return prompt, np.maximum(1, total - prompt)
+
+
+def multitier_table() -> BucketLengths:
+    """multitier-llumnix.txt Table 1: total tokens 64–128 (~65%), 128–256 (~22%), 256–384
+    (~10%), 384–512 (~2%), normalised to sum to one; split 2:1 prefill:decode as the authors'
+    public simulator configuration sets it (andersvestrum/llumnix_sim)."""
+    return BucketLengths(((64, 128), (128, 256), (256, 384), (384, 513)), (0.65, 0.22, 0.10, 0.02), 2.0 / 3.0)
