@@ -85,6 +85,11 @@ class ServingEnv(gym.Env):
     def context(self) -> np.ndarray:
         raise NotImplementedError
 
+    def slot_instance_ids(self) -> list[int | None]:
+        """The instance id in each observation row (None: empty); by default deployment order."""
+        assert self.cluster is not None
+        return list(self.cluster.instances)
+
     def action_masks(self) -> np.ndarray:
         """Valid actions as booleans (sb3-contrib MaskablePPO reads this through VecEnvs)."""
         raise NotImplementedError
@@ -146,7 +151,7 @@ class ServingEnv(gym.Env):
     def observation(self) -> dict[str, np.ndarray]:
         assert self.cluster is not None
         return {
-            "instances": self.features.fill(self.cluster).copy(),
+            "instances": self.features.fill(self.cluster, self.slot_instance_ids()).copy(),
             "context": self.context(),
             "action_mask": self.action_masks().astype(np.float32).reshape(-1),
         }

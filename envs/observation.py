@@ -9,6 +9,7 @@ infinite, with ``x / (|x| + scale)``. An empty slot is all zeros.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,6 +20,8 @@ from simulator.sequence import Residency
 COUNT_SCALE = 16.0  # requests
 TOKEN_SCALE = 4096.0  # tokens
 FREENESS_SCALE = 64.0  # blocks per request (Llumnix's migrate-out threshold is 3, scale-up 10)
+SERVICE_TIME_SCALE_S = 10.0  # seconds
+SERVICE_TIME_EWMA_WEIGHT = 0.6  # weight of the newest completion (andersvestrum/llumnix_sim INFaaS config)
 
 BASE_FEATURES = (
     "present",
@@ -42,6 +45,10 @@ BASE_FEATURES = (
     "fresh_answering",
     "pacer_behind",  # the token pacer's SLO flag (pascal.txt Alg. 1), 0 without a TPOT target
     "pending_prefill_tokens",
+    "kv_footprint",  # KV tokens on the GPU plus swapped requests' KV in host memory (pascal.txt Alg. 1 m_i), squashed by 1M tokens
+    "demoted",  # reasoning requests demoted to the low-priority queue (pascal.txt §IV-C), squashed by 16
+    "service_time_ewma",  # EWMA of completed requests' service time here, in s, squashed by 10 s (INFaaS, multitier-llumnix.txt §3.7)
+    "answers_overdue",  # requests past </think>, queued or swapped, no answer token for over one TPOT target (pascal.txt §IV-B pacer), squashed by 16
 )
 
 
@@ -93,21 +100,46 @@ class InstanceFeatures:
         self.tpot_target_s = tpot_target_s
         self.fresh_quantum_tokens = fresh_quantum_tokens
         self.matrix = np.zeros((max_instances, len(self.names)), dtype=np.float32)
+        self._cluster: Cluster | None = None  # the caches below belong to this cluster
         self._static: dict[int, list[float]] = {}
+        self._service_seen = 0
+        self._service_ewma_s: dict[int, float] = {}
 
-    def fill(self, cluster: Cluster) -> np.ndarray:
+    def fill(self, cluster: Cluster, slots: Sequence[int | None] | None = None) -> np.ndarray:
+        """Row k describes instance ``slots[k]`` (an instance id, or None for an empty slot);
+        by default instance k of the cluster. Stopped instances leave their row empty."""
         matrix = self.matrix
         matrix.fill(0.0)
-        if len(cluster.instances) > self.max_instances:
-            raise ValueError(f"cluster has {len(cluster.instances)} instances, more than the {self.max_instances} slots")
-        for slot, instance in enumerate(cluster.instances.values()):
-            if instance.lifecycle != Lifecycle.STOPPED:
-                matrix[slot] = self.row(instance)
+        if slots is None:
+            slots = list(cluster.instances)
+        if len(slots) > self.max_instances:
+            raise ValueError(f"{len(slots)} instance slots asked, more than the {self.max_instances} available")
+        if cluster is not self._cluster:
+            self._cluster, self._static, self._service_seen, self._service_ewma_s = cluster, {}, 0, {}
+        self._update_service_time(cluster)
+        for slot, instance_id in enumerate(slots):
+            if instance_id is not None:
+                instance = cluster.instances[instance_id]
+                if instance.lifecycle != Lifecycle.STOPPED:
+                    matrix[slot] = self.row(instance)
         return matrix
+
+    def _update_service_time(self, cluster: Cluster) -> None:
+        """Fold the requests completed since the last call into each instance's EWMA of service
+        time (first scheduled to finish, as INFaaS's latency monitor in andersvestrum/llumnix_sim
+        measures it): ewma = w * newest + (1 - w) * ewma, the first completion taken as is."""
+        ewma = self._service_ewma_s
+        weight = SERVICE_TIME_EWMA_WEIGHT
+        for outcome in cluster.outcomes[self._service_seen:]:
+            if outcome.completed:
+                service_s = outcome.finish_s - outcome.first_scheduled_s
+                previous = ewma.get(outcome.instance_id)
+                ewma[outcome.instance_id] = service_s if previous is None else weight * service_s + (1.0 - weight) * previous
+        self._service_seen = len(cluster.outcomes)
 
     def _static_part(self, instance: Instance) -> list[float]:
         """Features fixed for an instance's life: role and hardware."""
-        cached = self._static.get(id(instance))
+        cached = self._static.get(instance.instance_id)
         if cached is None:
             gpu, n, role = instance.gpu, instance.config.num_gpus, instance.role
             cached = [
@@ -118,14 +150,15 @@ class InstanceFeatures:
                 squash(gpu.mem_bandwidth_gbps * n, 10000.0),
                 squash(gpu.price_per_hour_usd * n, 10.0),
             ]
-            self._static[id(instance)] = cached
+            self._static[instance.instance_id] = cached
         return cached
 
     def row(self, instance: Instance) -> list[float]:
         lifecycle = instance.lifecycle
         kv = instance.kv
         pending = sum(seq.prefill_target_tokens - seq.kv_tokens for seq in instance.waiting)
-        reasoning = answering = fresh = 0
+        reasoning = answering = fresh = demoted = overdue = 0
+        overdue_before_s = instance.events.now_s - self.tpot_target_s if self.tpot_target_s is not None else -math.inf
         tiers = [0] * self.num_tiers
         last_tier = self.num_tiers - 1
         fresh_tokens = self.fresh_quantum_tokens
@@ -136,10 +169,20 @@ class InstanceFeatures:
             tiers[seq.tier if seq.tier < last_tier else last_tier] += 1
             if seq.reasoning_tokens and seq.generated_tokens < seq.reasoning_tokens:
                 reasoning += 1
+                demoted += seq.demoted
             elif seq.generated_tokens > 0:
                 answering += 1
+                if (
+                    seq.generated_tokens == seq.reasoning_tokens
+                    and seq.residency != Residency.RUNNING
+                    and seq.reasoning_end_s < overdue_before_s
+                ):
+                    overdue += 1
                 if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < fresh_tokens:
                     fresh += 1
+        used_blocks = instance.kv_used_blocks_now()
+        block_size = kv.block_size
+        host_tokens = block_size * sum(-(-seq.kv_tokens // block_size) for seq in instance.swapped)
         behind = (
             float(instance.answering_behind_pace(self.tpot_target_s)) if self.tpot_target_s is not None else 0.0
         )
@@ -152,7 +195,7 @@ class InstanceFeatures:
             squash(len(instance.waiting), COUNT_SCALE),
             squash(len(instance.running), COUNT_SCALE),
             squash(len(instance.swapped), COUNT_SCALE),
-            instance.kv_used_blocks_now() / kv.total_blocks,
+            used_blocks / kv.total_blocks,
             squash(kv.capacity_tokens, 1e6),
             signed_squash(freeness(instance), FREENESS_SCALE),
             squash(reasoning, COUNT_SCALE),
@@ -160,5 +203,9 @@ class InstanceFeatures:
             squash(fresh, COUNT_SCALE),
             behind,
             squash(pending, TOKEN_SCALE),
+            squash(used_blocks * block_size + host_tokens, 1e6),
+            squash(demoted, COUNT_SCALE),
+            squash(self._service_ewma_s.get(instance.instance_id, 0.0), SERVICE_TIME_SCALE_S),
+            squash(overdue, COUNT_SCALE),
             *(squash(t, COUNT_SCALE) for t in tiers),
         ]

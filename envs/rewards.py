@@ -9,15 +9,22 @@ and from the cluster's cost, so a reward is never credited twice:
 - ``cost``: SLO-meeting output tokens / 1,000 − ``usd_weight`` · (dollars spent during the
   step), ``usd_weight`` = 1,000 / (the scenario's full-cluster $ per hour); the ratio of the
   two terms is tokens per USD (cauchy.txt §3.2) against an SLO floor.
+- ``quality`` (cascade scenarios): −J(θ) of cascadia.txt §3.3, −L − μ · max(0, q_min − Q) /
+  (z₁ − z₂), with L the p95 E2E (seconds) of the completed requests, Q their mean accepted
+  score (a rejected request scores 0), z₁ / z₂ the mean scores of the cascade's last / first
+  model (``simulator.cascade.expected_quality``); 0 when nothing finished.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from hardware.gpus import get_gpu
 
 from envs.scenario import Scenario
+from simulator.cascade import SCORE_MAX, expected_quality
 from simulator.cluster import Cluster
 from simulator.metrics import meets_slo
 from simulator.outcome import RequestOutcome
@@ -74,4 +81,41 @@ class CostReward(RewardFunction):
         return good_tokens / 1000.0 - self.usd_weight * spent
 
 
-REWARDS: dict[str, type[RewardFunction]] = {"slo": SLOReward, "latency": LatencyReward, "cost": CostReward}
+class QualityReward(RewardFunction):
+    """Cascadia's latency-quality score, negated (cascadia.txt §3.3 and App. D): utopia z₁ and
+    nadir z₂ are the mean scores of the cascade's largest and smallest model; ``quality_min``
+    (q_min, default 80 of 100) and ``penalty_mu`` (μ, default 100, the paper's example) set
+    the quality constraint and its weight."""
+
+    def __init__(self, scenario: Scenario, quality_min: float = 80.0, penalty_mu: float = 100.0) -> None:
+        super().__init__(scenario)
+        if len(scenario.cascade) < 2:
+            raise ValueError(f"reward 'quality' needs a cascade of at least two models; scenario {scenario.name!r} "
+                             f"has cascade={list(scenario.cascade)}")
+        if not 0.0 <= quality_min <= SCORE_MAX:
+            raise ValueError(f"quality_min must be in [0, {SCORE_MAX:g}], got {quality_min!r}")
+        if not penalty_mu >= 0:
+            raise ValueError(f"penalty_mu must be >= 0, got {penalty_mu!r}")
+        self.utopia = expected_quality(scenario.cascade[-1])
+        self.nadir = expected_quality(scenario.cascade[0])
+        if not self.utopia > self.nadir:
+            raise ValueError(f"the cascade's last model ({scenario.cascade[-1]}, mean score {self.utopia:.2f}) must score "
+                             f"above its first ({scenario.cascade[0]}, {self.nadir:.2f})")
+        self.quality_min = quality_min
+        self.penalty_mu = penalty_mu
+
+    def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
+        if not finished:
+            return 0.0
+        e2e_s = [o.e2e_s for o in finished if o.completed]
+        scores = [o.quality if o.completed else 0.0 for o in finished]
+        if any(s != s for s in scores):
+            raise ValueError("reward 'quality' needs outcomes with a quality score (a cascade router)")
+        latency_s = float(np.percentile(e2e_s, 95)) if e2e_s else 0.0
+        shortfall = max(0.0, self.quality_min - float(np.mean(scores))) / (self.utopia - self.nadir)
+        return -latency_s - self.penalty_mu * shortfall
+
+
+REWARDS: dict[str, type[RewardFunction]] = {
+    "slo": SLOReward, "latency": LatencyReward, "cost": CostReward, "quality": QualityReward,
+}

@@ -107,6 +107,7 @@ class Cluster:
         self._requests: SequenceOf[Request] = ()
         self._next_request = 0
         self._decision: Decision | None = None
+        self._decisions_behind: list[Decision] = []  # phase changes that came with another one
         self._next_id = 0
         self._held_since_s: dict[int, float] = {}
         self._cost_closed_usd = 0.0
@@ -234,7 +235,7 @@ class Cluster:
         if seq.request.model is not None and instance.model.name != seq.request.model:
             raise ValueError(f"instance {instance_id} serves {instance.model.name}, request needs {seq.request.model}")
         if self._decision is not None and self._decision.seq is seq:
-            self._decision = None
+            self._next_decision()
         seq.pd_handoff = instance.role == Role.PREFILL and self.decode_router is not None
         instance.enqueue(seq)
 
@@ -245,7 +246,7 @@ class Cluster:
         if instance.lifecycle != Lifecycle.SERVING:
             raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
         if self._decision is not None and self._decision.seq is seq:
-            self._decision = None
+            self._next_decision()
         seq.pd_handoff = False
         instance.enqueue(seq)
 
@@ -269,7 +270,11 @@ class Cluster:
     def on_phase_change(self, instance: Instance, seq: Sequence) -> None:
         if self.external_phase_decisions:
             instance.remove(seq)
-            self._decision = Decision("phase", seq, instance.instance_id)
+            decision = Decision("phase", seq, instance.instance_id)
+            if self._decision is None:
+                self._decision = decision
+            else:  # several requests of one instance finished reasoning at the same iteration
+                self._decisions_behind.append(decision)
             return
         if self.phase_router is None:
             return
@@ -278,13 +283,17 @@ class Cluster:
             instance.remove(seq)
             self._transfer(seq, instance, self._instance(target))
 
+    def _next_decision(self) -> None:
+        """The current decision is answered: the next one waiting behind it (if any) is due."""
+        self._decision = self._decisions_behind.pop(0) if self._decisions_behind else None
+
     def place_answering(self, seq: Sequence, instance_id: int) -> None:
         """Answer a ``"phase"`` decision: continue the answering phase on ``instance_id``
         (the same instance, or another one after a KV transfer)."""
         if self._decision is None or self._decision.seq is not seq:
             raise ValueError(f"request {seq.request_id} is not waiting for a phase decision")
         source = self._instance(self._decision.instance_id)
-        self._decision = None
+        self._next_decision()
         target = self._instance(instance_id)
         if target is source:
             if not target.accept_running(seq):

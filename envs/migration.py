@@ -1,0 +1,336 @@
+"""servegym/Migration-v0: choose which instance sheds a request to which (live migration)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.base import ServingEnv
+from envs.headroom import default_headroom_fractions, freeness_full
+from envs.observation import COUNT_SCALE, FREENESS_SCALE, TOKEN_SCALE, signed_squash, squash
+from simulator.cluster import Cluster, Decision, Router
+from simulator.instance import Instance, Lifecycle, Role
+from simulator.kv_blocks import blocks_for_tokens
+from simulator.request import Phase
+from simulator.sequence import Residency, Sequence
+
+LLUMNIX_POLLING_INTERVAL_S = 0.05  # Llumnix's migration polling interval (multitier-llumnix.txt §3.5)
+MIGRATION_INTERVAL_BY_SCENARIO_S = {"default": 0.5}  # coarser where 0.05 s would make ~20k steps
+MODES = ("periodic", "phase")
+ROUTERS = ("round_robin", "least_loaded")
+GLOBAL_CONTEXT = 6
+PER_SLOT_CONTEXT = 5
+
+
+def migration_candidate(instance: Instance, excluded: Collection[int] = ()) -> Sequence | None:
+    """The request ``instance`` would migrate out (multitier-llumnix.txt §3.5: "queued requests
+    (no KV state, cheap to migrate) first, then low-priority running requests with small KV
+    footprints"): the last queued request in the local scheduler's order (the one that would
+    wait longest); else the running decode request of the lowest priority (highest tier) with
+    the fewest KV tokens (ties: earliest enqueued), skipping request ids in ``excluded``."""
+    if instance.waiting:
+        return max(instance.waiting, key=instance.scheduler.priority_key)
+    running = [
+        seq for seq in instance.running
+        if seq.in_decode and not seq.pd_handoff and seq.request_id not in excluded
+    ]
+    if not running:
+        return None
+    return min(running, key=lambda seq: (-seq.tier, seq.kv_tokens, seq.queue_order))
+
+
+def _least_loaded_router() -> Router:
+    def route(cluster: Cluster, seq: Sequence) -> int:
+        ids = cluster.routable_ids()
+        if not ids:
+            raise RuntimeError(f"no serving instance can take request {seq.request_id}")
+        return min(ids, key=lambda i: (cluster.instances[i].num_requests, i))
+
+    return route
+
+
+class MigrationEnv(ServingEnv):
+    """Live-migrate requests between instances (the Llumnix rescheduling knob).
+
+    ## Description
+    ``mode="periodic"`` (default): a step is one migration interval; the simulation runs
+    ``migration_interval_s`` simulated seconds between decisions (default: Llumnix's 0.05 s
+    polling interval, 0.5 s for the ``default`` scenario; the first decision is after one
+    interval). The action names a source and a destination instance; the source gives up
+    the request Llumnix would pick (``migration_candidate``: queued requests first, then
+    low-priority running decode requests with small KV, multitier-llumnix.txt §3.5) and the
+    cluster migrates it: a queued request moves at once, a running one live, in stages,
+    while it keeps decoding on the source (§3.5, Fig. 4). A request whose live migration is
+    in flight (or was aborted) is not picked again while it stays on its source.
+    ``mode="phase"`` (reasoning scenarios): a step is one request reaching ``</think>``
+    (pascal.txt §IV-B); the action keeps its answering phase in place or moves it, with its
+    KV, to another instance. Arrivals are routed inside the env between decisions:
+    round-robin (default) or ``router="least_loaded"`` (fewest requests, ties to the
+    lowest id).
+
+    ## Action space
+    ``MultiDiscrete([n + 1, n + 1])`` with n = ``max_instances``: (source slot, destination
+    slot); index n in either dimension means no-op (phase mode: stay). ``action_masks()`` is
+    the two per-dimension masks concatenated (MaskablePPO): sources are present instances
+    (serving or draining) with a migratable request (phase mode: only the instance where the
+    request finished reasoning); destinations are serving instances of a model some valid
+    source serves; the no-op index is always valid. An action with a masked-out index, or a
+    pair that cannot run (source == destination, another model, a role that cannot take the
+    request, a request larger than the destination's KV capacity, or a running request whose
+    KV does not fit there now) falls back to the no-op, costs ``invalid_action_penalty`` and
+    sets ``info["invalid_action"]``; ``strict=True`` raises. An action outside the space
+    raises ``ValueError``.
+
+    ## Observation space
+    ``Dict``: ``instances`` (``envs.observation``), ``action_mask`` and ``context`` = [phase
+    mode, recent QPS (squashed by 16 req/s), episode progress, live migrations in flight
+    (squashed by 16), the phase-change request's prompt and generated tokens (squashed by
+    4,096; 0 in periodic mode)], then per slot [has a queued candidate, has a running
+    candidate, the candidate's KV need in tokens (squashed by 4,096), its tier / (K − 1),
+    the slot's K-tier F_full with the paper's default headroom (``envs.headroom``, signed
+    squash by 64 blocks)].
+
+    ## Rewards
+    ``reward="slo"`` (default), ``"latency"`` or ``"cost"``: see ``envs.rewards``, over the
+    requests that finished during the step.
+
+    ## Episode end
+    Truncated once every request has arrived and finished; never terminated. The last
+    step's ``info["episode_metrics"]`` holds the episode summary; every ``info`` carries the
+    cluster's ``migrations_started`` / ``migrations_done`` / ``migrations_aborted``.
+
+    ## Arguments
+    ``scenario`` (name or ``Scenario``), ``mode``, ``migration_interval_s`` (periodic mode),
+    ``router``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``,
+    scenario / workload overrides as keywords.
+
+    ## Scenarios
+    Periodic: any (``default``, ``multitier``). Phase: reasoning scenarios (``pascal``, or
+    ``lengths="servegen_deepseek_r1"``).
+    """
+
+    env_id = "servegym/Migration-v0"
+
+    def __init__(
+        self,
+        scenario: Any = "default",
+        *,
+        mode: str = "periodic",
+        migration_interval_s: float | None = None,
+        router: str = "round_robin",
+        **kwargs: Any,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; known: {list(MODES)}")
+        if router not in ROUTERS:
+            raise ValueError(f"unknown router {router!r}; known: {list(ROUTERS)}")
+        super().__init__(scenario, **kwargs)
+        if mode == "phase":
+            if migration_interval_s is not None:
+                raise ValueError(f"migration_interval_s={migration_interval_s!r} has no meaning in mode='phase'")
+            if not self.scenario.reasoning:
+                raise ValueError(f"mode='phase' needs a reasoning scenario; {self.scenario.name!r} samples "
+                                 f"lengths={self.scenario.workload.lengths!r}")
+        if migration_interval_s is None:
+            migration_interval_s = MIGRATION_INTERVAL_BY_SCENARIO_S.get(self.scenario.name, LLUMNIX_POLLING_INTERVAL_S)
+        if (isinstance(migration_interval_s, bool) or not isinstance(migration_interval_s, (int, float))
+                or not (math.isfinite(migration_interval_s) and migration_interval_s > 0)):
+            raise ValueError(f"migration_interval_s must be a positive number, got {migration_interval_s!r}")
+        self.mode = mode
+        self.migration_interval_s = float(migration_interval_s)
+        self.router_name = router
+        slots = self.scenario.max_instances
+        self.noop_index = slots
+        self.action_space = spaces.MultiDiscrete([slots + 1, slots + 1])
+        self._default_headroom = default_headroom_fractions(self.scenario.num_tiers)
+        self._decision: Decision | None = None
+        self._next_tick_s = 0.0
+        self._in_flight: dict[int, tuple[Sequence, int]] = {}
+
+    # ----------------------------------------------------------------- ServingEnv interface
+    def context_size(self) -> int:
+        return GLOBAL_CONTEXT + PER_SLOT_CONTEXT * self.scenario.max_instances
+
+    def mask_size(self) -> int:
+        return 2 * (self.scenario.max_instances + 1)
+
+    def cluster_options(self) -> dict[str, Any]:
+        router: Router | str = "round_robin" if self.router_name == "round_robin" else _least_loaded_router()
+        return {"router": router, "external_phase_decisions": self.mode == "phase"}
+
+    def on_reset(self) -> None:
+        self._decision = None
+        self._next_tick_s = 0.0
+        self._in_flight = {}
+
+    def advance(self) -> bool:
+        assert self.cluster is not None
+        cluster = self.cluster
+        if self.mode == "phase":
+            self._decision = cluster.advance()
+            return self._decision is None
+        self._next_tick_s += self.migration_interval_s
+        cluster.advance(until_s=self._next_tick_s)
+        return cluster.pending_requests() == 0
+
+    # ----------------------------------------------------------------- slots and candidates
+    @property
+    def phase_decision(self) -> Decision | None:
+        """Phase mode: the request waiting at its ``</think>`` for this step's action."""
+        return self._decision
+
+    def _slot_instance(self, slot: int) -> Instance | None:
+        assert self.cluster is not None
+        ids = list(self.cluster.instances)
+        if slot >= len(ids):
+            return None
+        return self.cluster.instances[ids[slot]]
+
+    def live_migrations_in_flight(self) -> dict[int, tuple[Sequence, int]]:
+        """Running requests this env started migrating that are still on their source:
+        request id → (request, source instance id)."""
+        self._in_flight = {
+            rid: (seq, source_id) for rid, (seq, source_id) in self._in_flight.items()
+            if seq.instance_id == source_id and seq.phase not in (Phase.DONE, Phase.REJECTED)
+        }
+        return self._in_flight
+
+    def candidate(self, slot: int) -> Sequence | None:
+        """The request the instance in ``slot`` would give up now (phase mode: the request at
+        its phase change, for its source slot only)."""
+        instance = self._slot_instance(slot)
+        if instance is None or instance.lifecycle not in (Lifecycle.SERVING, Lifecycle.DRAINING):
+            return None
+        if self.mode == "phase":
+            decision = self._decision
+            if decision is None or decision.instance_id != instance.instance_id:
+                return None
+            return decision.seq
+        return migration_candidate(instance, set(self.live_migrations_in_flight()))
+
+    def _refusal(self, seq: Sequence, source: Instance, target: Instance) -> str | None:
+        """Why ``target`` cannot take ``seq`` from ``source`` now (None if it can)."""
+        if target is source:
+            return "source and destination are the same instance"
+        if target.lifecycle != Lifecycle.SERVING:
+            return f"instance {target.instance_id} is {target.lifecycle.value}"
+        if target.model.name != source.model.name:
+            return f"instance {target.instance_id} serves {target.model.name}, not {source.model.name}"
+        if seq.prompt_tokens + seq.output_tokens > target.max_request_tokens:
+            return f"request {seq.request_id} exceeds instance {target.instance_id}'s KV capacity"
+        queued = self.mode == "periodic" and seq.residency == Residency.QUEUED
+        if queued and target.role == Role.DECODE:
+            return f"instance {target.instance_id} is decode-only"
+        if not queued and target.role == Role.PREFILL:
+            return f"instance {target.instance_id} is prefill-only"
+        if not queued and self.mode == "periodic":
+            need = blocks_for_tokens(seq.kv_tokens + 1, target.kv.block_size)
+            if not target.kv.can_admit(need):
+                return f"instance {target.instance_id} has no room for {need} KV blocks now"
+        return None
+
+    # ----------------------------------------------------------------- masking and acting
+    def action_masks(self) -> np.ndarray:
+        slots = self.scenario.max_instances
+        sources = np.zeros(slots + 1, dtype=bool)
+        destinations = np.zeros(slots + 1, dtype=bool)
+        sources[slots] = destinations[slots] = True
+        if self.cluster is None:
+            return np.concatenate([sources, destinations])
+        source_models: set[str] = set()
+        for slot in range(slots):
+            instance = self._slot_instance(slot)
+            if instance is not None and self.candidate(slot) is not None:
+                sources[slot] = True
+                source_models.add(instance.model.name)
+        for slot in range(slots):
+            instance = self._slot_instance(slot)
+            destinations[slot] = (
+                instance is not None and instance.lifecycle == Lifecycle.SERVING
+                and instance.model.name in source_models
+            )
+        return np.concatenate([sources, destinations])
+
+    def is_noop(self, action: Any) -> bool:
+        source_slot, destination_slot = (int(a) for a in action)
+        return source_slot == self.noop_index or destination_slot == self.noop_index
+
+    def is_valid(self, action: Any, mask: np.ndarray) -> bool:
+        source_slot, destination_slot = (int(a) for a in action)
+        if not (mask[source_slot] and mask[self.noop_index + 1 + destination_slot]):
+            return False
+        if self.is_noop(action):
+            return True
+        source = self._slot_instance(source_slot)
+        target = self._slot_instance(destination_slot)
+        assert source is not None and target is not None
+        if self.mode == "periodic":
+            source.sync()
+        seq = self.candidate(source_slot)
+        assert seq is not None
+        return self._refusal(seq, source, target) is None
+
+    def fallback_action(self) -> np.ndarray:
+        return np.array([self.noop_index, self.noop_index], dtype=np.int64)
+
+    def apply(self, action: Any, valid: bool) -> None:
+        assert self.cluster is not None
+        source_slot, destination_slot = (int(a) for a in action)
+        if self.mode == "phase":
+            decision = self._decision
+            if decision is None:
+                return
+            target = None if self.is_noop(action) else self._slot_instance(destination_slot)
+            self.cluster.place_answering(decision.seq, decision.instance_id if target is None else target.instance_id)
+            return
+        if self.is_noop(action):
+            return
+        source = self._slot_instance(source_slot)
+        target = self._slot_instance(destination_slot)
+        assert source is not None and target is not None
+        seq = self.candidate(source_slot)
+        assert seq is not None
+        running = seq.residency == Residency.RUNNING
+        if not self.cluster.migrate(seq, target.instance_id):
+            raise RuntimeError(f"instance {target.instance_id} refused request {seq.request_id} after validation")
+        if running:
+            self._in_flight[seq.request_id] = (seq, source.instance_id)
+
+    # ----------------------------------------------------------------- observation
+    def context(self) -> np.ndarray:
+        assert self.cluster is not None
+        vector = np.zeros(self.context_size(), dtype=np.float32)
+        vector[0] = self.mode == "phase"
+        vector[1] = squash(self.recent_qps(), COUNT_SCALE)
+        vector[2] = self.cluster.arrived / self.scenario.episode_requests
+        vector[3] = squash(len(self.live_migrations_in_flight()), COUNT_SCALE)
+        if self._decision is not None:
+            vector[4] = squash(self._decision.seq.prompt_tokens, TOKEN_SCALE)
+            vector[5] = squash(self._decision.seq.generated_tokens, TOKEN_SCALE)
+        last_tier = max(self.scenario.num_tiers - 1, 1)
+        for slot in range(self.scenario.max_instances):
+            instance = self._slot_instance(slot)
+            if instance is None or instance.lifecycle == Lifecycle.STOPPED:
+                continue
+            base = GLOBAL_CONTEXT + PER_SLOT_CONTEXT * slot
+            seq = self.candidate(slot)
+            if seq is not None:
+                queued = self.mode == "periodic" and seq.residency == Residency.QUEUED
+                vector[base] = queued
+                vector[base + 1] = not queued
+                vector[base + 2] = squash(seq.prefill_target_tokens if queued else seq.kv_tokens, TOKEN_SCALE)
+                vector[base + 3] = min(seq.tier, last_tier) / last_tier
+            vector[base + 4] = signed_squash(freeness_full(instance, self._default_headroom), FREENESS_SCALE)
+        return vector
+
+    def step_info(self, finished: list | None = None) -> dict[str, Any]:
+        info = super().step_info(finished)
+        assert self.cluster is not None
+        info["migrations_started"] = self.cluster.migrations_started
+        info["migrations_done"] = self.cluster.migrations_done
+        info["migrations_aborted"] = self.cluster.migrations_aborted
+        return info

@@ -1,0 +1,201 @@
+"""servegym/Tier-v0: set the per-tier headroom budgets of K-tier Llumnix dispatch."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.base import ServingEnv
+from envs.headroom import check_headroom_fractions, default_headroom_fractions, freeness_full
+from envs.observation import COUNT_SCALE, squash
+from simulator.cluster import Cluster
+from simulator.instance import Lifecycle, Role
+from simulator.outcome import RequestOutcome
+from simulator.sequence import Sequence
+
+HEADROOM_LEVELS = 5  # L: discrete levels per tier
+HEADROOM_CAP_FRACTION = 0.4  # h_cap: twice the paper's h_max = 0.2, so tier 0 may reserve more
+PER_TIER_CONTEXT = 5
+
+
+def freest_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndarray) -> int:
+    """Dispatch rule of multitier-llumnix.txt §3.4: the serving, non-draining instance that can
+    take ``seq`` (not decode-only, same model) with the highest F_full under
+    ``headroom_fractions``; ties go to the lowest instance id."""
+    best_id, best_freeness = -1, -math.inf
+    model = seq.request.model
+    for instance in cluster.instances.values():
+        if instance.lifecycle != Lifecycle.SERVING or instance.role == Role.DECODE:
+            continue
+        if model is not None and instance.model.name != model:
+            continue
+        value = freeness_full(instance, headroom_fractions)
+        if best_id < 0 or value > best_freeness:
+            best_id, best_freeness = instance.instance_id, value
+    if best_id < 0:
+        raise RuntimeError(f"no serving instance can take request {seq.request_id}")
+    return best_id
+
+
+class TierEnv(ServingEnv):
+    """Tune the per-tier headroom budgets that K-tier Llumnix dispatch charges.
+
+    ## Description
+    Requests carry a priority tier (0 highest). Every arrival is dispatched inside the env by
+    the K-tier Llumnix rule (multitier-llumnix.txt §3.4): to the serving instance with the
+    highest full freeness F_full (``envs.headroom``, eq. 1–4), where each tier p present on
+    an instance charges a headroom budget H_p = M · h_p. The paper fixes h_p = 0.2 · e^(−λp);
+    here the agent sets h_p. A step is one control interval (``scenario.control_interval_s``
+    simulated seconds): the action sets the budgets, the simulation runs the interval. The
+    first decision is at t = 0, before any arrival. Arrivals are dispatched at their arrival
+    instant, so the paper's global pending queue (tier 0 first, FCFS within a tier) never
+    holds more than the request being dispatched; inside an instance the scenario's local
+    scheduler orders requests (``priority`` in multi-tier scenarios).
+
+    ## Action space
+    ``MultiDiscrete([5] * K)``: level l of tier p sets h_p = l / 4 · 0.4 (levels 0, 0.1, 0.2,
+    0.3, 0.4 of M). ``continuous=True``: ``Box(0, 0.4, (K,))``, h_p directly. Every action
+    is valid: the mask (all ones; 5K entries, or K for the Box) exists for API uniformity, so
+    the fallback (keep the current budgets) and ``strict`` never trigger. An action outside
+    the space raises ``ValueError``.
+
+    ## Observation space
+    ``Dict``: ``instances`` (``envs.observation``), ``action_mask`` and ``context`` = for each
+    tier p [h_p / 0.4, arrivals in the last interval per second (squashed by 16 req/s),
+    requests finished in the last interval (squashed by 16), their SLO attainment (0 when none
+    finished), mean TTFT of those completed (squashed by the tier's TTFT target, 1 s without
+    one)], then [recent QPS over 10 s (squashed by 16 req/s), episode progress (arrived /
+    episode_requests)].
+
+    ## Rewards
+    ``reward="slo"`` (default; tier-weighted by ``scenario.tier_weights``), ``"latency"`` or
+    ``"cost"``: see ``envs.rewards``, over the requests that finished during the step.
+
+    ## Episode end
+    Truncated once every request of the episode has arrived and finished; never terminated.
+    The last step's ``info["episode_metrics"]`` holds the episode summary. ``info`` also
+    carries ``headroom_fractions`` (the budgets in force).
+
+    ## Arguments
+    ``scenario`` (name or ``Scenario``), ``continuous``, ``reward``, ``strict``,
+    ``invalid_action_penalty``, ``render_mode="ansi"``, scenario / workload overrides as
+    keywords (e.g. ``num_tiers=3, priorities="uniform", tier_weights=(4, 2, 1)``).
+
+    ## Scenarios
+    Any; meaningful with several tiers (``multitier``, or ``default`` with the overrides
+    above). With one tier the budget only shifts the freeness of busy instances.
+    """
+
+    env_id = "servegym/Tier-v0"
+
+    def __init__(self, scenario: Any = "default", *, continuous: bool = False, **kwargs: Any) -> None:
+        self.continuous = bool(continuous)
+        super().__init__(scenario, **kwargs)
+        tiers = self.scenario.num_tiers
+        if self.continuous:
+            self.action_space = spaces.Box(0.0, HEADROOM_CAP_FRACTION, (tiers,), dtype=np.float32)
+        else:
+            self.action_space = spaces.MultiDiscrete([HEADROOM_LEVELS] * tiers)
+        self.headroom_fractions = default_headroom_fractions(tiers)
+        self._next_control_s = 0.0
+        self._arrived_before = 0
+        self._outcomes_before = 0
+        self._interval_stats = np.zeros((tiers, 5))
+
+    # ----------------------------------------------------------------- ServingEnv interface
+    def context_size(self) -> int:
+        return PER_TIER_CONTEXT * self.scenario.num_tiers + 2
+
+    def mask_size(self) -> int:
+        tiers = self.scenario.num_tiers
+        return tiers if self.continuous else HEADROOM_LEVELS * tiers
+
+    def cluster_options(self) -> dict[str, Any]:
+        return {"router": self.dispatch_target}
+
+    def dispatch_target(self, cluster: Cluster, seq: Sequence) -> int:
+        """The cluster's router: ``freest_instance`` under the budgets in force."""
+        return freest_instance(cluster, seq, self.headroom_fractions)
+
+    def on_reset(self) -> None:
+        self.headroom_fractions = default_headroom_fractions(self.scenario.num_tiers)
+        self._next_control_s = 0.0
+        self._arrived_before = 0
+        self._outcomes_before = 0
+        self._interval_stats.fill(0.0)
+
+    def action_masks(self) -> np.ndarray:
+        return np.ones(self.mask_size(), dtype=bool)
+
+    def is_valid(self, action: Any, mask: np.ndarray) -> bool:
+        return True
+
+    def fallback_action(self) -> None:
+        """Keep the current budgets (never needed: every action is valid)."""
+        return None
+
+    def action_to_fractions(self, action: Any) -> np.ndarray:
+        """Headroom fractions h_p an action sets (levels l → l / (L − 1) · h_cap)."""
+        if self.continuous:
+            return check_headroom_fractions(np.asarray(action, dtype=float))
+        levels = np.asarray(action, dtype=float)
+        return levels / (HEADROOM_LEVELS - 1) * HEADROOM_CAP_FRACTION
+
+    def apply(self, action: Any, valid: bool) -> None:
+        if action is not None:
+            self.headroom_fractions = self.action_to_fractions(action)
+
+    def advance(self) -> bool:
+        assert self.cluster is not None
+        cluster = self.cluster
+        cluster.advance(until_s=self._next_control_s)
+        self._next_control_s += self.scenario.control_interval_s
+        self._record_interval()
+        return cluster.pending_requests() == 0
+
+    def _record_interval(self) -> None:
+        """Per-tier [arrivals, finished, SLO met, completed, Σ TTFT of completed] since the last decision."""
+        assert self.cluster is not None
+        cluster = self.cluster
+        stats = self._interval_stats
+        stats.fill(0.0)
+        last_tier = self.scenario.num_tiers - 1
+        for request in cluster.submitted_requests[self._arrived_before:cluster.arrived]:
+            stats[min(request.tier, last_tier), 0] += 1
+        self._arrived_before = cluster.arrived
+        finished: list[RequestOutcome] = cluster.outcomes[self._outcomes_before:]
+        self._outcomes_before = len(cluster.outcomes)
+        for outcome in finished:
+            tier = min(outcome.tier, last_tier)
+            stats[tier, 1] += 1
+            if outcome.completed:
+                stats[tier, 2] += self.reward_fn.met(outcome)
+                stats[tier, 3] += 1
+                stats[tier, 4] += outcome.ttft_s
+
+    def context(self) -> np.ndarray:
+        assert self.cluster is not None
+        tiers = self.scenario.num_tiers
+        interval_s = self.scenario.control_interval_s
+        vector = np.zeros(self.context_size(), dtype=np.float32)
+        stats = self._interval_stats
+        for tier in range(tiers):
+            arrivals, finished, met, completed, ttft_sum_s = stats[tier]
+            target_s = self.scenario.workload.slo(tier).ttft_s or 1.0
+            base = PER_TIER_CONTEXT * tier
+            vector[base] = self.headroom_fractions[tier] / HEADROOM_CAP_FRACTION
+            vector[base + 1] = squash(arrivals / interval_s, COUNT_SCALE)
+            vector[base + 2] = squash(finished, COUNT_SCALE)
+            vector[base + 3] = met / finished if finished else 0.0
+            vector[base + 4] = squash(ttft_sum_s / completed, target_s) if completed else 0.0
+        vector[PER_TIER_CONTEXT * tiers] = squash(self.recent_qps(), COUNT_SCALE)
+        vector[PER_TIER_CONTEXT * tiers + 1] = self.cluster.arrived / self.scenario.episode_requests
+        return vector
+
+    def step_info(self, finished: list[RequestOutcome] | None = None) -> dict[str, Any]:
+        info = super().step_info(finished)
+        info["headroom_fractions"] = self.headroom_fractions.tolist()
+        return info

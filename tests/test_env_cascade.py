@@ -1,0 +1,247 @@
+"""servegym/Cascade-v0 (minimal): API conformance, threshold mechanics, the quality reward."""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import envs  # noqa: F401  (registers the IDs)
+from envs.base import InvalidActionError
+from envs.cascade import CascadeEnv
+from envs.rewards import QualityReward
+from envs.scenario import InstanceGroup, Scenario, Workload
+from simulator.cascade import expected_quality
+from simulator.instance import InstanceConfig
+from simulator.outcome import RequestOutcome
+from simulator.request import SLO
+
+SMALL, LARGE = "Llama-3.1-8B", "Llama-3.1-70B"
+
+
+def tiny_cascade(large_instances: int = 1, **overrides) -> Scenario:
+    """Llama-3.1-8B -> Llama-3.1-70B on H100s (the Llama cascade of cascadia.txt App. H)."""
+    scenario = Scenario(
+        name="tiny_cascade",
+        description="8B (1 x H100) -> 70B (TP 4 on H100) cascade, 100 requests",
+        reference="test scenario",
+        instances=(
+            InstanceGroup(InstanceConfig(gpu="H100-80GB", model=SMALL), 1),
+            InstanceGroup(InstanceConfig(gpu="H100-80GB", model=LARGE, tp=4), large_instances),
+        ),
+        workload=Workload(rate_rps=4.0, lengths="sharegpt_cauchy", slo_by_tier=(SLO(e2e_s=20.0),)),
+        episode_requests=100,
+        control_interval_s=1.0,
+        cascade=(SMALL, LARGE),
+    )
+    return scenario.with_overrides(**overrides)
+
+
+def run_episode(env, action, seed=0):
+    env.reset(seed=seed)
+    while True:
+        _, _, terminated, truncated, info = env.step(np.array(action))
+        assert not terminated
+        if truncated:
+            return info
+
+
+def test_gymnasium_and_sb3_checkers_pass():
+    env = gym.make("servegym/Cascade-v0", scenario=tiny_cascade(episode_requests=50))
+    gym_check_env(env.unwrapped)
+    sb3_check_env(CascadeEnv(tiny_cascade(episode_requests=50)))
+
+
+def test_maskable_ppo_learns_without_error():
+    from sb3_contrib import MaskablePPO
+
+    model = MaskablePPO("MultiInputPolicy", CascadeEnv(tiny_cascade(episode_requests=60)), n_steps=64, batch_size=64, seed=0)
+    model.learn(1024)
+    assert model.num_timesteps >= 1024
+
+
+def rollout(seed, steps=25):
+    env = CascadeEnv(tiny_cascade())
+    obs, _ = env.reset(seed=seed)
+    trace = [obs]
+    for step in range(steps):
+        obs, reward, _, truncated, _ = env.step(np.array([(3 * step) % 11]))
+        trace.append((obs, reward))
+        if truncated:
+            break
+    return trace
+
+
+def test_same_seed_same_trajectory():
+    first, second = rollout(1), rollout(1)
+    for a, b in zip(first[1:], second[1:]):
+        assert a[1] == b[1]
+        for key in a[0]:
+            assert np.array_equal(a[0][key], b[0][key])
+    assert any(a[1] != b[1] for a, b in zip(first[1:], rollout(2)[1:]))
+
+
+@pytest.mark.parametrize("level, threshold", [(0, 0.0), (8, 80.0), (10, 100.0)])
+def test_level_k_accepts_scores_at_least_10k_at_the_small_model(level, threshold):
+    env = CascadeEnv(tiny_cascade())
+    info = run_episode(env, [level])
+    assert env.thresholds() == [threshold]
+    requests = {r.request_id: r for r in env.cluster.submitted_requests}
+    assert sorted(requests) == sorted(o.request_id for o in env.cluster.outcomes)  # each ends once
+    for outcome in env.cluster.outcomes:
+        scores = requests[outcome.request_id].quality_by_model
+        model = env.cluster.instances[outcome.instance_id].model.name
+        assert model == (SMALL if scores[SMALL] >= threshold else LARGE)
+        assert outcome.quality == scores[model]
+    assert info["episode_metrics"]["quality_mean"] == pytest.approx(np.mean([o.quality for o in env.cluster.outcomes]))
+
+
+def test_context_reports_thresholds_and_stage_shares():
+    env = CascadeEnv(tiny_cascade())
+    env.reset(seed=0)
+    for _ in range(30):
+        before = len(env.cluster.outcomes)
+        obs, *_ = env.step(np.array([7]))
+        finished = env.cluster.outcomes[before:]
+        context = obs["context"]
+        assert context[-1] == pytest.approx(0.7)
+        if finished:
+            on_small = sum(env.cluster.instances[o.instance_id].model.name == SMALL for o in finished)
+            assert context[8] == pytest.approx(on_small / len(finished))
+            assert context[11] == pytest.approx((len(finished) - on_small) / len(finished))
+            assert context[5] == pytest.approx(np.mean([o.quality for o in finished]) / 100, rel=1e-6)
+
+
+def test_step_reward_is_the_negated_chebyshev_score():
+    env = CascadeEnv(tiny_cascade(), quality_min=85.0, quality_penalty_mu=50.0)
+    env.reset(seed=3)
+    utopia, nadir = expected_quality(LARGE), expected_quality(SMALL)
+    checked = 0
+    for step in range(60):
+        before = len(env.cluster.outcomes)
+        _, reward, _, truncated, _ = env.step(np.array([step % 11]))
+        finished = env.cluster.outcomes[before:]
+        if finished:
+            latency_s = np.percentile([o.e2e_s for o in finished], 95)
+            quality = np.mean([o.quality for o in finished])
+            assert reward == pytest.approx(-latency_s - 50.0 * max(0.0, 85.0 - quality) / (utopia - nadir))
+            checked += 1
+        else:
+            assert reward == 0.0
+        if truncated:
+            break
+    assert checked > 5
+
+
+def outcome(e2e_s: float, quality: float, rejected: bool = False) -> RequestOutcome:
+    return RequestOutcome(
+        request_id=0, tier=0, instance_id=0, arrival_s=0.0, prompt_tokens=1, output_tokens=1, reasoning_tokens=0,
+        first_scheduled_s=0.0, first_token_s=e2e_s, first_answer_token_s=e2e_s, reasoning_end_s=math.nan,
+        finish_s=e2e_s, max_tbt_s=0.0, preempted_s=0.0, num_preemptions=0, num_migrations=0, token_curve=(),
+        slo=SLO(), rejected_reason="exceeds_kv_capacity" if rejected else None, quality=quality,
+    )
+
+
+def test_quality_reward_reproduces_cascadias_worked_example():
+    """cascadia.txt §3.3: z1 = 95, z2 = 75, q_min = 90, mu = 100 (scores on 0-100)."""
+    reward = QualityReward(tiny_cascade(), quality_min=90.0, penalty_mu=100.0)
+    reward.utopia, reward.nadir = 95.0, 75.0
+    assert reward(None, [outcome(11.0, 88.0)] * 20) == pytest.approx(-21.0)
+    assert reward(None, [outcome(11.4, 91.0)] * 20) == pytest.approx(-11.4)
+    assert reward(None, [outcome(12.2, 93.0)] * 20) == pytest.approx(-12.2)
+    assert reward(None, []) == 0.0
+
+
+def test_quality_reward_p95_and_rejections():
+    reward = QualityReward(tiny_cascade(), quality_min=50.0, penalty_mu=10.0)
+    finished = [outcome(float(s), 90.0) for s in range(1, 21)]  # p95 of 1..20 = 19.05 (linear)
+    assert reward(None, finished) == pytest.approx(-19.05)
+    # Two rejected requests score 0: Q = (2 x 90 + 2 x 0) / 4 = 45, shortfall 5 / (z1 - z2).
+    mixed = [outcome(2.0, 90.0), outcome(4.0, 90.0), outcome(0.0, math.nan, True), outcome(0.0, math.nan, True)]
+    spread = expected_quality(LARGE) - expected_quality(SMALL)
+    assert reward(None, mixed) == pytest.approx(-(2.0 + 0.95 * 2.0) - 10.0 * 5.0 / spread)
+
+
+def test_quality_reward_needs_a_cascade():
+    with pytest.raises(ValueError, match="needs a cascade"):
+        QualityReward(tiny_cascade(cascade=()))
+    with pytest.raises(ValueError, match="quality_min"):
+        QualityReward(tiny_cascade(), quality_min=120.0)
+
+
+def test_stage_without_instance_masks_forwarding():
+    twins = [CascadeEnv(tiny_cascade(large_instances=0), invalid_action_penalty=3.0) for _ in range(2)]
+    for env in twins:
+        env.reset(seed=0)
+    assert twins[0].action_masks().tolist() == [True] + [False] * 10
+    for _ in range(10):
+        obs_bad, reward_bad, _, _, info_bad = twins[0].step(np.array([5]))
+        obs_ok, reward_ok, _, _, info_ok = twins[1].step(np.array([0]))
+        assert info_bad["invalid_action"] and not info_ok["invalid_action"]
+        assert twins[0].thresholds() == [0.0]  # fallback keeps the current thresholds
+        assert reward_bad == reward_ok - 3.0
+        for key in obs_ok:
+            assert np.array_equal(obs_bad[key], obs_ok[key])
+
+
+def test_strict_raises_on_masked_action():
+    env = CascadeEnv(tiny_cascade(large_instances=0), strict=True)
+    env.reset(seed=0)
+    with pytest.raises(InvalidActionError):
+        env.step(np.array([1]))
+
+
+@pytest.mark.parametrize("action", [np.array([11]), np.array([-1]), np.array([1, 1])])
+def test_out_of_space_action_raises(action):
+    env = CascadeEnv(tiny_cascade())
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="outside the action space"):
+        env.step(action)
+
+
+def test_episode_truncates_after_every_request_ended():
+    env = CascadeEnv(tiny_cascade(), reward="slo")
+    info = run_episode(env, [6], seed=5)
+    assert sorted(o.request_id for o in env.cluster.outcomes) == list(range(100))
+    assert info["episode_metrics"]["completed"] + info["episode_metrics"]["rejected"] == 100
+
+
+def test_threshold_levels_change_the_grid():
+    env = CascadeEnv(tiny_cascade(), threshold_levels=5)
+    env.reset(seed=0)
+    env.step(np.array([3]))
+    assert env.thresholds() == [75.0]
+    assert env.action_space.nvec.tolist() == [5]
+
+
+@pytest.mark.parametrize(
+    "scenario, match",
+    [
+        (tiny_cascade(cascade=(SMALL,)), "at least two models"),
+        (tiny_cascade(cascade=(SMALL, "Llama-3.1-70B", "Llama-2-7B")), "no instance group"),
+        (tiny_cascade(cascade=(SMALL, "Llama-2-7B")), "no instance group"),
+    ],
+)
+def test_malformed_cascade_raises(scenario, match):
+    with pytest.raises(ValueError, match=match):
+        CascadeEnv(scenario, reward="slo")
+
+
+def test_models_outside_the_cascade_or_empty_first_stage_raise():
+    scenario = tiny_cascade()
+    extra = scenario.with_overrides(
+        instances=scenario.instances + (InstanceGroup(InstanceConfig(gpu="H100-80GB", model="Llama-2-7B"), 1),),
+        gpu_inventory={"H100-80GB": 6}, max_instances=3,
+    )
+    with pytest.raises(ValueError, match="not in its cascade"):
+        CascadeEnv(extra)
+    with pytest.raises(ValueError, match="first model Llama-3.1-70B has no instance"):
+        CascadeEnv(tiny_cascade(large_instances=0, cascade=(LARGE, SMALL)), reward="slo")
+
+
+@pytest.mark.parametrize("levels", [1, 0, 2.5, True])
+def test_bad_threshold_levels_raise(levels):
+    with pytest.raises(ValueError, match="threshold_levels"):
+        CascadeEnv(tiny_cascade(), threshold_levels=levels)
