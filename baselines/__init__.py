@@ -6,5 +6,13 @@
 """
 
 from baselines.policy import Policy, make, policy_names, register
+from baselines import routing_classic  # noqa: F401  (registers round_robin, random, least_outstanding, least_kv)
+from baselines import infaas  # noqa: F401  (registers infaas)
+from baselines import pascal  # noqa: F401  (registers pascal, pascal_no_migration, pascal_non_adaptive)
+from baselines.cauchy import routing as cauchy_routing  # noqa: F401  (registers cauchy_gwrr, basic_rr, token_weighted_rr)
+from baselines.cauchy import autoscaler as cauchy_autoscaler  # noqa: F401  (registers cauchy_autoscaler, cauchy_static)
+from baselines import llumnix  # noqa: F401  (registers llumnix, llumnix_binary, no_priority)
+from baselines import llumnix_migration  # noqa: F401  (registers llumnix_migration, llumnix_migration_public)
+from baselines import llumnix_scaling  # noqa: F401  (registers llumnix_scaling, llumnix_scaling_public)
 
 __all__ = ["Policy", "make", "policy_names", "register"]

@@ -12,6 +12,7 @@ from gymnasium import spaces
 from envs.base import ServingEnv
 from envs.headroom import default_headroom_fractions, freeness_full
 from envs.observation import COUNT_SCALE, FREENESS_SCALE, TOKEN_SCALE, signed_squash, squash
+from envs.tier import freest_instance
 from simulator.cluster import Cluster, Decision, Router
 from simulator.instance import Instance, Lifecycle, Role
 from simulator.kv_blocks import blocks_for_tokens
@@ -21,7 +22,7 @@ from simulator.sequence import Residency, Sequence
 LLUMNIX_POLLING_INTERVAL_S = 0.05  # Llumnix's migration polling interval (multitier-llumnix.txt §3.5)
 MIGRATION_INTERVAL_BY_SCENARIO_S = {"default": 0.5}  # coarser where 0.05 s would make ~20k steps
 MODES = ("periodic", "phase")
-ROUTERS = ("round_robin", "least_loaded")
+ROUTERS = ("round_robin", "least_loaded", "llumnix")
 GLOBAL_CONTEXT = 6
 PER_SLOT_CONTEXT = 5
 
@@ -69,8 +70,10 @@ class MigrationEnv(ServingEnv):
     ``mode="phase"`` (reasoning scenarios): a step is one request reaching ``</think>``
     (pascal.txt §IV-B); the action keeps its answering phase in place or moves it, with its
     KV, to another instance. Arrivals are routed inside the env between decisions:
-    round-robin (default) or ``router="least_loaded"`` (fewest requests, ties to the
-    lowest id).
+    round-robin (default), ``router="least_loaded"`` (fewest requests, ties to the
+    lowest id) or ``router="llumnix"`` (K-tier Llumnix dispatch: the highest F_full under
+    the paper's default headroom, ``envs.tier.freest_instance``, multitier-llumnix.txt §3.4;
+    with migration this is the paper's Llumnix global scheduler).
 
     ## Action space
     ``MultiDiscrete([n + 1, n + 1])`` with n = ``max_instances``: (source slot, destination
@@ -159,8 +162,15 @@ class MigrationEnv(ServingEnv):
         return 2 * (self.scenario.max_instances + 1)
 
     def cluster_options(self) -> dict[str, Any]:
-        router: Router | str = "round_robin" if self.router_name == "round_robin" else _least_loaded_router()
+        router: Router | str
+        if self.router_name == "llumnix":
+            router = self._llumnix_dispatch
+        else:
+            router = "round_robin" if self.router_name == "round_robin" else _least_loaded_router()
         return {"router": router, "external_phase_decisions": self.mode == "phase"}
+
+    def _llumnix_dispatch(self, cluster: Cluster, seq: Sequence) -> int:
+        return freest_instance(cluster, seq, self._default_headroom)
 
     def on_reset(self) -> None:
         self._decision = None

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from envs.headroom import batch_size, default_headroom_fractions, freeness_normal
 from simulator.cluster import Cluster
 from simulator.instance import Instance, Lifecycle, Role
 from simulator.sequence import Residency
@@ -21,6 +22,7 @@ COUNT_SCALE = 16.0  # requests
 TOKEN_SCALE = 4096.0  # tokens
 FREENESS_SCALE = 64.0  # blocks per request (Llumnix's migrate-out threshold is 3, scale-up 10)
 SERVICE_TIME_SCALE_S = 10.0  # seconds
+KV_BLOCKS_SCALE = 1000.0  # blocks (the squash scale of ``kv_blocks_per_request``)
 SERVICE_TIME_EWMA_WEIGHT = 0.6  # weight of the newest completion (andersvestrum/llumnix_sim INFaaS config)
 
 BASE_FEATURES = (
@@ -49,6 +51,9 @@ BASE_FEATURES = (
     "demoted",  # reasoning requests demoted to the low-priority queue (pascal.txt §IV-C), squashed by 16
     "service_time_ewma",  # EWMA of completed requests' service time here, in s, squashed by 10 s (INFaaS, multitier-llumnix.txt §3.7)
     "answers_overdue",  # requests past </think>, queued or swapped, no answer token for over one TPOT target (pascal.txt §IV-B pacer), squashed by 16
+    "freeness_full",  # K-tier F_full with the paper's default headroom (multitier-llumnix.txt eq. 1-4; equals ``envs.headroom.freeness_full``), signed squash
+    "freeness_normal",  # F_normal, the same without headroom (eq. 1; the auto-scaling signal of §3.6), signed squash
+    "kv_blocks_per_request",  # M / B of eq. 1 (KV blocks over the batch B), squashed by 1,000 blocks; 1 when B = 0
 )
 
 
@@ -97,6 +102,7 @@ class InstanceFeatures:
         self.max_instances = max_instances
         self.num_tiers = num_tiers
         self.names = instance_feature_names(num_tiers)
+        self.default_headroom = default_headroom_fractions(num_tiers)
         self.tpot_target_s = tpot_target_s
         self.fresh_quantum_tokens = fresh_quantum_tokens
         self.matrix = np.zeros((max_instances, len(self.names)), dtype=np.float32)
@@ -186,6 +192,12 @@ class InstanceFeatures:
         behind = (
             float(instance.answering_behind_pace(self.tpot_target_s)) if self.tpot_target_s is not None else 0.0
         )
+        batch = batch_size(instance)
+        f_normal = freeness_normal(instance)
+        f_full = f_normal
+        if batch and math.isfinite(f_normal):  # eq. 4: tier p's budget M·h_p counts once if p is present
+            present = [h for h, count in zip(self.default_headroom, tiers) if count]
+            f_full -= kv.total_blocks * sum(present) / batch
         return [
             1.0,
             float(lifecycle == Lifecycle.STARTING),
@@ -207,5 +219,8 @@ class InstanceFeatures:
             squash(demoted, COUNT_SCALE),
             squash(self._service_ewma_s.get(instance.instance_id, 0.0), SERVICE_TIME_SCALE_S),
             squash(overdue, COUNT_SCALE),
+            signed_squash(f_full, FREENESS_SCALE),
+            signed_squash(f_normal, FREENESS_SCALE),
+            squash(kv.total_blocks / batch, KV_BLOCKS_SCALE) if batch else 1.0,
             *(squash(t, COUNT_SCALE) for t in tiers),
         ]

@@ -111,7 +111,7 @@ class RoutingEnv(ServingEnv):
 
     def context(self) -> np.ndarray:
         assert self.cluster is not None
-        n_tiers, n_slots = self.scenario.num_tiers, self.scenario.max_instances
+        n_tiers = self.scenario.num_tiers
         vector = np.zeros(self.context_size(), dtype=np.float32)
         decision = self._decision
         if decision is not None:

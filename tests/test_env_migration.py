@@ -162,7 +162,7 @@ def test_out_of_space_actions_and_bad_arguments_raise():
         env.step(np.array([0, 1, 2]))
     with pytest.raises(ValueError, match=r"unknown mode 'sometimes'; known: \['periodic', 'phase'\]"):
         MigrationEnv(mode="sometimes")
-    with pytest.raises(ValueError, match=r"unknown router 'random'; known: \['round_robin', 'least_loaded'\]"):
+    with pytest.raises(ValueError, match=r"unknown router 'random'; known: \['round_robin', 'least_loaded', 'llumnix'\]"):
         MigrationEnv(router="random")
     with pytest.raises(ValueError, match="migration_interval_s must be a positive number, got -1"):
         MigrationEnv(migration_interval_s=-1.0)

@@ -1,0 +1,161 @@
+"""SB3 callbacks: serving metrics of training episodes on TensorBoard, and periodic evaluation
+of the agent against baseline policies on fixed seeds (best model kept)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecNormalize
+
+from agents.config import vecnormalize_path
+from agents.dashboard import EPISODE_METRICS, higher_is_better, metric_names, serving_scalars
+from agents.rollout import run_episode
+from baselines import make as make_policy
+
+AGENT_LABEL = "agent"
+
+
+class AgentPolicy:
+    """A trained SB3 model as a policy for ``agents.rollout.run_episode``: observations are
+    scaled with the run's VecNormalize statistics (read only) when it has them, and action
+    masks reach models that take them (MaskablePPO)."""
+
+    def __init__(self, model: BaseAlgorithm, vec_normalize: VecNormalize | None = None) -> None:
+        self.model = model
+        self.vec_normalize = vec_normalize
+        self._takes_masks = "action_masks" in inspect.signature(model.predict).parameters
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+        action_masks: np.ndarray | None = None,
+    ) -> tuple[Any, Any]:
+        if self.vec_normalize is not None:
+            observation = self.vec_normalize.normalize_obs(observation)
+        kwargs = {"action_masks": action_masks} if self._takes_masks else {}
+        return self.model.predict(observation, state=state, episode_start=episode_start,
+                                  deterministic=deterministic, **kwargs)
+
+
+class ServingMetricsCallback(BaseCallback):
+    """Logs each finished training episode's serving metrics (``info["episode_metrics"]``) as
+    ``serving/<metric>``; episodes ending between two log dumps are averaged
+    (``Logger.record_mean``). Values still pending when training ends are dumped then."""
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            metrics = info.get("episode_metrics")
+            if metrics is not None:
+                for tag, value in serving_scalars(metrics).items():
+                    self.logger.record_mean(tag, value)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.logger.name_to_value:
+            self.logger.dump(self.num_timesteps)
+
+
+class BaselineEvalCallback(BaseCallback):
+    """Every ``eval_freq`` env steps, runs the agent (deterministic) for one episode per seed
+    of ``seeds`` on a separate env and logs the mean metrics as ``eval/agent/<metric>`` beside
+    ``eval/<baseline>/<metric>`` for each named baseline (baselines are evaluated once, at the
+    first evaluation: fixed seeds give fixed results). When the agent's mean ``metric`` beats
+    the best so far (higher, or lower for latencies and costs: ``higher_is_better``), the model
+    and its VecNormalize statistics are saved as ``best_model.zip`` (``save_model``). Every
+    evaluation is appended to ``evaluations.json`` in ``run_dir``, which also restores the best
+    value when a run resumes.
+    """
+
+    def __init__(
+        self,
+        agent_env: gym.Env,
+        baseline_env: gym.Env,
+        seeds: Sequence[int],
+        baselines: Sequence[str],
+        eval_freq: int,
+        n_envs: int,
+        run_dir: Path,
+        metric: str = "return",
+    ) -> None:
+        super().__init__()
+        if not seeds:
+            raise ValueError("evaluation needs at least one seed")
+        if eval_freq < 1:
+            raise ValueError(f"eval_freq must be >= 1 env step, got {eval_freq}")
+        self.agent_env = agent_env
+        self.baseline_env = baseline_env
+        self.seeds = list(seeds)
+        self.baselines = list(baselines)
+        self.every_calls = max(eval_freq // n_envs, 1)
+        self.run_dir = Path(run_dir)
+        self.metric = metric
+        self.history_path = self.run_dir / "evaluations.json"
+        self.history: list[dict[str, Any]] = (
+            json.loads(self.history_path.read_text()) if self.history_path.exists() else []
+        )
+        self.sign = 1.0 if higher_is_better(metric) else -1.0
+        self.best = max((self.sign * entry[AGENT_LABEL][metric] for entry in self.history), default=-math.inf)
+        self.baseline_means: dict[str, dict[str, float]] | None = None
+
+    def _on_step(self) -> bool:
+        if self.n_calls % self.every_calls == 0:
+            self.evaluate()
+        return True
+
+    def evaluate(self) -> dict[str, dict[str, float]]:
+        """Evaluate now, log, keep the best model; returns ``{label: mean metrics}``."""
+        if self.baseline_means is None:
+            self.baseline_means = {
+                name: mean_metrics([run_episode(self.baseline_env, make_policy(name, self.baseline_env), seed)
+                                    for seed in self.seeds])
+                for name in self.baselines
+            }
+        vec_normalize = self.model.get_vec_normalize_env()
+        agent = AgentPolicy(self.model, vec_normalize)
+        agent_means = mean_metrics([run_episode(self.agent_env, agent, seed) for seed in self.seeds])
+        if self.metric not in agent_means:
+            raise ValueError(f"evaluation metric {self.metric!r} is not an episode metric; known: {sorted(agent_means)}")
+        means = {AGENT_LABEL: agent_means, **self.baseline_means}
+        for label, values in means.items():
+            for name in [*metric_names(values), *EPISODE_METRICS]:
+                if name in values and not math.isnan(values[name]):
+                    self.logger.record(f"eval/{label}/{name}", values[name])
+        if self.sign * agent_means[self.metric] > self.best:
+            self.best = self.sign * agent_means[self.metric]
+            save_model(self.model, self.run_dir / "best_model.zip")
+        self.logger.record(f"eval/best_{self.metric}", self.sign * self.best)
+        self.history.append({"timesteps": self.num_timesteps, **means})
+        self.history_path.write_text(json.dumps(self.history, indent=1, allow_nan=True))
+        self.logger.dump(self.num_timesteps)
+        return means
+
+
+def mean_metrics(episodes: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per metric, the mean over episodes where it is not NaN (NaN when it is NaN in all)."""
+    names = dict.fromkeys(name for episode in episodes for name in episode)
+    means = {}
+    for name in names:
+        values = np.array([episode.get(name, math.nan) for episode in episodes], dtype=float)
+        finite = values[~np.isnan(values)]
+        means[name] = float(finite.mean()) if finite.size else math.nan
+    return means
+
+
+def save_model(model: BaseAlgorithm, path: Path) -> None:
+    """Save ``model`` at ``path`` and its VecNormalize statistics (if any) at ``vecnormalize_path(path)``."""
+    model.save(path)
+    vec_normalize = model.get_vec_normalize_env()
+    if vec_normalize is not None:
+        vec_normalize.save(str(vecnormalize_path(path)))

@@ -1,0 +1,159 @@
+"""The profiled goodput table (cauchy.txt §3.3.1 "profiling goodput under given SLA"): every
+GPU Combo's goodput per workload, and Mélange's per (bucket, GPU type) goodputs, measured
+with the simulator (``baselines.cauchy.search``) and cached in
+``baselines/data/cauchy_goodput.json`` so planning never re-simulates.
+
+Regenerate (about 15 minutes on 2 cores)::
+
+    python -m baselines.cauchy.goodput --jobs 2
+
+Combos are profiled with Cauchy's own opportunistic instance scheduler (§3.4.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from baselines.cauchy.combo_cluster import ComboCluster
+from baselines.cauchy.combos import Combo, enumerate_combos, parse_combo
+from baselines.cauchy.melange import bucket_goodput_rps, bucket_shares
+from baselines.cauchy.search import GoodputSearch, max_goodput_rps, run_poisson
+from baselines.cauchy.workloads import INVENTORY, MODEL, WORKLOADS, CauchyWorkload, get_workload
+from simulator.metrics import MetricsSummary
+from simulator.workloads import length_sampler
+
+TABLE_PATH = Path(__file__).resolve().parent.parent / "data" / "cauchy_goodput.json"
+INSTANCE_SCHEDULER = "opportunistic"
+
+
+def combo_poisson_run(
+    combo: Combo, workload: CauchyWorkload, rate_rps: float, search: GoodputSearch,
+    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL,
+) -> MetricsSummary:
+    """One combo alone serving Poisson arrivals at ``rate_rps`` with the workload's lengths."""
+
+    def build() -> ComboCluster:
+        cluster = ComboCluster(combo.gpu_counts(), instance_scheduler=instance_scheduler)
+        cluster.deploy_combo(combo, model, ready_now=True)
+        return cluster
+
+    return run_poisson(build, length_sampler(workload.lengths), workload.slo(), rate_rps, search)
+
+
+def combo_slo_attainment(
+    combo: Combo, workload: CauchyWorkload, rate_rps: float, search: GoodputSearch,
+    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL,
+) -> float:
+    """SLO attainment of ``combo_poisson_run``."""
+    return combo_poisson_run(combo, workload, rate_rps, search, instance_scheduler, model).slo_attainment
+
+
+def combo_goodput_rps(
+    combo: Combo, workload: CauchyWorkload, search: GoodputSearch,
+    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL,
+) -> float:
+    """Max goodput of one combo (``search``'s attainment level and bisection)."""
+    return max_goodput_rps(
+        lambda rate: combo_slo_attainment(combo, workload, rate, search, instance_scheduler, model), search
+    )
+
+
+@dataclass(frozen=True)
+class GoodputTable:
+    """``combos[workload][combo name]`` and ``melange[workload][gpu][bucket]`` in req/s."""
+
+    settings: dict[str, Any]
+    combos: dict[str, dict[str, float]]
+    melange: dict[str, dict[str, dict[str, float]]]
+
+    def combo_goodputs(self, workload: str) -> dict[str, float]:
+        if workload not in self.combos:
+            raise ValueError(f"no combo goodputs for workload {workload!r}; known: {sorted(self.combos)}")
+        return dict(self.combos[workload])
+
+    def melange_goodputs(self, workload: str) -> dict[str, dict[str, float]]:
+        if workload not in self.melange:
+            raise ValueError(f"no Mélange goodputs for workload {workload!r}; known: {sorted(self.melange)}")
+        return {gpu: dict(by_bucket) for gpu, by_bucket in self.melange[workload].items()}
+
+    def combos_of(self, workload: str) -> list[Combo]:
+        return [parse_combo(name) for name in self.combo_goodputs(workload)]
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps({"settings": self.settings, "combos": self.combos, "melange": self.melange}, indent=1) + "\n")
+
+
+@lru_cache(maxsize=4)
+def load_goodput_table(path: Path = TABLE_PATH) -> GoodputTable:
+    """The cached table (read once per path)."""
+    if not Path(path).is_file():
+        raise ValueError(f"no goodput table at {path}; generate it with `python -m baselines.cauchy.goodput`")
+    data = json.loads(Path(path).read_text())
+    for key in ("settings", "combos", "melange"):
+        if key not in data:
+            raise ValueError(f"{path}: missing {key!r}")
+    return GoodputTable(data["settings"], data["combos"], data["melange"])
+
+
+def _measure(task: tuple) -> float:
+    kind, workload_name, search_fields, *rest = task
+    workload, search = get_workload(workload_name), GoodputSearch(**search_fields)
+    if kind == "combo":
+        return combo_goodput_rps(parse_combo(rest[0]), workload, search)
+    gpu, bucket = rest
+    return bucket_goodput_rps(gpu, bucket, workload, search)
+
+
+def measure_goodput_table(
+    workloads: Iterable[str], combos: Sequence[Combo], search: GoodputSearch, jobs: int = 1
+) -> GoodputTable:
+    """Profile every combo and every Mélange (bucket, GPU type) for each workload."""
+    tasks: list[tuple] = []
+    for name in workloads:
+        workload = get_workload(name)
+        tasks += [("combo", name, search.as_dict(), combo.name) for combo in combos]
+        tasks += [("melange", name, search.as_dict(), gpu, b) for gpu in INVENTORY for b in bucket_shares(workload)]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            values = list(pool.map(_measure, tasks, chunksize=1))
+    else:
+        values = [_measure(task) for task in tasks]
+    table: dict[str, dict] = {"combos": {}, "melange": {}}
+    for task, value in zip(tasks, values):
+        if task[0] == "combo":
+            table["combos"].setdefault(task[1], {})[task[3]] = round(value, 4)
+        else:
+            table["melange"].setdefault(task[1], {}).setdefault(task[3], {})[task[4]] = round(value, 4)
+    settings = {
+        **search.as_dict(), "model": MODEL, "instance_scheduler": INSTANCE_SCHEDULER, "arrivals": "poisson",
+        "command": "python -m baselines.cauchy.goodput",
+    }
+    return GoodputTable(settings, table["combos"], table["melange"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=TABLE_PATH)
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    started = time.perf_counter()
+    table = measure_goodput_table(args.workloads, enumerate_combos(INVENTORY), GoodputSearch(), args.jobs)
+    table.write(args.out)
+    print(f"wrote {args.out} in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

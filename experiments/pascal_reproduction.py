@@ -1,0 +1,337 @@
+"""Reproduce PASCAL's headline results (pascal.txt §V-B, §V-D) on the ``pascal`` scenario.
+
+Systems (§V-A): PASCAL (Algorithms 1-2, adaptive migration, ``pascal`` local scheduler); FCFS
+and RR (vLLM FCFS with KV spilled to CPU memory / round-robin with a 500-token quantum, placed
+on the smallest-KV instance, never migrated: ``least_kv``); PASCAL(NoMigration) and
+PASCAL(NonAdaptive) (§V-D). Each runs at the scenario's low / medium / high arrival rates on
+the same seeds. Outputs, under ``--out`` (default ``results/pascal``):
+
+- ``report.md``: the paper's headline numbers beside ours and their ratio, then per-rate tables;
+- ``fig10_tail_ttft.png`` (tail TTFT by 256-token reasoning-length bin, Fig. 10's sample-size
+  rule), ``fig11_slo_violations.png`` (QoE < 0.95), ``fig12_throughput.png``,
+  ``fig13_blocking_p99.png`` (P99 wait from ``</think>`` to the first answer token),
+  ``fig15_non_adaptive.png``;
+- ``results.json`` (every number of the report) and ``tensorboard/<system>/`` (one run per
+  system, the same scalar tags).
+
+TTFT is the paper's: arrival to the first *answer* token (``RequestOutcome.ttfat_s``).
+
+    python -m experiments.pascal_reproduction [--quick] [--out DIR] [--seeds 0 1 2] [--requests 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from torch.utils.tensorboard import SummaryWriter  # noqa: E402
+
+import baselines  # noqa: E402
+from agents.rollout import evaluate  # noqa: E402
+from envs.presets import make_scenario  # noqa: E402
+from envs.scenario import InstanceGroup, Scenario  # noqa: E402
+from envs.scenarios.pascal import PASCAL_RATES_RPS  # noqa: E402
+from simulator.metrics import qoe  # noqa: E402
+from simulator.outcome import RequestOutcome  # noqa: E402
+
+ROUTING = "servegym/Routing-v0"
+BIN_TOKENS = 256  # Fig. 10: requests grouped by reasoning length in 256-token bins
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class System:
+    """A compared system: the global policy and each instance's local scheduler."""
+
+    policy: str
+    scheduler: str
+    scheduler_options: dict[str, Any]
+    preemption: str | None = None
+
+
+SYSTEMS: dict[str, System] = {
+    "PASCAL": System("pascal", "pascal", {"quantum_tokens": 500, "demotion_kv_tokens": 5000}),
+    "FCFS": System("least_kv", "fcfs", {}, preemption="swap"),
+    "RR": System("least_kv", "rr", {"quantum_tokens": 500}),
+    "PASCAL(NoMigration)": System("pascal_no_migration", "pascal", {"quantum_tokens": 500, "demotion_kv_tokens": 5000}),
+    "PASCAL(NonAdaptive)": System("pascal_non_adaptive", "pascal", {"quantum_tokens": 500, "demotion_kv_tokens": 5000}),
+}
+
+# pascal.txt's numbers, §V-B to §V-D (AlpacaEval2.0 / Arena-Hard, high rate unless said)
+PAPER = {
+    "max_ttft_cut_vs_fcfs": (0.72, "up to 61% (AlpacaEval2.0) / 72% (Arena-Hard), §V-B"),
+    "max_ttft_cut_vs_rr": (0.33, "up to 33% (AlpacaEval2.0) / 29% (Arena-Hard), §V-B"),
+    "worst_ttft_rise_vs_fcfs": (0.0612, "worst +6.12% (AlpacaEval2.0), §V-B"),
+    "worst_ttft_rise_vs_rr": (0.0923, "worst +9.23% (AlpacaEval2.0), §V-B"),
+    "throughput_change_vs_fcfs": (0.03, "within ±3%, Fig. 12"),
+    "throughput_change_vs_rr": (0.03, "within ±3%, Fig. 12"),
+    "blocking_p99_no_migration_s": (27.39, "up to 27.39 s, Fig. 13(c)"),
+    "blocking_p99_pascal_s": (0.0, "near zero, Fig. 13(c)"),
+    "violation_non_adaptive": (0.0745, "7.45% at the highest rate, Fig. 15(b)"),
+    "violation_pascal": (0.0069, "0.69% at the highest rate, Fig. 15(b)"),
+}
+
+
+# ----------------------------------------------------------------------------- running
+def system_instances(base: Scenario, system: System) -> tuple[InstanceGroup, ...]:
+    """The scenario's instances with the system's local scheduler."""
+    return tuple(
+        InstanceGroup(
+            dataclasses.replace(
+                group.config, scheduler=system.scheduler, scheduler_options=dict(system.scheduler_options),
+                preemption=system.preemption,
+            ),
+            group.count,
+        )
+        for group in base.instances
+    )
+
+
+def run_episode(system: System, rate_rps: float, seed: int, episode_requests: int) -> tuple[dict[str, float], list[RequestOutcome]]:
+    """One episode through ``agents.rollout.evaluate``; the per-request outcomes are read from
+    the env the policy factory was handed."""
+    base = make_scenario("pascal")
+    held: dict[str, Any] = {}
+
+    def factory(env):
+        held["env"] = env
+        return baselines.make(system.policy, env)
+
+    (metrics,) = evaluate(
+        factory, ROUTING, [seed], scenario="pascal", rate_rps=rate_rps, episode_requests=episode_requests,
+        instances=system_instances(base, system),
+    )
+    return metrics, list(held["env"].unwrapped.cluster.outcomes)
+
+
+# ----------------------------------------------------------------------------- metrics
+def tail_latency_s(values: np.ndarray) -> float | None:
+    """Fig. 10's tail by sample size: max below 10 samples, P90 below 20, P95 below 100, P99
+    otherwise; None (bin left out) below 5."""
+    n = len(values)
+    if n < 5:
+        return None
+    if n < 10:
+        return float(np.max(values))
+    return float(np.percentile(values, 90 if n < 20 else 95 if n < 100 else 99))
+
+
+def tail_ttft_by_bin(outcomes: list[RequestOutcome]) -> dict[int, float]:
+    """Tail TTFT (to the first answer token) per reasoning-length bin, keyed by the bin's lower
+    edge in tokens ([0, 255] -> 0, [256, 511] -> 256, ...)."""
+    done = [o for o in outcomes if o.completed]
+    edges = np.array([BIN_TOKENS * (o.reasoning_tokens // BIN_TOKENS) for o in done])
+    ttft = np.array([o.ttfat_s for o in done])
+    tails = {}
+    for edge in sorted(set(edges.tolist())):
+        tail = tail_latency_s(ttft[edges == edge])
+        if tail is not None:
+            tails[int(edge)] = tail
+    return tails
+
+
+def violation_rate(outcomes: list[RequestOutcome], expected_ttfat_s: float, expected_tpot_s: float, anchor: str) -> float:
+    """Share of requests whose answering-phase QoE is below 0.95 (pascal.txt §III-A); rejected
+    requests count as violations."""
+    if not outcomes:
+        return float("nan")
+    violations = sum(
+        not o.completed
+        or qoe(o, expected_ttfat_s=expected_ttfat_s, expected_tpot_s=expected_tpot_s, anchor=anchor) < 0.95
+        for o in outcomes
+    )
+    return violations / len(outcomes)
+
+
+def blocking_p99_s(outcomes: list[RequestOutcome]) -> float:
+    """P99 wait from the last reasoning token to the first answer token (Fig. 13(c))."""
+    waits = [o.phase_change_blocking_s for o in outcomes if o.completed and o.reasoning_tokens > 0]
+    return float(np.percentile(waits, 99)) if waits else float("nan")
+
+
+def summarize_cell(runs: list[tuple[dict[str, float], list[RequestOutcome]]], episode_requests: int, targets) -> dict[str, Any]:
+    """One (system, rate) cell, outcomes pooled over seeds."""
+    outcomes = [o for _, episode in runs for o in episode]
+    return {
+        "tail_ttft_s_by_bin": tail_ttft_by_bin(outcomes),
+        "violation_rate": violation_rate(outcomes, targets.expected_ttfat_s, targets.expected_tpot_s, targets.anchor),
+        "violation_rate_tpot_only": violation_rate(outcomes, 0.0, targets.expected_tpot_s, "first_answer_token"),
+        "throughput_tokens_per_s": float(np.mean([m["output_tokens_per_s"] for m, _ in runs])),
+        "blocking_p99_s": blocking_p99_s(outcomes),
+        "ttft_p99_s": float(np.percentile([o.ttfat_s for o in outcomes if o.completed], 99)),
+        "migrations": int(sum(m["migrations"] for m, _ in runs)),
+        "invalid_actions": int(sum(m["invalid_actions"] for m, _ in runs)),
+        "requests": len(outcomes),
+        "lost": len(runs) * episode_requests - len(outcomes),
+    }
+
+
+def ttft_changes(pascal: dict[int, float], baseline: dict[int, float]) -> list[float]:
+    """Per shared bin, PASCAL's tail TTFT relative to the baseline's minus 1 (negative = cut)."""
+    return [pascal[b] / baseline[b] - 1.0 for b in sorted(set(pascal) & set(baseline))]
+
+
+def headline(cells: dict[str, dict[str, dict[str, Any]]], rate: str) -> dict[str, float]:
+    """Our values of the ``PAPER`` entries at ``rate``."""
+    at = {name: cells[name][rate] for name in cells}
+    pascal = at["PASCAL"]
+    vs_fcfs = ttft_changes(pascal["tail_ttft_s_by_bin"], at["FCFS"]["tail_ttft_s_by_bin"])
+    vs_rr = ttft_changes(pascal["tail_ttft_s_by_bin"], at["RR"]["tail_ttft_s_by_bin"])
+    throughput = pascal["throughput_tokens_per_s"]
+    return {
+        "max_ttft_cut_vs_fcfs": -min(vs_fcfs),
+        "max_ttft_cut_vs_rr": -min(vs_rr),
+        "worst_ttft_rise_vs_fcfs": max(vs_fcfs),
+        "worst_ttft_rise_vs_rr": max(vs_rr),
+        "throughput_change_vs_fcfs": throughput / at["FCFS"]["throughput_tokens_per_s"] - 1.0,
+        "throughput_change_vs_rr": throughput / at["RR"]["throughput_tokens_per_s"] - 1.0,
+        "blocking_p99_no_migration_s": at["PASCAL(NoMigration)"]["blocking_p99_s"],
+        "blocking_p99_pascal_s": pascal["blocking_p99_s"],
+        "violation_non_adaptive": at["PASCAL(NonAdaptive)"]["violation_rate"],
+        "violation_pascal": pascal["violation_rate"],
+    }
+
+
+# ----------------------------------------------------------------------------- outputs
+def _percent_or_seconds(key: str, value: float) -> str:
+    if key.endswith("_s"):
+        return f"{value:.2f} s"
+    return f"{100 * value:+.1f}%" if "rise" in key or "change" in key else f"{100 * value:.1f}%"
+
+
+def write_report(path: Path, cells, ours: dict[str, float], rates: dict[str, float], setup: str) -> None:
+    lines = ["# PASCAL reproduction (pascal.txt §V)", "", setup, "",
+             "## Headline numbers (high rate)", "",
+             "| metric | paper | ours | ours / paper |", "|---|---|---|---|"]
+    for key, (paper_value, paper_text) in PAPER.items():
+        ratio = f"{ours[key] / paper_value:.2f}" if paper_value else "n/a"
+        lines.append(f"| {key} | {paper_text} | {_percent_or_seconds(key, ours[key])} | {ratio} |")
+    lines += ["", "Cuts and rises compare PASCAL's tail TTFT with the baseline's bin by bin (the largest cut, the "
+              "largest rise; a negative rise means PASCAL is never worse); throughput changes are PASCAL's, signed.", ""]
+    for rate, rate_rps in rates.items():
+        lines += [f"## {rate} rate ({rate_rps} req/s)", "",
+                  "| system | QoE<0.95 (TTFAT 0.25 s + TPOT 0.1 s) | QoE<0.95 (TPOT only, §V-A) | tokens/s | "
+                  "P99 blocking (s) | P99 TTFT (s) | migrations | invalid actions | requests | lost |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for name in cells:
+            c = cells[name][rate]
+            lines.append(
+                f"| {name} | {100 * c['violation_rate']:.2f}% | {100 * c['violation_rate_tpot_only']:.2f}% | "
+                f"{c['throughput_tokens_per_s']:.0f} | {c['blocking_p99_s']:.2f} | {c['ttft_p99_s']:.1f} | "
+                f"{c['migrations']} | {c['invalid_actions']} | {c['requests']} | {c['lost']} |"
+            )
+        pascal_tails = cells["PASCAL"][rate]["tail_ttft_s_by_bin"]
+        for baseline in ("FCFS", "RR"):
+            changes = ttft_changes(pascal_tails, cells[baseline][rate]["tail_ttft_s_by_bin"])
+            lines.append(f"\nPASCAL's tail TTFT is below {baseline}'s in {sum(c < 0 for c in changes)} of {len(changes)} bins.")
+        edges = sorted(set().union(*(cells[name][rate]["tail_ttft_s_by_bin"] for name in cells)))
+        lines += ["", "Tail TTFT (s) by reasoning-length bin (Fig. 10 rule):", "",
+                  "| bin (tokens) | " + " | ".join(cells) + " |", "|---" * (len(cells) + 1) + "|"]
+        for edge in edges:
+            row = [f"{cells[name][rate]['tail_ttft_s_by_bin'].get(edge, float('nan')):.1f}" for name in cells]
+            lines.append(f"| {edge}-{edge + BIN_TOKENS - 1} | " + " | ".join(row) + " |")
+        lines.append("")
+    lines += ["Figures: fig10_tail_ttft.png, fig11_slo_violations.png, fig12_throughput.png, "
+              "fig13_blocking_p99.png, fig15_non_adaptive.png; TensorBoard runs in tensorboard/.", ""]
+    path.write_text("\n".join(lines))
+
+
+def plot_figures(out: Path, cells, rates: dict[str, float]) -> None:
+    names = list(cells)
+    fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4), squeeze=False)
+    for ax, rate in zip(axes[0], rates):
+        for name in names:
+            tails = cells[name][rate]["tail_ttft_s_by_bin"]
+            ax.plot(list(tails), list(tails.values()), marker="o", markersize=3, label=name)
+        ax.set(title=f"{rate} rate", xlabel="reasoning tokens (bin start)", ylabel="tail TTFT (s)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "fig10_tail_ttft.png", dpi=120)
+    plt.close(fig)
+    for key, filename, ylabel, systems in (
+        ("violation_rate", "fig11_slo_violations.png", "QoE < 0.95 (%)", names),
+        ("throughput_tokens_per_s", "fig12_throughput.png", "output tokens/s", names),
+        ("blocking_p99_s", "fig13_blocking_p99.png", "P99 blocking after </think> (s)", names),
+        ("violation_rate", "fig15_non_adaptive.png", "QoE < 0.95 (%)", ["PASCAL", "PASCAL(NonAdaptive)"]),
+    ):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        width = 0.8 / len(systems)
+        scale = 100.0 if key == "violation_rate" else 1.0
+        for i, name in enumerate(systems):
+            values = [scale * cells[name][rate][key] for rate in rates]
+            ax.bar(np.arange(len(rates)) + i * width, values, width, label=name)
+        ax.set_xticks(np.arange(len(rates)) + width * (len(systems) - 1) / 2, [f"{r}\n{v} req/s" for r, v in rates.items()])
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / filename, dpi=120)
+        plt.close(fig)
+
+
+def write_tensorboard(root: Path, cells, rates: dict[str, float]) -> None:
+    """One run per system; scalars over the arrival rate (step = milli-req/s) and, per rate,
+    over the reasoning-length bin (step = bin start in tokens)."""
+    if root.exists():
+        shutil.rmtree(root)
+    for name, by_rate in cells.items():
+        writer = SummaryWriter(log_dir=str(root / name.replace("(", "_").replace(")", "")))
+        for rate, rate_rps in rates.items():
+            step = int(round(1000 * rate_rps))
+            cell = by_rate[rate]
+            for key in ("violation_rate", "violation_rate_tpot_only", "throughput_tokens_per_s", "blocking_p99_s", "ttft_p99_s"):
+                writer.add_scalar(f"pascal/{key}", cell[key], step)
+            for edge, tail in cell["tail_ttft_s_by_bin"].items():
+                writer.add_scalar(f"pascal/tail_ttft_s_{rate}", tail, edge)
+        writer.close()
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one seed, 200 requests (a smoke run, under a minute)")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "pascal")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--requests", type=int, default=2000, help="requests per episode")
+    args = parser.parse_args(argv)
+    seeds = [0] if args.quick else args.seeds
+    episode_requests = 200 if args.quick else args.requests
+    if episode_requests <= 0 or any(s < 0 for s in seeds):
+        raise ValueError(f"requests must be positive and seeds non-negative, got {episode_requests} and {seeds}")
+    targets = make_scenario("pascal").qoe
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, system in SYSTEMS.items():
+        cells[name] = {}
+        for rate, rate_rps in PASCAL_RATES_RPS.items():
+            runs = [run_episode(system, rate_rps, seed, episode_requests) for seed in seeds]
+            cells[name][rate] = summarize_cell(runs, episode_requests, targets)
+            print(f"{name:<20} {rate:<6} violations {100 * cells[name][rate]['violation_rate']:5.2f}%  "
+                  f"P99 TTFT {cells[name][rate]['ttft_p99_s']:6.1f} s  ({time.perf_counter() - started:.0f} s)")
+    ours = headline(cells, "high")
+    setup = (f"Scenario `pascal` (8 x DeepSeek-R1-Distill-Qwen-32B on H100-96GB, ServeGen DeepSeek-R1 lengths, "
+             f"Poisson); rates {PASCAL_RATES_RPS} req/s; {episode_requests} requests per episode; seeds {seeds}; "
+             f"QoE targets TTFAT {targets.expected_ttfat_s} s, TPOT {targets.expected_tpot_s} s, anchor "
+             f"`{targets.anchor}`. Wall time {time.perf_counter() - started:.0f} s.")
+    write_report(args.out / "report.md", cells, ours, PASCAL_RATES_RPS, setup)
+    plot_figures(args.out, cells, PASCAL_RATES_RPS)
+    write_tensorboard(args.out / "tensorboard", cells, PASCAL_RATES_RPS)
+    (args.out / "results.json").write_text(json.dumps({"setup": setup, "headline_high": ours, "cells": cells}, indent=1))
+    print(f"\nwrote {args.out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""agents.train / agents.config / agents.callbacks: every algorithm trains on Routing-v0 and logs
+serving metrics to TensorBoard, resume continues the step count, periodic evaluation logs the
+agent beside baselines, and hyper-parameter resolution is strict."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecNormalize
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import envs
+from agents import config as agent_config
+from agents.config import (
+    ALGORITHMS,
+    TrainConfig,
+    build_config,
+    check_action_space,
+    load_hyperparams,
+    resolve_device,
+    run_name,
+    vecnormalize_path,
+)
+from agents.rollout import evaluate as rollout_evaluate
+from agents.train import main, make_env, resume, train
+from baselines import Policy, policy_names, register
+from simulator.metrics import meets_slo
+
+ROUTING = "servegym/Routing-v0"
+EPISODE_REQUESTS = 30
+TINY = {
+    "ppo": ["n_steps=64", "batch_size=32", "n_epochs=1"],
+    "maskable_ppo": ["n_steps=64", "batch_size=32", "n_epochs=1"],
+    "recurrent_ppo": ["n_steps=64", "batch_size=32", "n_epochs=1", "policy_kwargs.lstm_hidden_size=16"],
+    "a2c": ["n_steps=8"],
+    "dqn": ["learning_starts=32", "buffer_size=1000", "batch_size=16", "target_update_interval=50"],
+}
+
+
+class _FirstValid(Policy):
+    """Test policy: the first valid instance."""
+
+    name = "test_train_first_valid"
+    env_ids = (ROUTING,)
+
+    def act(self, observation):
+        return int(np.flatnonzero(observation["action_mask"])[0])
+
+
+class _LastValid(Policy):
+    """Test policy: the last valid instance."""
+
+    name = "test_train_last_valid"
+    env_ids = (ROUTING,)
+
+    def act(self, observation):
+        return int(np.flatnonzero(observation["action_mask"])[-1])
+
+
+for _cls in (_FirstValid, _LastValid):
+    if _cls.name not in policy_names():
+        register(_cls)
+
+
+def tiny_config(algo: str, timesteps: int = 128, extra: tuple[str, ...] = (), **kwargs) -> TrainConfig:
+    overrides = [*TINY[algo], "policy_kwargs.net_arch=[32]", f"env_kwargs.episode_requests={EPISODE_REQUESTS}", *extra]
+    return build_config(ROUTING, "default", algo, 0, n_timesteps=timesteps, n_envs=1, device="cpu",
+                        overrides=overrides, **kwargs)
+
+
+def scalars(run_dir: Path) -> EventAccumulator:
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def normalizer_stats(path: Path) -> VecNormalize:
+    """A saved VecNormalize, statistics only (no env attached)."""
+    with open(path, "rb") as handle:
+        return pickle.load(handle)
+
+
+def episode_ends(run_dir: Path) -> list[tuple[int, float]]:
+    """(env step at which the episode ended, its return) from Monitor's CSV (one env)."""
+    with open(run_dir / "monitor" / "0.monitor.csv") as handle:
+        handle.readline()
+        rows = list(csv.DictReader(handle))
+    return list(zip(np.cumsum([int(r["l"]) for r in rows]).tolist(), [float(r["r"]) for r in rows]))
+
+
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+def test_each_algorithm_logs_episode_serving_metrics_averaged_between_dumps(algo, tmp_path):
+    result = train(tiny_config(algo, checkpoint_freq=64), tmp_path)
+    run_dir = result.run_dir
+    assert result.num_timesteps == 128 and result.trained_steps == 128
+    assert run_dir.name.startswith(f"servegym_Routing-v0__default__{algo}__0__")
+    for name in ("config.yml", "final_model.zip", "checkpoints/model_64_steps.zip", "checkpoints/model_128_steps.zip"):
+        assert (run_dir / name).is_file(), name
+    assert TrainConfig.load(run_dir / "config.yml") == tiny_config(algo, checkpoint_freq=64)
+
+    events = scalars(run_dir)
+    tags = set(events.Tags()["scalars"])
+    for metric in ("ttft_p50_s", "ttft_p99_s", "tbt_p99_s", "e2e_p50_s", "e2e_p99_s", "slo_attainment",
+                   "slo_attainment_tier0", "goodput_rps", "cost_usd", "output_tokens_per_usd"):
+        assert f"serving/{metric}" in tags, metric
+    assert "serving/qoe_violation_rate" not in tags  # NaN without reasoning: not logged
+    assert "custom_scalars__config__" in events.Tags()["tensors"]
+    assert "_hparams_/experiment" in events.PluginTagToContent("hparams")
+
+    # With reward="slo" and one tier, an episode's return is N (2 a - 1): a = (r / N + 1) / 2.
+    # Each logged value is the mean attainment of the episodes that ended since the last dump.
+    ends = episode_ends(run_dir)
+    assert len(ends) == 128 // EPISODE_REQUESTS
+    dump_steps = sorted({e.step for tag in tags for e in events.Scalars(tag)})
+    logged = {e.step: e.value for e in events.Scalars("serving/slo_attainment")}
+    previous = 0
+    for step in dump_steps:
+        window = [(r / EPISODE_REQUESTS + 1) / 2 for end, r in ends if previous < end <= step]
+        if window:
+            assert logged[step] == pytest.approx(np.mean(window), abs=1e-6)
+        else:
+            assert step not in logged
+        previous = step
+    tier0 = {e.step: e.value for e in events.Scalars("serving/slo_attainment_tier0")}
+    assert tier0 == logged
+
+
+def test_tier_metrics_split_slo_attainment_by_priority_tier():
+    env = make_env(ROUTING, "default", {"episode_requests": 60, "num_tiers": 2, "priorities": "uniform",
+                                        "tier_weights": [1.0, 2.0]}, flat=False)
+    env.reset(seed=1)
+    while True:
+        _, _, terminated, truncated, info = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
+        if terminated or truncated:
+            break
+    metrics = info["episode_metrics"]
+    outcomes = env.unwrapped.cluster.outcomes
+    counts = [sum(o.tier == k for o in outcomes) for k in (0, 1)]
+    met = [sum(o.tier == k and o.completed and meets_slo(o) for o in outcomes) for k in (0, 1)]
+    assert min(counts) > 0
+    for k in (0, 1):
+        assert metrics[f"slo_attainment_tier{k}"] == pytest.approx(met[k] / counts[k])
+    weighted = sum(metrics[f"slo_attainment_tier{k}"] * counts[k] for k in (0, 1)) / sum(counts)
+    assert weighted == pytest.approx(metrics["slo_attainment"])
+
+
+def test_resume_continues_model_normalizer_and_step_count(tmp_path):
+    config = tiny_config("maskable_ppo", extra=("normalize=true",), checkpoint_freq=64)
+    run_dir = train(config, tmp_path).run_dir
+    stats_128 = normalizer_stats(run_dir / "checkpoints/model_vecnormalize_128_steps.pkl")
+    with pytest.raises(ValueError, match="trained 128 of its 128 steps"):
+        resume(run_dir)
+    result = resume(run_dir, timesteps=64)
+    assert result.num_timesteps == 192 and result.trained_steps == 64
+    assert TrainConfig.load(run_dir / "config.yml").n_timesteps == 192
+    stats_192 = normalizer_stats(run_dir / "checkpoints/model_vecnormalize_192_steps.pkl")
+    # The statistics continue (64 more observations and one reset), they do not restart.
+    assert stats_192.obs_rms["context"].count == pytest.approx(stats_128.obs_rms["context"].count + 65)
+    steps = sorted({e.step for e in scalars(run_dir).Scalars("time/fps")})
+    assert steps == [64, 128, 192]
+    assert (run_dir / "progress.csv").is_file() and (run_dir / "progress_resumed_at_128.csv").is_file()
+    with pytest.raises(SystemExit):
+        main(["--resume", str(run_dir), "--algo", "ppo"])
+
+
+@pytest.mark.parametrize(("metric", "best_of"), [("return", np.maximum), ("ttft_p99_s", np.minimum)])
+def test_periodic_evaluation_logs_agent_and_baselines_on_fixed_seeds(tmp_path, metric, best_of):
+    baselines = [_FirstValid.name, _LastValid.name]
+    config = tiny_config("maskable_ppo", eval_freq=64, eval_seeds=[10_000, 10_001], eval_baselines=baselines,
+                         eval_metric=metric)
+    run_dir = train(config, tmp_path).run_dir
+    events = scalars(run_dir)
+    for name in baselines:
+        expected = rollout_evaluate(name, ROUTING, [10_000, 10_001], episode_requests=EPISODE_REQUESTS)
+        logged = [e.value for e in events.Scalars(f"eval/{name}/slo_attainment")]
+        assert logged == pytest.approx([np.mean([m["slo_attainment"] for m in expected])] * 2, abs=1e-6)
+    agent_values = [e.value for e in events.Scalars(f"eval/agent/{metric}")]
+    assert [e.step for e in events.Scalars(f"eval/agent/{metric}")] == [64, 128]
+    history = json.loads((run_dir / "evaluations.json").read_text())
+    assert [entry["timesteps"] for entry in history] == [64, 128]
+    assert [entry["agent"][metric] for entry in history] == pytest.approx(agent_values, rel=1e-6)
+    assert (run_dir / "best_model.zip").is_file()
+    best = [e.value for e in events.Scalars(f"eval/best_{metric}")]
+    assert best == pytest.approx(best_of.accumulate(agent_values), rel=1e-6)
+
+
+def test_cli_trains_with_subprocess_envs_and_masks(tmp_path, capsys):
+    main(["--env", ROUTING, "--algo", "maskable_ppo", "--timesteps", "128", "--n-envs", "2", "--device", "cpu",
+          "--set", "n_steps=32", "batch_size=32", "n_epochs=1", "env_kwargs.episode_requests=20",
+          "--checkpoint-freq", "0", "--run-dir", str(tmp_path), "--no-progress-bar", "--verbose", "0"])
+    assert "trained 128 steps (total 128)" in capsys.readouterr().out
+    (run_dir,) = tmp_path.iterdir()
+    assert sorted(p.name for p in (run_dir / "monitor").iterdir()) == ["0.monitor.csv", "1.monitor.csv"]
+    config = TrainConfig.load(run_dir / "config.yml")
+    assert (config.n_envs, config.vec_env, config.checkpoint_freq) == (2, "subproc", 0)
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["model_128_steps.zip"]
+
+
+def test_hyperparameter_files_resolve_for_every_algorithm_and_env():
+    for algo in ALGORITHMS:
+        for env_id in envs.ENV_IDS:
+            config = build_config(env_id, "default", algo, 0, device="cpu")
+            assert config.n_timesteps > 0 and config.n_envs > 0
+            assert set(config.algo_kwargs) <= set(ALGORITHMS[algo].constructor_args())
+
+
+def test_overrides_take_precedence_and_parse_yaml_values(tmp_path):
+    path = tmp_path / "ppo.yml"
+    path.write_text("defaults:\n  policy: MultiInputPolicy\n  n_envs: 2\n  n_timesteps: 2e5\n"
+                    "  learning_rate: 3e-4\n  env_kwargs: {reward: slo, rate_rps: 10}\n"
+                    f"{ROUTING}:\n  n_envs: 4\n  env_kwargs: {{rate_rps: 12}}\n")
+    assert load_hyperparams("ppo", ROUTING, path)["env_kwargs"] == {"reward": "slo", "rate_rps": 12}
+    config = build_config(ROUTING, "default", "ppo", 3, hyperparams_path=path,
+                          overrides=["learning_rate=1e-4", "env_kwargs.rate_rps=14", "policy_kwargs.net_arch=[16, 16]"])
+    assert config.n_envs == 4 and config.n_timesteps == 200_000
+    assert config.algo_kwargs == {"learning_rate": 1e-4}
+    assert config.env_kwargs == {"reward": "slo", "rate_rps": 14}
+    assert config.policy_kwargs == {"net_arch": [16, 16]}
+    assert build_config(ROUTING, "default", "ppo", 3, hyperparams_path=path, n_envs=1, n_timesteps=500).n_envs == 1
+    assert run_name(config, "20250101-000000") == "servegym_Routing-v0__default__ppo__3__20250101-000000"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"algo": "sac"}, "unknown algorithm 'sac'; known: \\['a2c', 'dqn'"),
+        ({"overrides": ["lerning_rate=1"]}, "unknown hyper-parameter 'lerning_rate'"),
+        ({"overrides": ["n_steps"]}, "is not key=value"),
+        ({"overrides": ["policy=CnnPolicy"]}, "unknown policy 'CnnPolicy'"),
+        ({"overrides": ["policy_kwargs.activation_fn=swish"]}, "unknown activation_fn 'swish'"),
+        ({"overrides": ["normalize={norm_everything: true}"]}, "unknown normalize option"),
+        ({"n_timesteps": 2.5}, "n_timesteps must be an integer, got 2.5"),
+        ({"n_envs": 0}, "n_envs must be >= 1, got 0"),
+        ({"seed": -1}, "seed must be >= 0, got -1"),
+        ({"device": "tpu"}, "unknown device 'tpu'"),
+        ({"eval_freq": 100}, "needs at least one evaluation seed"),
+    ],
+)
+def test_bad_configuration_is_rejected(kwargs, message):
+    arguments = {"env_id": ROUTING, "scenario": "default", "algo": "ppo", "seed": 0, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        build_config(**arguments)
+
+
+def test_bad_setups_fail_before_creating_a_run(tmp_path):
+    with pytest.raises(ValueError, match="algorithm 'dqn' cannot act in MultiDiscrete"):
+        check_action_space("dqn", spaces.MultiDiscrete([3, 3]))
+    with pytest.raises(ValueError, match="'maskable_ppo' cannot act in Box"):
+        check_action_space("maskable_ppo", spaces.Box(0.0, 1.0, (2,)))
+    with pytest.raises(ValueError, match="unknown policy 'no_such_baseline'"):
+        train(tiny_config("ppo", eval_freq=64, eval_seeds=[0], eval_baselines=["no_such_baseline"]), tmp_path)
+    with pytest.raises(ValueError, match="unknown evaluation metric 'slo'; known: \\['arrived'"):
+        train(tiny_config("ppo", eval_freq=64, eval_seeds=[0], eval_metric="slo"), tmp_path)
+    with pytest.raises(ValueError, match="unknown scenario override"):
+        train(tiny_config("ppo", extra=("env_kwargs.no_such_field=1",)), tmp_path)
+    with pytest.raises(ValueError, match="unknown env 'servegym/Nope-v0'"):
+        make_env("servegym/Nope-v0", "default", {}, flat=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_device_resolution():
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device 'cuda' asked but CUDA is not available"):
+            resolve_device("cuda")
+
+
+def test_saved_file_names():
+    assert vecnormalize_path(Path("r/best_model.zip")) == Path("r/best_model_vecnormalize.pkl")
+    assert vecnormalize_path(Path("r/checkpoints/model_640_steps.zip")) == Path("r/checkpoints/model_vecnormalize_640_steps.pkl")
+    assert agent_config.sanitize("servegym/Routing-v0") == "servegym_Routing-v0"
+    assert agent_config.as_int("n", 2e5) == 200_000 and math.isclose(agent_config.parse_value("1e-4"), 1e-4)

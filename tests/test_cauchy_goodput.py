@@ -1,0 +1,88 @@
+"""Goodput profiling (cauchy.txt §3.3.1): the rate search, one simulated attainment, and the
+shipped table (complete, and reproduced by re-measuring an entry)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from baselines.cauchy.combos import Combo, enumerate_combos
+from baselines.cauchy.goodput import TABLE_PATH, combo_goodput_rps, combo_slo_attainment, load_goodput_table
+from baselines.cauchy.melange import bucket_shares
+from baselines.cauchy.search import GoodputSearch, max_goodput_rps
+from baselines.cauchy.workloads import INVENTORY, WORKLOADS, get_workload
+
+H800, H20 = "H800-SXM", "H20-NVL"
+
+
+def test_search_brackets_then_bisects_to_the_tolerance():
+    calls: list[float] = []
+
+    def step(rate: float) -> float:  # meets the SLO up to 7.3 req/s
+        calls.append(rate)
+        return 1.0 if rate <= 7.3 else 0.5
+
+    search = GoodputSearch()
+    found = max_goodput_rps(step, search)
+    assert 7.3 / 1.05 < found <= 7.3
+    assert calls[:4] == [1.0, 2.0, 4.0, 8.0]  # doubling from start_rps until a failure
+    assert len(calls) <= 4 + math.ceil(math.log2(math.log(2) / math.log(1.05)))  # then bisection of [4, 8]
+
+
+def test_search_edges():
+    search = GoodputSearch()
+    assert max_goodput_rps(lambda rate: 0.0, search) == 0.0  # fails even at floor_rps
+    assert 0.3 / 1.05 < max_goodput_rps(lambda rate: float(rate <= 0.3), search) <= 0.3  # halving down
+    with pytest.raises(ValueError, match="raise ceiling_rps=1024"):
+        max_goodput_rps(lambda rate: 1.0, search)
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        ({"attainment": 1.5}, "attainment must be in \\(0, 1\\], got 1.5"),
+        ({"duration_s": -1.0}, "duration_s must be a positive finite number, got -1.0"),
+        ({"rel_tol": float("nan")}, "rel_tol must be a positive finite number, got nan"),
+        ({"min_requests": 2.5}, "min_requests must be a positive integer, got 2.5"),
+        ({"start_rps": 0.01}, "need floor_rps <= start_rps <= ceiling_rps"),
+    ],
+)
+def test_bad_search_settings_raise(fields, match):
+    with pytest.raises(ValueError, match=match):
+        GoodputSearch(**fields)
+
+
+def test_simulated_attainment_falls_with_overload():
+    combo, workload = Combo(H800, 1, H20, 1), get_workload("sharegpt_cauchy")
+    search = GoodputSearch(duration_s=4.0, min_requests=50)
+    assert combo_slo_attainment(combo, workload, 1.0, search) == 1.0
+    assert combo_slo_attainment(combo, workload, 400.0, search) < 0.5
+
+
+def test_shipped_table_is_complete():
+    table = load_goodput_table()
+    assert table.settings["attainment"] == 0.9 and table.settings["model"] == "Llama-3.1-8B"
+    names = {c.name for c in enumerate_combos(INVENTORY)}
+    for workload in WORKLOADS:
+        goodputs = table.combo_goodputs(workload)
+        assert set(goodputs) == names and all(g >= 0 for g in goodputs.values())
+        melange = table.melange_goodputs(workload)
+        assert set(melange) == set(INVENTORY)
+        assert all(set(by_bucket) == set(bucket_shares(get_workload(workload))) for by_bucket in melange.values())
+    with pytest.raises(ValueError, match="no combo goodputs for workload 'alpaca'"):
+        table.combo_goodputs("alpaca")
+
+
+def test_table_entry_is_reproduced_by_measuring_again():
+    table = load_goodput_table()
+    combo, workload = Combo(H800, 1, H20, 1), get_workload("longwriter")
+    search = GoodputSearch(**{k: table.settings[k] for k in GoodputSearch().as_dict()})
+    assert round(combo_goodput_rps(combo, workload, search), 4) == table.combo_goodputs("longwriter")[combo.name]
+
+
+def test_missing_table_raises(tmp_path: Path):
+    with pytest.raises(ValueError, match="python -m baselines.cauchy.goodput"):
+        load_goodput_table(tmp_path / "none.json")
+    assert TABLE_PATH.name == "cauchy_goodput.json"
