@@ -1,7 +1,8 @@
-"""servegym/Cascade-v0: set a model cascade's judge thresholds every control interval."""
+"""servegym/Cascade-v0: set a model cascade's judge thresholds, or pick a gear, every control interval."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence as SequenceOf
 from typing import Any
 
 import numpy as np
@@ -9,10 +10,13 @@ from gymnasium import spaces
 
 from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, squash
-from envs.rewards import QualityReward
-from simulator.cascade import JUDGE_LATENCY_S, SCORE_MAX, CascadeRouter, assign_cascade_quality
+from envs.rewards import LatencyConstrainedQualityReward, QualityReward
+from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality
+from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
 
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
+BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
+ACTION_MODES = ("thresholds", "gear")
 
 
 class CascadeEnv(ServingEnv):
@@ -21,38 +25,49 @@ class CascadeEnv(ServingEnv):
     ## Description
     A step is one control interval (the scenario's ``control_interval_s``). Requests enter the
     cascade's first (smallest) model; when an answer of stage i completes, a judge taking
-    ``judge_latency_s`` (0.27 s, cascadia.txt App. H) accepts it if the request's score for
-    that model is at least threshold h_i, else the request starts over (queue, prefill,
-    decode) on stage i + 1; the last stage always accepts (``simulator.cascade``). Scores come
-    from ``simulator.cascade``'s difficulty model, drawn at reset from the episode's seed.
-    Within a stage, requests go to the instance with the fewest requests. The clock starts at
-    0 at reset; the first interval runs after the first action. This is the minimal version:
-    the deployment is the scenario's and stays fixed.
+    ``judge_latency_s`` (0.27 s, cascadia.txt App. H) accepts it if the request's judge signal
+    for that model is at least threshold h_i, else the request starts over (queue, prefill,
+    decode) on stage i + 1, its earlier output discarded; the last stage always accepts
+    (``simulator.cascade``). Scores are drawn at reset from the episode's seed by
+    ``simulator.cascade_quality`` (kind ``quality_kind``): ``"judge"`` scores 0-100 (the judge
+    sees the score), ``"correct"`` correct = 100 / incorrect = 0 (the judge sees the model's
+    certainty, cascadeserve.txt), or the replay kinds ``"mt_bench"``, ``"mmlu"``, ``"gsm8k"``
+    (real RouteLLM rows, two-model cascades). Within a stage, requests go to the instance with
+    the fewest requests. The clock starts at 0 at reset; the first interval runs after the
+    first action. The deployment is the scenario's and stays fixed.
 
     ## Action space
-    ``MultiDiscrete([threshold_levels] * (stages - 1))``: level k of stage i sets
-    h_i = 100 · k / (threshold_levels − 1) (default 11 levels: 0, 10, ..., 100); level 0
-    accepts every answer, level ``threshold_levels − 1`` only perfect scores. Mask
-    (``action_masks()``, per-stage masks concatenated): a stage whose next model has no
-    serving instance allows level 0 only. A masked-out action keeps the current thresholds
+    ``action="thresholds"`` (default): ``MultiDiscrete([threshold_levels] * (stages - 1))``;
+    level k of stage i sets h_i = 100 · k / (threshold_levels − 1) (default 11 levels: 0, 10,
+    ..., 100); level 0 accepts every answer, the top level only perfect scores. Thresholds
+    start at level 0. ``action="gear"``: ``Discrete(len(gears))``, gear g sets the thresholds
+    ``gears[g]`` (a CascadeServe gear plan's cascades, cascadeserve.txt §3); the episode starts
+    in gear 0. Mask (``action_masks()``): a threshold above 0 at stage i needs a serving
+    instance of model i + 1 (threshold mode: per-stage masks concatenated, level 0 always
+    allowed; gear mode: one entry per gear). A masked-out action keeps the current thresholds
     (no-op), costs ``invalid_action_penalty`` and sets ``info["invalid_action"]``;
-    ``strict=True`` raises. Thresholds start at level 0 (everything answered by the first
-    model).
+    ``strict=True`` raises.
 
     ## Observation space
     ``Dict``: ``instances`` (max_instances x features, ``envs.observation``), ``action_mask``
-    and ``context`` = [arrivals per second over the last 10 s (squashed by 16), episode
-    progress, cluster $ per hour (squashed by 100), requests finished in the last interval
-    (squashed by 16), their p95 E2E (squashed by 10 s), their mean accepted score / 100] + per
-    stage [waiting and running requests on its instances (squashed by 16), share of the
-    interval's finished requests accepted there] + the current thresholds / 100.
+    and ``context`` =
+    [0] arrivals per second over the last control interval, [1] over the last 100 ms (both
+    squashed by 16), [2] episode progress (arrived / episode_requests), [3] cluster $ per hour
+    (squashed by 100), [4] requests finished in the last interval (squashed by 16), [5] their
+    p95 E2E (squashed by 10 s), [6] their mean accepted score / 100 (rejected count 0); then
+    per stage i, at 7 + 3i: waiting and running requests on its instances (squashed by 16),
+    share of the interval's finished requests accepted there; then the current thresholds /
+    100; in gear mode last the current gear / (gears − 1) (0 with one gear).
 
     ## Rewards
     ``reward="quality"`` (default): −(p95 E2E of the interval's requests in seconds) −
-    μ · max(0, q_min − Q) / (z₁ − z₂), cascadia.txt §3.3's latency-quality score J(θ) negated,
-    with Q the interval's mean accepted score, z₁ / z₂ the mean scores of the last / first
-    model, q_min = ``quality_min`` (default 80) and μ = ``quality_penalty_mu`` (default 100);
-    see ``envs.rewards.QualityReward``. ``"slo"`` and ``"latency"`` as in ``envs.rewards``.
+    μ · max(0, q_min − Q) / (z₁ − z₂), cascadia.txt §3.3's J(θ) negated, with Q the interval's
+    mean accepted score, z₁ / z₂ the mean scores of the last / first model
+    (``stage_mean_scores``), q_min = ``quality_min`` (default 80), μ = ``quality_penalty_mu``
+    (default 100). ``reward="quality_latency"``: cascadia.txt App. C negated, Q / 100 −
+    ν · max(0, L − L_max) / L_max with L_max = ``latency_max_s`` (default: the scenario's E2E
+    SLO) and ν = ``latency_penalty_nu`` (default 1). ``"slo"``, ``"latency"`` and ``"cost"`` as
+    in ``envs.rewards``. Every reward counts the requests that finished during the step.
 
     ## Episode end
     Truncated at the end of the interval in which the last of the ``episode_requests``
@@ -61,12 +76,17 @@ class CascadeEnv(ServingEnv):
 
     ## Arguments
     ``scenario`` (name or ``Scenario`` with a ``cascade`` of at least two models, each served by
-    one of its instance groups, the first with at least one instance), ``threshold_levels``,
-    ``quality_min``, ``quality_penalty_mu``, ``judge_latency_s``, ``reward``, ``strict``,
-    ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario / workload overrides.
+    one of its instance groups, the first with at least one instance), ``action``
+    (``"thresholds"`` | ``"gear"``), ``threshold_levels``, ``gears`` (list of threshold vectors,
+    required for and only for ``action="gear"``), ``quality_kind``, ``difficulty_mean`` (δ of
+    the difficulty model; ``TRACE_DIFFICULTY_MEAN`` has cascadia.txt's traces), ``quality_min``,
+    ``quality_penalty_mu``, ``latency_max_s``, ``latency_penalty_nu``, ``judge_latency_s``,
+    ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
+    workload overrides.
 
     ## Scenarios
-    ``cascadia`` (default); any scenario whose ``cascade`` names its models smallest first.
+    ``cascadia`` (default); ``cascadeserve`` (use ``quality_kind="correct"``); any scenario
+    whose ``cascade`` names its models smallest first.
     """
 
     env_id = "servegym/Cascade-v0"
@@ -80,19 +100,47 @@ class CascadeEnv(ServingEnv):
         quality_penalty_mu: float = 100.0,
         judge_latency_s: float = JUDGE_LATENCY_S,
         reward: str = "quality",
+        action: str = "thresholds",
+        gears: SequenceOf[SequenceOf[float]] | None = None,
+        quality_kind: str = "judge",
+        difficulty_mean: float = 0.0,
+        latency_max_s: float | None = None,
+        latency_penalty_nu: float = 1.0,
         **kwargs: Any,
     ) -> None:
         if not isinstance(threshold_levels, int) or isinstance(threshold_levels, bool) or threshold_levels < 2:
             raise ValueError(f"threshold_levels must be an integer >= 2, got {threshold_levels!r}")
+        if action not in ACTION_MODES:
+            raise ValueError(f"unknown action mode {action!r}; known: {list(ACTION_MODES)}")
+        if (gears is None) != (action == "thresholds"):
+            raise ValueError(f"gears are required for action='gear' and only for it; got action={action!r}, gears={gears!r}")
+        if quality_kind not in QUALITY_KINDS:
+            raise ValueError(f"unknown quality_kind {quality_kind!r}; known: {list(QUALITY_KINDS)}")
         self.threshold_levels = threshold_levels
+        self.action_mode = action
+        self.gears = [] if gears is None else [tuple(float(h) for h in gear) for gear in gears]
+        if action == "gear" and not self.gears:
+            raise ValueError("action='gear' needs at least one gear")
         super().__init__(scenario, reward=reward, **kwargs)
         if reward == "quality":
-            self.reward_fn = QualityReward(self.scenario, quality_min=quality_min, penalty_mu=quality_penalty_mu)
+            self.reward_fn = QualityReward(self.scenario, quality_min=quality_min, penalty_mu=quality_penalty_mu,
+                                           kind=quality_kind, difficulty_mean=difficulty_mean)
+        elif reward == "quality_latency":
+            self.reward_fn = LatencyConstrainedQualityReward(self.scenario, latency_max_s=latency_max_s,
+                                                             penalty_nu=latency_penalty_nu)
         self.models = self.scenario.cascade
         self._check_cascade()
+        self.quality_kind = quality_kind
+        self.difficulty_mean = difficulty_mean
         self.router = CascadeRouter(self.models, [0.0] * (len(self.models) - 1), judge_latency_s)
-        self.action_space = spaces.MultiDiscrete([threshold_levels] * (len(self.models) - 1))
+        for gear in self.gears:
+            self.router.set_thresholds(gear)  # validates each gear's length and range
+        if action == "gear":
+            self.action_space = spaces.Discrete(len(self.gears))
+        else:
+            self.action_space = spaces.MultiDiscrete([threshold_levels] * (len(self.models) - 1))
         self._levels = np.zeros(len(self.models) - 1, dtype=np.int64)
+        self._gear = 0
         self._until_s = 0.0
         self._window_first_outcome = 0
 
@@ -114,9 +162,11 @@ class CascadeEnv(ServingEnv):
 
     def context_size(self) -> int:
         stages = len(self.scenario.cascade)
-        return 6 + 3 * stages + max(stages - 1, 0)
+        return 7 + 3 * stages + max(stages - 1, 0) + (1 if self.action_mode == "gear" else 0)
 
     def mask_size(self) -> int:
+        if self.action_mode == "gear":
+            return len(self.gears)
         return self.threshold_levels * max(len(self.scenario.cascade) - 1, 0)
 
     def cluster_options(self) -> dict[str, Any]:
@@ -124,14 +174,19 @@ class CascadeEnv(ServingEnv):
 
     def on_reset(self) -> None:
         assert self.cluster is not None
-        assign_cascade_quality(self.cluster.submitted_requests, self.models, self.np_random)
+        signals = assign_cascade_quality(self.cluster.submitted_requests, self.models, self.np_random,
+                                         kind=self.quality_kind, difficulty_mean=self.difficulty_mean)
+        self.router.set_judge_signals(signals)
         self._levels = np.zeros(len(self.models) - 1, dtype=np.int64)
+        self._gear = 0
         self.router.set_thresholds(self.thresholds())
         self._until_s = 0.0
         self._window_first_outcome = 0
 
     def thresholds(self) -> list[float]:
         """The current thresholds h_1..h_{C-1} (scores 0-100)."""
+        if self.action_mode == "gear":
+            return list(self.gears[self._gear])
         return [SCORE_MAX * int(k) / (self.threshold_levels - 1) for k in self._levels]
 
     def advance(self) -> bool:
@@ -144,25 +199,36 @@ class CascadeEnv(ServingEnv):
         assert self.cluster is not None
         return {self.cluster.instances[i].model.name for i in self.cluster.routable_ids()}
 
-    def action_masks(self) -> np.ndarray:
+    def _forwarding_allowed(self) -> list[bool]:
+        """Per stage but the last: may a threshold above 0 forward requests to the next model?"""
         serving = self._serving_models()
+        return [self.models[stage + 1] in serving for stage in range(len(self.models) - 1)]
+
+    def action_masks(self) -> np.ndarray:
+        allowed = self._forwarding_allowed()
+        if self.action_mode == "gear":
+            return np.array([all(h == 0.0 or ok for h, ok in zip(gear, allowed)) for gear in self.gears], dtype=bool)
         mask = np.zeros((len(self.models) - 1, self.threshold_levels), dtype=bool)
         mask[:, 0] = True
-        for stage in range(len(self.models) - 1):
-            if self.models[stage + 1] in serving:
-                mask[stage, :] = True
+        for stage, ok in enumerate(allowed):
+            mask[stage, :] = mask[stage, :] | ok
         return mask.reshape(-1)
 
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:
+        if self.action_mode == "gear":
+            return bool(mask[int(action)])
         per_stage = mask.reshape(len(self.models) - 1, self.threshold_levels)
         return all(per_stage[stage, int(level)] for stage, level in enumerate(action))
 
-    def fallback_action(self) -> np.ndarray:
-        return self._levels.copy()
+    def fallback_action(self) -> Any:
+        return self._gear if self.action_mode == "gear" else self._levels.copy()
 
     def apply(self, action: Any, valid: bool) -> None:
         assert self.cluster is not None
-        self._levels = np.array([int(level) for level in action], dtype=np.int64)
+        if self.action_mode == "gear":
+            self._gear = int(action)
+        else:
+            self._levels = np.array([int(level) for level in action], dtype=np.int64)
         self.router.set_thresholds(self.thresholds())
         self._until_s = self.cluster.events.now_s + self.scenario.control_interval_s
 
@@ -173,13 +239,15 @@ class CascadeEnv(ServingEnv):
         vector = np.zeros(self.context_size(), dtype=np.float32)
         finished = cluster.outcomes[self._window_first_outcome:]
         completed = [o for o in finished if o.completed]
-        vector[0] = squash(self.recent_qps(), COUNT_SCALE)
-        vector[1] = cluster.arrived / self.scenario.episode_requests
-        vector[2] = squash(cluster.cost_rate_usd_per_s() * 3600.0, 100.0)
-        vector[3] = squash(len(finished), COUNT_SCALE)
+        vector[0] = squash(self.recent_qps(self.scenario.control_interval_s), COUNT_SCALE)
+        vector[1] = squash(self.recent_qps(BURST_WINDOW_S), COUNT_SCALE)
+        vector[2] = cluster.arrived / self.scenario.episode_requests
+        vector[3] = squash(cluster.cost_rate_usd_per_s() * 3600.0, 100.0)
+        vector[4] = squash(len(finished), COUNT_SCALE)
         if completed:
-            vector[4] = squash(float(np.percentile([o.e2e_s for o in completed], 95)), E2E_SCALE_S)
-            vector[5] = float(np.mean([o.quality for o in completed])) / SCORE_MAX
+            vector[5] = squash(float(np.percentile([o.e2e_s for o in completed], 95)), E2E_SCALE_S)
+        if finished:
+            vector[6] = float(np.mean([o.quality if o.completed else 0.0 for o in finished])) / SCORE_MAX
         accepted = [0] * stages
         for outcome in completed:
             accepted[self.router.stage_of(cluster.instances[outcome.instance_id])] += 1
@@ -190,8 +258,11 @@ class CascadeEnv(ServingEnv):
             waiting[stage] += len(instance.waiting)
             running[stage] += len(instance.running)
         for stage in range(stages):
-            vector[6 + 3 * stage] = squash(waiting[stage], COUNT_SCALE)
-            vector[7 + 3 * stage] = squash(running[stage], COUNT_SCALE)
-            vector[8 + 3 * stage] = accepted[stage] / len(finished) if finished else 0.0
-        vector[6 + 3 * stages:] = np.asarray(self.thresholds(), dtype=np.float32) / SCORE_MAX
+            vector[7 + 3 * stage] = squash(waiting[stage], COUNT_SCALE)
+            vector[8 + 3 * stage] = squash(running[stage], COUNT_SCALE)
+            vector[9 + 3 * stage] = accepted[stage] / len(finished) if finished else 0.0
+        start = 7 + 3 * stages
+        vector[start:start + stages - 1] = np.asarray(self.thresholds(), dtype=np.float32) / SCORE_MAX
+        if self.action_mode == "gear":
+            vector[-1] = self._gear / (len(self.gears) - 1) if len(self.gears) > 1 else 0.0
         return vector

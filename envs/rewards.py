@@ -12,7 +12,11 @@ and from the cluster's cost, so a reward is never credited twice:
 - ``quality`` (cascade scenarios): −J(θ) of cascadia.txt §3.3, −L − μ · max(0, q_min − Q) /
   (z₁ − z₂), with L the p95 E2E (seconds) of the completed requests, Q their mean accepted
   score (a rejected request scores 0), z₁ / z₂ the mean scores of the cascade's last / first
-  model (``simulator.cascade.expected_quality``); 0 when nothing finished.
+  model (``simulator.cascade_quality.stage_mean_scores``); 0 when nothing finished.
+- ``quality_latency`` (cascade scenarios): cascadia.txt App. C's latency-constrained objective,
+  negated: Q / 100 − ν · max(0, L − L_max) / (z_lat,max − z_lat,min), with L and Q as above,
+  L_max the latency budget and z_lat,min = 0, z_lat,max = L_max unless given; 0 when nothing
+  finished.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 from hardware.gpus import get_gpu
 
 from envs.scenario import Scenario
-from simulator.cascade import SCORE_MAX, expected_quality
+from simulator.cascade_quality import SCORE_MAX, stage_mean_scores
 from simulator.cluster import Cluster
 from simulator.metrics import meets_slo
 from simulator.outcome import RequestOutcome
@@ -81,23 +85,38 @@ class CostReward(RewardFunction):
         return good_tokens / 1000.0 - self.usd_weight * spent
 
 
+def _interval_latency_and_quality(finished: Sequence[RequestOutcome], reward_name: str) -> tuple[float, float]:
+    """p95 E2E (s) of the completed requests and mean accepted score (rejected: 0) of ``finished``."""
+    e2e_s = [o.e2e_s for o in finished if o.completed]
+    scores = [o.quality if o.completed else 0.0 for o in finished]
+    if any(s != s for s in scores):
+        raise ValueError(f"reward {reward_name!r} needs outcomes with a quality score (a cascade router)")
+    latency_s = float(np.percentile(e2e_s, 95)) if e2e_s else 0.0
+    return latency_s, float(np.mean(scores))
+
+
+def _check_cascade(scenario: Scenario, reward_name: str) -> None:
+    if len(scenario.cascade) < 2:
+        raise ValueError(f"reward {reward_name!r} needs a cascade of at least two models; scenario {scenario.name!r} "
+                         f"has cascade={list(scenario.cascade)}")
+
+
 class QualityReward(RewardFunction):
     """Cascadia's latency-quality score, negated (cascadia.txt §3.3 and App. D): utopia z₁ and
-    nadir z₂ are the mean scores of the cascade's largest and smallest model; ``quality_min``
-    (q_min, default 80 of 100) and ``penalty_mu`` (μ, default 100, the paper's example) set
-    the quality constraint and its weight."""
+    nadir z₂ are the mean scores of the cascade's largest and smallest model under quality kind
+    ``kind`` (``simulator.cascade_quality``); ``quality_min`` (q_min, default 80 of 100) and
+    ``penalty_mu`` (μ, default 100, the paper's example) set the quality constraint and its weight."""
 
-    def __init__(self, scenario: Scenario, quality_min: float = 80.0, penalty_mu: float = 100.0) -> None:
+    def __init__(self, scenario: Scenario, quality_min: float = 80.0, penalty_mu: float = 100.0, kind: str = "judge",
+                 difficulty_mean: float = 0.0) -> None:
         super().__init__(scenario)
-        if len(scenario.cascade) < 2:
-            raise ValueError(f"reward 'quality' needs a cascade of at least two models; scenario {scenario.name!r} "
-                             f"has cascade={list(scenario.cascade)}")
+        _check_cascade(scenario, "quality")
         if not 0.0 <= quality_min <= SCORE_MAX:
             raise ValueError(f"quality_min must be in [0, {SCORE_MAX:g}], got {quality_min!r}")
         if not penalty_mu >= 0:
             raise ValueError(f"penalty_mu must be >= 0, got {penalty_mu!r}")
-        self.utopia = expected_quality(scenario.cascade[-1])
-        self.nadir = expected_quality(scenario.cascade[0])
+        means = stage_mean_scores(scenario.cascade, kind, difficulty_mean)
+        self.utopia, self.nadir = means[-1], means[0]
         if not self.utopia > self.nadir:
             raise ValueError(f"the cascade's last model ({scenario.cascade[-1]}, mean score {self.utopia:.2f}) must score "
                              f"above its first ({scenario.cascade[0]}, {self.nadir:.2f})")
@@ -107,15 +126,45 @@ class QualityReward(RewardFunction):
     def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
         if not finished:
             return 0.0
-        e2e_s = [o.e2e_s for o in finished if o.completed]
-        scores = [o.quality if o.completed else 0.0 for o in finished]
-        if any(s != s for s in scores):
-            raise ValueError("reward 'quality' needs outcomes with a quality score (a cascade router)")
-        latency_s = float(np.percentile(e2e_s, 95)) if e2e_s else 0.0
-        shortfall = max(0.0, self.quality_min - float(np.mean(scores))) / (self.utopia - self.nadir)
+        latency_s, quality = _interval_latency_and_quality(finished, "quality")
+        shortfall = max(0.0, self.quality_min - quality) / (self.utopia - self.nadir)
         return -latency_s - self.penalty_mu * shortfall
+
+
+class LatencyConstrainedQualityReward(RewardFunction):
+    """cascadia.txt App. C, negated: maximise quality under a latency budget. ``latency_max_s``
+    (L_max) defaults to the scenario's tier-0 E2E SLO; ``latency_span_s`` (z_lat,max − z_lat,min)
+    defaults to L_max (best latency 0, worst L_max); ``penalty_nu`` ν defaults to 1, so overrunning
+    the budget by L_max costs as much as the whole 0-100 quality range."""
+
+    def __init__(self, scenario: Scenario, latency_max_s: float | None = None, latency_span_s: float | None = None,
+                 penalty_nu: float = 1.0) -> None:
+        super().__init__(scenario)
+        _check_cascade(scenario, "quality_latency")
+        if latency_max_s is None:
+            latency_max_s = scenario.workload.slo(0).e2e_s
+            if latency_max_s is None:
+                raise ValueError(f"reward 'quality_latency' needs latency_max_s: scenario {scenario.name!r} has no E2E SLO")
+        if not latency_max_s > 0:
+            raise ValueError(f"latency_max_s must be > 0, got {latency_max_s!r}")
+        span_s = latency_max_s if latency_span_s is None else latency_span_s
+        if not span_s > 0:
+            raise ValueError(f"latency_span_s must be > 0, got {latency_span_s!r}")
+        if not penalty_nu >= 0:
+            raise ValueError(f"penalty_nu must be >= 0, got {penalty_nu!r}")
+        self.latency_max_s = float(latency_max_s)
+        self.latency_span_s = float(span_s)
+        self.penalty_nu = penalty_nu
+
+    def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
+        if not finished:
+            return 0.0
+        latency_s, quality = _interval_latency_and_quality(finished, "quality_latency")
+        overrun = max(0.0, latency_s - self.latency_max_s) / self.latency_span_s
+        return quality / SCORE_MAX - self.penalty_nu * overrun
 
 
 REWARDS: dict[str, type[RewardFunction]] = {
     "slo": SLOReward, "latency": LatencyReward, "cost": CostReward, "quality": QualityReward,
+    "quality_latency": LatencyConstrainedQualityReward,
 }

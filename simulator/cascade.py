@@ -4,70 +4,62 @@ stage's threshold; the last stage always accepts.
 
 Two parts:
 
-- a *difficulty model* that gives every request a score per model (``assign_cascade_quality``);
-  the scores stand in for the judge's grades (cascadia.txt uses GPT-4o grading 0-100);
+- ``assign_cascade_quality`` gives every request a score per model from
+  ``simulator.cascade_quality`` (a latent-difficulty model fitted to RouteLLM's per-prompt
+  data, or a replay of that data); the scores stand in for the judge's grades (cascadia.txt
+  uses GPT-4o grading 0-100) or for correctness (cascadeserve.txt's accuracy);
 - ``CascadeRouter``, the cluster's router and completion hook that carries a request through
   the stages, so each request still ends with exactly one ``RequestOutcome``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Sequence as SequenceOf
 from typing import Any
 
 import numpy as np
 
 from hardware.models import get_model
+from simulator.cascade_quality import SCORE_MAX, expected_model_quality, sample_cascade_scores
 from simulator.cluster import Cluster
 from simulator.instance import Instance
 from simulator.request import Request
 from simulator.sequence import Sequence
 
 JUDGE_LATENCY_S = 0.27  # one GPT-4o judgement, cascadia.txt §4 footnote 4 and App. H
-SCORE_MAX = 100.0
-
-# Difficulty model (not fitted: the cascade issue will fit it to real judge grades).
-# Latent difficulty d ~ U(0, 1); a model with P parameters (total, MoE included) scores
-# clip(100 * (1 - d) ** a(P) + N(0, SCORE_NOISE_STD), 0, 100), with
-# a(P) = REFERENCE_EXPONENT * (P / REFERENCE_PARAMS) ** -SIZE_ELASTICITY: bigger models have a
-# smaller exponent, hence a higher score on every request. The noiseless mean score is
-# 100 / (1 + a): about 70 for an 8B model, 85 for 70B and 93 for 671B, which puts 70B above
-# and 671B above the quality requirements cascadia.txt §4.2 compares them at (80 and 90).
-REFERENCE_PARAMS = 8e9
-REFERENCE_EXPONENT = 0.43
-SIZE_ELASTICITY = 0.4
-SCORE_NOISE_STD = 5.0
 
 
-def quality_exponent(model: str) -> float:
-    """``a(P)`` of the difficulty model for ``model`` (see the module constants)."""
-    params = get_model(model).params_total
-    return REFERENCE_EXPONENT * (params / REFERENCE_PARAMS) ** -SIZE_ELASTICITY
-
-
-def expected_quality(model: str) -> float:
-    """Mean score of ``model`` without noise: E[100 (1 - d)^a] = 100 / (1 + a) for d ~ U(0, 1)."""
-    return SCORE_MAX / (1.0 + quality_exponent(model))
+def expected_quality(model: str, kind: str = "judge") -> float:
+    """Mean score (0-100) of ``model`` answering every request under the fitted quality model
+    (``simulator.cascade_quality``); for ``kind="correct"`` its accuracy in %."""
+    return expected_model_quality(model, kind)
 
 
 def assign_cascade_quality(
     requests: SequenceOf[Request],
     models: SequenceOf[str],
     rng: np.random.Generator,
-    noise_std: float = SCORE_NOISE_STD,
-) -> None:
+    noise_std: float | None = None,
+    *,
+    kind: str = "judge",
+    difficulty_mean: float = 0.0,
+) -> dict[int, dict[str, float]]:
     """Set ``difficulty`` and ``quality_by_model`` (scores 0-100 for each of ``models``) on every
-    request, in place. Draws, in this order: all difficulties, then the noise as an
-    (n_requests x n_models) matrix, so the same generator state gives the same scores."""
-    if not noise_std >= 0:
-        raise ValueError(f"noise_std must be >= 0, got {noise_std}")
-    exponents = np.array([quality_exponent(m) for m in models])
-    difficulty = rng.uniform(0.0, 1.0, len(requests))
-    noise = rng.normal(0.0, noise_std, (len(requests), len(models)))
-    scores = np.clip(SCORE_MAX * (1.0 - difficulty[:, None]) ** exponents[None, :] + noise, 0.0, SCORE_MAX)
-    for request, d, row in zip(requests, difficulty.tolist(), scores.tolist()):
+    request, in place, drawn by ``simulator.cascade_quality.sample_cascade_scores`` (``kind``:
+    ``"judge"``, ``"correct"`` or a replay ``"mt_bench"`` / ``"mmlu"`` / ``"gsm8k"``;
+    ``difficulty_mean`` δ; ``noise_std`` overrides the judge noise s_J, logit units). Returns
+    what the judge sees per request id and model: the same scores, except for ``"correct"``,
+    where it is the model's certainty (give it to ``CascadeRouter.set_judge_signals``)."""
+    scores = sample_cascade_scores(len(requests), models, rng, kind, difficulty_mean, noise_std)
+    signals: dict[int, dict[str, float]] = {}
+    for request, d, quality_row, signal_row in zip(
+        requests, scores.difficulty.tolist(), scores.quality.tolist(), scores.signal.tolist()
+    ):
         request.difficulty = d
-        request.quality_by_model = dict(zip(models, row))
+        request.quality_by_model = dict(zip(models, quality_row))
+        signals[request.request_id] = dict(zip(models, signal_row))
+    return signals
 
 
 class CascadeRouter:
@@ -78,7 +70,9 @@ class CascadeRouter:
     ties). When a stage-i answer completes, the judge takes ``judge_latency_s``; then the answer
     is accepted if the request's score for that model is >= ``thresholds[i]``, else the request
     is re-submitted to stage i + 1 as a new sequence: it queues and prefills again and its
-    earlier output is discarded. The last stage always accepts, without a judge.
+    earlier output is discarded. The last stage always accepts, without a judge. The judge
+    compares the request's score, or, after ``set_judge_signals``, its signal (a model's
+    certainty for correct/incorrect quality, cascadeserve.txt §4.1) with the threshold.
 
     The request's one ``RequestOutcome`` is written at acceptance: ``arrival_s`` is the
     original arrival, ``finish_s`` the acceptance time (completion + judge latency, or the last
@@ -103,6 +97,12 @@ class CascadeRouter:
         self._stage_of_model = {model: stage for stage, model in enumerate(self.models)}
         self.thresholds: tuple[float, ...] = ()
         self.set_thresholds(thresholds)
+        self.judge_signals: Mapping[int, Mapping[str, float]] | None = None
+
+    def set_judge_signals(self, signals: Mapping[int, Mapping[str, float]] | None) -> None:
+        """What the judge sees per request id and model (``assign_cascade_quality``'s return);
+        ``None``: the judge sees the quality score itself."""
+        self.judge_signals = signals
 
     def set_thresholds(self, thresholds: SequenceOf[float]) -> None:
         """Thresholds h_1..h_{C-1} (cascadia.txt §3.3), one per stage but the last, each in [0, 100];
@@ -134,6 +134,15 @@ class CascadeRouter:
             raise ValueError(f"request {request.request_id} has no quality score for {model}; it has {known}")
         return scores[model]
 
+    def judge_signal(self, request: Request, model: str) -> float:
+        if self.judge_signals is None:
+            return self.score(request, model)
+        signals = self.judge_signals.get(request.request_id)
+        if signals is None or model not in signals:
+            known = [] if signals is None else sorted(signals)
+            raise ValueError(f"request {request.request_id} has no judge signal for {model}; it has {known}")
+        return signals[model]
+
     def instance_for(self, cluster: Cluster, stage: int) -> int:
         """The serving instance of stage ``stage``'s model with the fewest requests."""
         model = self.models[stage]
@@ -156,13 +165,14 @@ class CascadeRouter:
         if stage == len(self.models) - 1:
             self._accept(cluster, seq, score)
             return False
+        signal = self.judge_signal(seq.request, self.models[stage])
         cluster.events.schedule(
-            cluster.events.now_s + self.judge_latency_s, lambda _: self._judged(cluster, seq, stage, score), None
+            cluster.events.now_s + self.judge_latency_s, lambda _: self._judged(cluster, seq, stage, score, signal), None
         )
         return False
 
-    def _judged(self, cluster: Cluster, seq: Sequence, stage: int, score: float) -> None:
-        if score >= self.thresholds[stage]:
+    def _judged(self, cluster: Cluster, seq: Sequence, stage: int, score: float, signal: float) -> None:
+        if signal >= self.thresholds[stage]:
             self._accept(cluster, seq, score)
             return
         forwarded = Sequence(seq.request, cluster.record_token_curves)

@@ -4,13 +4,9 @@ import numpy as np
 import pytest
 
 from hardware.latency import latency_model
-from simulator.cascade import (
-    JUDGE_LATENCY_S,
-    CascadeRouter,
-    assign_cascade_quality,
-    expected_quality,
-    quality_exponent,
-)
+from hardware.gpus import get_gpu
+from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality, expected_quality
+from simulator.cascade_quality import stage_mean_scores
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request
@@ -108,39 +104,73 @@ class TestManyRequests:
         assert (second.instance_id, second.quality) == (1, 90.0)
 
 
-class TestDifficultyModel:
-    def test_noiseless_scores_follow_the_power_law(self):
-        requests = [Request(i, 0.0, 10, 10) for i in range(5)]
-        assign_cascade_quality(requests, [SMALL, LARGE], np.random.default_rng(0), noise_std=0.0)
+class TestStageAccounting:
+    def test_forwarded_request_costs_both_stages_work_and_gpu_time(self):
+        """Every stage does its full work: the small instance prefills and decodes, then the large
+        one prefills the prompt again (earlier output discarded) and decodes all 40 tokens."""
+        router, cluster = cascade_cluster([75.0])
+        (outcome,) = cluster.run([request(0.0, small_score=60.0, large_score=88.0)])
+        small, large = cluster.instances[0], cluster.instances[1]
+        assert small.busy_time_s == pytest.approx(alone_stage_s(SMALL_CONFIG, 300, 40), rel=1e-12)
+        assert large.busy_time_s == pytest.approx(alone_stage_s(LARGE_CONFIG, 300, 40), rel=1e-12)
+        assert small.iterations == large.iterations == 40  # 1 prefill + 39 decode iterations each
+        price_per_s = get_gpu("H100-80GB").price_per_second_usd
+        assert cluster.events.now_s == pytest.approx(outcome.finish_s)
+        assert cluster.cost_usd() == pytest.approx(5 * price_per_s * outcome.e2e_s, rel=1e-12)  # 1 + 4 GPUs held
+
+    def test_system_quality_is_the_mean_accepted_score(self):
+        router, cluster = cascade_cluster([50.0])
+        scores = [(60.0, 90.0), (40.0, 70.0), (50.0, 10.0), (10.0, 20.0)]
+        requests = [request(2.0 * i, s, l, request_id=i) for i, (s, l) in enumerate(scores)]
+        outcomes = cluster.run(requests)
+        accepted = {o.request_id: o.quality for o in outcomes}
+        assert accepted == {0: 60.0, 1: 70.0, 2: 50.0, 3: 20.0}
+        assert np.mean([o.quality for o in outcomes]) == pytest.approx((60 + 70 + 50 + 20) / 4)
+
+    def test_judge_signals_route_while_quality_is_scored(self):
+        """Correct/incorrect quality: the judge compares the model's certainty, the accepted
+        answer scores its correctness (100 or 0)."""
+        router, cluster = cascade_cluster([70.0])
+        requests = [request(0.0, 0.0, 100.0, request_id=0), request(3.0, 100.0, 100.0, request_id=1)]
+        router.set_judge_signals({0: {SMALL: 90.0, LARGE: 95.0}, 1: {SMALL: 20.0, LARGE: 95.0}})
+        outcomes = {o.request_id: o for o in cluster.run(requests)}
+        assert (outcomes[0].instance_id, outcomes[0].quality) == (0, 0.0)  # confident but wrong: kept
+        assert (outcomes[1].instance_id, outcomes[1].quality) == (1, 100.0)  # unsure: forwarded
+
+    def test_missing_judge_signal_raises(self):
+        router, cluster = cascade_cluster([70.0])
+        router.set_judge_signals({5: {SMALL: 1.0}})
+        with pytest.raises(ValueError, match="no judge signal for Llama-3.1-8B"):
+            cluster.run([request(0.0, 10.0, 20.0)])
+
+
+class TestAssignQuality:
+    def test_sets_difficulty_and_scores_and_returns_signals(self):
+        requests = [Request(i, 0.0, 10, 10) for i in range(500)]
+        signals = assign_cascade_quality(requests, [SMALL, LARGE], np.random.default_rng(0), kind="correct")
         for r in requests:
-            for model in (SMALL, LARGE):
-                assert r.quality_by_model[model] == pytest.approx(100 * (1 - r.difficulty) ** quality_exponent(model))
-            assert r.quality_by_model[LARGE] >= r.quality_by_model[SMALL]
+            assert np.isfinite(r.difficulty)
+            assert set(r.quality_by_model.values()) <= {0.0, 100.0}
+            assert 0.0 < signals[r.request_id][SMALL] < signals[r.request_id][LARGE] < 100.0  # bigger is surer
+        judged = [Request(i, 0.0, 10, 10) for i in range(50)]
+        signals = assign_cascade_quality(judged, [SMALL, LARGE], np.random.default_rng(0))
+        assert all(signals[r.request_id] == r.quality_by_model for r in judged)
 
-    def test_mean_noiseless_score_is_100_over_1_plus_a(self):
-        requests = [Request(i, 0.0, 10, 10) for i in range(100_000)]
-        assign_cascade_quality(requests, [SMALL], np.random.default_rng(1), noise_std=0.0)
-        mean = np.mean([r.quality_by_model[SMALL] for r in requests])
-        assert mean == pytest.approx(expected_quality(SMALL), abs=0.3)
-        assert expected_quality(SMALL) == pytest.approx(100 / (1 + quality_exponent(SMALL)))
+    def test_same_seed_same_scores(self):
+        def scores(seed):
+            requests = [Request(i, 0.0, 10, 10) for i in range(200)]
+            assign_cascade_quality(requests, [SMALL, LARGE], np.random.default_rng(seed))
+            return [(r.difficulty, r.quality_by_model[SMALL], r.quality_by_model[LARGE]) for r in requests]
 
-    def test_bigger_models_score_higher_on_average(self):
+        assert scores(7) == scores(7) != scores(8)
+
+    def test_expected_quality_is_the_fitted_mean(self):
+        assert expected_quality(SMALL) == pytest.approx(stage_mean_scores([SMALL])[0])
         assert expected_quality("DeepSeek-R1-671B") > expected_quality(LARGE) > expected_quality(SMALL)
 
-    def test_scores_are_clipped_and_deterministic(self):
-        def scores(seed):
-            requests = [Request(i, 0.0, 10, 10) for i in range(2000)]
-            assign_cascade_quality(requests, [SMALL, LARGE], np.random.default_rng(seed))
-            return np.array([[r.quality_by_model[SMALL], r.quality_by_model[LARGE]] for r in requests])
-
-        first = scores(7)
-        assert np.array_equal(first, scores(7))
-        assert first.min() >= 0.0 and first.max() <= 100.0
-        assert (first == 100.0).any()  # easy requests plus noise hit the ceiling
-
-    def test_negative_noise_raises(self):
-        with pytest.raises(ValueError, match="noise_std"):
-            assign_cascade_quality([], [SMALL], np.random.default_rng(0), noise_std=-1.0)
+    def test_bad_kind_raises(self):
+        with pytest.raises(ValueError, match="unknown quality kind 'elo'"):
+            assign_cascade_quality([Request(0, 0.0, 10, 10)], [SMALL], np.random.default_rng(0), kind="elo")
 
 
 class TestValidation:

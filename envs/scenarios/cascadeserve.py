@@ -35,6 +35,10 @@ def cascadeserve() -> Scenario:
     4x the full cascade's unloaded latency in this simulator (0.52 s through all four models)
     and 4.4x the 450 ms 70B first token quoted in §1.
 
+    Quality: accuracy, so Cascade-v0 on this scenario takes ``quality_kind="correct"``
+    (``simulator.cascade_quality``: correct / incorrect per model, the judge sees the model's
+    certainty); the fitted accuracies of the four models are about 38 / 46 / 53 / 72%.
+
     Episode: 4,000 requests (~200 s). Control interval: 100 ms, the period at which
     CascadeServe's producer measures QPS to pick a gear (§3).
     """

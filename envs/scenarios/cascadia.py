@@ -31,6 +31,9 @@ def cascadia() -> Scenario:
     0.62 x 8.7 s on the 70B, plus 0.21 x 3.8 s on the 671B); scale 5, inside the 2.8-11.7
     scales at which Cascadia reaches 95% attainment (§4.2, Appendix I), gives 42 s.
 
+    Quality: GPT-4o-style judge scores 0-100 (``simulator.cascade_quality``, kind ``"judge"``),
+    calibrated to Table 2's trace 1; ``TRACE_DIFFICULTY_MEAN`` gives traces 2 and 3.
+
     Episode: 2,000 requests (200 s). Control interval: 5 s, about 50 arrivals, the size of
     the workload subsample Cascadia re-plans from (§4.4).
     """
