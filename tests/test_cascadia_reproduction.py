@@ -1,0 +1,73 @@
+"""The Cascadia reproduction: headline arithmetic on hand-made cells, the trace generator, and a
+quick end-to-end run that writes the report, figures and TensorBoard runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments import cascadia_reproduction as repro
+
+
+def cell(scale: float, throughput: float) -> dict[str, float]:
+    return {"min_slo_scale": scale, "throughput_rps": throughput}
+
+
+def test_headline_ratios_are_standalone_over_cascadia():
+    cases = {
+        "q90/trace1": {"Cascadia": cell(2.0, 6.0), "Stand-alone": cell(4.0, 2.0)},
+        "q70/trace3": {"Cascadia": cell(3.0, 5.0), "Stand-alone": cell(3.0, 5.0)},
+    }
+    scaling = {32: {"runtime_s": 1.5}, 80: {"runtime_s": 4.0}}
+    gaps = {"llama_8_gpus": {"gap": 0.03}}
+    ours = repro.headline(cases, scaling, gaps)
+    assert ours["slo_scale_gain_vs_standalone_mean"] == pytest.approx(1.5)  # (2 + 1) / 2
+    assert ours["slo_scale_gain_vs_standalone_max"] == pytest.approx(2.0)
+    assert ours["throughput_gain_vs_standalone_mean"] == pytest.approx(2.0)  # (3 + 1) / 2
+    assert ours["throughput_gain_vs_standalone_max"] == pytest.approx(3.0)
+    assert ours["planning_time_32_gpus_s"] == 1.5 and ours["planning_time_80_gpus_s"] == 4.0
+    assert ours["gap_to_exhaustive_small"] == 0.03
+
+
+def test_trace_requests_are_deterministic_scored_and_burst_at_zero():
+    trace = repro.TRACES[0]
+    first = repro.trace_requests(trace, repro.CASCADIA_MODELS, 50, seed=3)
+    again = repro.trace_requests(trace, repro.CASCADIA_MODELS, 50, seed=3)
+    assert [r.quality_by_model for r in first] == [r.quality_by_model for r in again]
+    assert all(set(r.quality_by_model) == set(repro.CASCADIA_MODELS) for r in first)
+    arrivals = np.array([r.arrival_s for r in first])
+    assert np.all(np.diff(arrivals) >= 0) and arrivals[-1] > 0
+    burst = repro.trace_requests(trace, repro.CASCADIA_MODELS, 50, seed=3, burst=True)
+    assert all(r.arrival_s == 0.0 for r in burst)
+
+
+def test_measure_reads_p95_over_base_latency():
+    class Outcome:
+        def __init__(self, e2e_s: float, quality: float) -> None:
+            self.e2e_s, self.quality, self.completed = e2e_s, quality, True
+
+    outcomes = [Outcome(float(i), 80.0) for i in range(1, 101)]  # e2e 1..100 s
+    values = repro.measure(outcomes, makespan_s=200.0, base_s=10.0)
+    assert values["p95_e2e_s"] == pytest.approx(np.percentile(np.arange(1, 101), 95))
+    assert values["min_slo_scale"] == pytest.approx(values["p95_e2e_s"] / 10.0)
+    assert values["quality"] == 80.0 and values["lost"] == 0.0
+    assert repro.attainment_curve(outcomes, 10.0, np.array([5.0, 10.0])) == [0.5, 1.0]
+
+
+def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
+    assert repro.main(["--quick", "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "report.md").read_text()
+    for key in repro.PAPER:
+        assert f"| {key} |" in report
+    for name in ("fig5_slo_attainment", "fig6_throughput", "fig10_planning_time"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == ["Cascadia", "Stand-alone"]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert len(results["cases"]) == len(repro.TRACES) * len(repro.QUALITY_REQUIREMENTS)
+    for cells in results["cases"].values():
+        assert cells["Cascadia"]["lost"] == 0 and cells["Stand-alone"]["lost"] == 0
+        assert sum(cells["plan"]["gpus"]) == repro.TOTAL_GPUS
+    for gap in results["gaps"].values():
+        assert gap["bilevel_objective"] >= gap["exhaustive_objective"] - 1e-9
