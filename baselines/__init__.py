@@ -14,6 +14,7 @@ from baselines.cauchy import autoscaler as cauchy_autoscaler  # noqa: F401  (reg
 from baselines import llumnix  # noqa: F401  (registers llumnix, llumnix_binary, no_priority)
 from baselines import llumnix_migration  # noqa: F401  (registers llumnix_migration, llumnix_migration_public)
 from baselines import llumnix_scaling  # noqa: F401  (registers llumnix_scaling, llumnix_scaling_public)
+from baselines.cascadeserve import policy as cascadeserve_policy  # noqa: F401  (registers cascadeserve)
 from baselines.cascadia import policy as cascadia_policy  # noqa: F401  (registers cascadia)
 
 __all__ = ["Policy", "make", "policy_names", "register"]

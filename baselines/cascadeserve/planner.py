@@ -1,0 +1,231 @@
+"""The gear planner: cascadeserve.txt Alg. 1 (§4.1), the error-driven alternating loop over
+SP1 cascade search (§4.2), SP2 workload adaption (§4.3), SP3 hardware mapping (§4.4: greedy
+pruning with eq. 4, load balancing with eq. 1-3) and SP4 batch tuning (§4.5), with a latency SLO
+(the planner maximises accuracy subject to p95 latency <= SLO at every QPS).
+
+Each module takes the error of the module after it (or None) and returns None ("ok") or an
+error naming the QPS range (and, from SP4, the bottleneck model). On an error the previous module
+resolves it: SP3 adds a replica of the bottleneck model (a minimum replica count for pruning),
+SP2 downgrades the range's cascade, SP1 gives up and ``PlanningInfeasibleError`` reaches the user
+(Alg. 1 lines 6-7). Convergence: our SP1 samples once and SP2 only changes its assignment on an
+error, so once SP4 accepts a plan another cycle would reproduce it; the loop stops there.
+
+Initialisation (§4.1): the placement is every model on every device and batch sizes are 1.
+Accuracy SLOs (with the Zipf QPS weighting of App. C.2) are not implemented.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from baselines.cascadeserve.batch_tuning import tune_min_queue_length
+from baselines.cascadeserve.cascade_search import CascadeStats, search_cascades
+from baselines.cascadeserve.load_balancer import LoadBalancingError, balance_load, min_utilization
+from baselines.cascadeserve.profiles import Device, ModelProfile, Replica, full_replication
+from baselines.cascadeserve.pruning import PlacementError, prune_placement
+from baselines.cascadeserve.workload_adaption import downgrade, initial_assignment, qps_ranges
+
+_LP_SLACK = 1e-6  # relative slack when re-solving eq. 1-3 at the minimal u
+
+
+class PlanningInfeasibleError(ValueError):
+    """Alg. 1 line 7: the SLO cannot be met on the given hardware."""
+
+
+@dataclass(frozen=True)
+class PlanningProblem:
+    """Inputs of Alg. 1: ordered models (smallest first) with profiles, devices, validation scores
+    (samples x models, 0-100), threshold discretisation, the QPS spectrum and the latency SLO.
+    ``fixed_placement`` skips pruning (SP3 then only load-balances on it)."""
+
+    models: tuple[str, ...]
+    profiles: tuple[ModelProfile, ...]
+    devices: tuple[Device, ...]
+    scores: np.ndarray
+    threshold_levels: int
+    qps_max: float
+    n_ranges: int
+    latency_slo_s: float
+    num_cascade_samples: int = 200
+    fixed_placement: tuple[Replica, ...] | None = None
+    sim_duration_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        if tuple(p.name for p in self.profiles) != tuple(self.models):
+            raise ValueError(f"profiles {[p.name for p in self.profiles]} must match models {list(self.models)}")
+        if self.scores.ndim != 2 or self.scores.shape[1] != len(self.models) or self.scores.shape[0] == 0:
+            raise ValueError(f"scores must be (samples x {len(self.models)}), got shape {self.scores.shape}")
+        if isinstance(self.threshold_levels, bool) or not isinstance(self.threshold_levels, int) or self.threshold_levels < 2:
+            raise ValueError(f"threshold_levels must be an integer >= 2, got {self.threshold_levels!r}")
+        if not (isinstance(self.latency_slo_s, (int, float)) and math.isfinite(self.latency_slo_s) and self.latency_slo_s > 0):
+            raise ValueError(f"latency_slo_s must be a positive finite number, got {self.latency_slo_s!r}")
+        qps_ranges(self.qps_max, self.n_ranges)
+
+
+@dataclass(frozen=True)
+class Gear:
+    """The gear of QPS range (qps_low, qps_high]: its cascade, the first model's minimum queue
+    length, the load balancer's minimal utilisation and the simulated p95 at qps_high."""
+
+    qps_low: float
+    qps_high: float
+    cascade: CascadeStats
+    min_queue_length: int
+    utilization: float
+    latency_p95_s: float
+
+
+@dataclass(frozen=True)
+class GearPlan:
+    """A gear per QPS range plus the placement every gear shares (§4)."""
+
+    models: tuple[str, ...]
+    threshold_levels: int
+    gears: tuple[Gear, ...]
+    placement: tuple[Replica, ...]
+    planning_time_s: float
+    submodule_calls: int
+
+    def gear_index(self, qps: float) -> int:
+        """The range holding ``qps``; QPS above qps_max use the last gear."""
+        if not (math.isfinite(qps) and qps >= 0):
+            raise ValueError(f"qps must be a finite number >= 0, got {qps!r}")
+        width = self.gears[0].qps_high - self.gears[0].qps_low
+        return min(int(qps // width), len(self.gears) - 1)
+
+    def replica_counts(self) -> dict[str, int]:
+        return {m: sum(r.model == m for r in self.placement) for m in self.models}
+
+
+@dataclass
+class _Error:
+    range_index: int
+    model: str | None = None
+
+
+@dataclass
+class _State:
+    front: list[CascadeStats] = field(default_factory=list)
+    assignment: list[int] = field(default_factory=list)
+    min_replicas: dict[str, int] = field(default_factory=dict)
+    placement: tuple[Replica, ...] = ()
+    utilizations: list[float] = field(default_factory=list)
+    gears: list[Gear] = field(default_factory=list)
+
+
+class _Planner:
+    def __init__(self, problem: PlanningProblem, rng: np.random.Generator) -> None:
+        self.p = problem
+        self.rng = rng
+        self.ranges = qps_ranges(problem.qps_max, problem.n_ranges)
+        self.state = _State()
+
+    def demands(self) -> list[dict[str, float]]:
+        s = self.state
+        return [s.front[a].demand_qps(self.p.models, high) for a, (_, high) in zip(s.assignment, self.ranges)]
+
+    def most_demanding(self, demands: Sequence[dict[str, float]]) -> _Error:
+        """A failed pruning names no range; we blame the one needing the most GPU-seconds per
+        second (Σ_m QPS_m · runtime_m · GPUs per replica) among those SP2 can still downgrade,
+        the first on ties."""
+        by_name = {p.name: p for p in self.p.profiles}
+        need = [
+            sum(q * by_name[m].runtime_per_sample_s * by_name[m].gpus_per_replica for m, q in d.items())
+            if self.state.assignment[i] > 0 else -1.0
+            for i, d in enumerate(demands)
+        ]
+        return _Error(int(np.argmax(need)))
+
+    def search_cascades(self, error: _Error | None) -> _Error | None:
+        """SP1 (§4.2); an error here means even the cheapest cascade misses the SLO."""
+        if error is not None:
+            raise PlanningInfeasibleError(
+                f"latency SLO {self.p.latency_slo_s:g} s unattainable at {self.ranges[error.range_index][1]:g} QPS "
+                f"even with the cheapest cascade on {len(self.p.devices)} GPUs"
+            )
+        if not self.state.front:
+            p = self.p
+            self.state.front = search_cascades(p.scores, p.threshold_levels, p.profiles, p.num_cascade_samples, self.rng)
+        return None
+
+    def assign_cascades(self, error: _Error | None) -> _Error | None:
+        """SP2 (§4.3): start from the most accurate cascade, downgrade the erroring range."""
+        s = self.state
+        if not s.assignment:
+            s.assignment = initial_assignment(len(s.front), self.p.n_ranges)
+        if error is None:
+            return None
+        lowered = downgrade(s.assignment, error.range_index)
+        if lowered is None:
+            return error
+        s.assignment, s.min_replicas = lowered, {}
+        return None
+
+    def place_models(self, error: _Error | None) -> _Error | None:
+        """SP3 (§4.4): prune the full placement (eq. 4), then check eq. 1-3 for every range."""
+        s, p = self.state, self.p
+        if error is not None:
+            if p.fixed_placement is not None or error.model is None:
+                return error
+            current = sum(r.model == error.model for r in s.placement)
+            s.min_replicas[error.model] = current + 1
+        demands = self.demands()
+        if p.fixed_placement is not None:
+            s.placement = tuple(p.fixed_placement)
+        else:
+            full = full_replication(p.profiles, p.devices)
+            if any(n > sum(r.model == m for r in full) for m, n in s.min_replicas.items()):
+                return error or self.most_demanding(demands)
+            try:
+                s.placement = prune_placement(full, p.profiles, p.devices, demands, s.min_replicas)
+            except PlacementError:
+                return error or self.most_demanding(demands)
+        s.utilizations = []
+        for i, demand in enumerate(demands):
+            try:
+                s.utilizations.append(min_utilization(s.placement, demand, p.profiles))
+            except LoadBalancingError:
+                return _Error(i)
+        return None
+
+    def tune_batch_sizes(self, error: _Error | None) -> _Error | None:
+        """SP4 (§4.5): minimum queue length per range by simulation."""
+        s, p = self.state, self.p
+        gears = []
+        for i, (demand, (low, high)) in enumerate(zip(self.demands(), self.ranges)):
+            cascade = s.front[s.assignment[i]]
+            bound = max(s.utilizations[i] * (1 + _LP_SLACK), 1e-9)
+            loads = balance_load(s.placement, demand, p.profiles, bound)
+            if loads is None:
+                return _Error(i)
+            length, sim = tune_min_queue_length(
+                cascade, p.models, p.profiles, loads, high, p.latency_slo_s, p.scores, p.threshold_levels, p.sim_duration_s
+            )
+            if length is None:
+                return _Error(i, sim.bottleneck())
+            gears.append(Gear(low, high, cascade, length, s.utilizations[i], sim.latency_p95_s))
+        s.gears = gears
+        return None
+
+
+def plan_gears(problem: PlanningProblem, rng: np.random.Generator) -> GearPlan:
+    """Alg. 1: alternate the four submodules, backtracking on errors, until a plan is accepted."""
+    planner = _Planner(problem, rng)
+    modules = [planner.search_cascades, planner.assign_cascades, planner.place_models, planner.tune_batch_sizes]
+    start = time.perf_counter()
+    current, error, calls = 0, None, 0
+    while True:
+        error = modules[current](error)
+        calls += 1
+        if error is None and current == len(modules) - 1:
+            break
+        current = current + 1 if error is None else current - 1
+    s = planner.state
+    return GearPlan(
+        problem.models, problem.threshold_levels, tuple(s.gears), s.placement, time.perf_counter() - start, calls
+    )

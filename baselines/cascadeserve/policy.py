@@ -1,0 +1,96 @@
+"""``cascadeserve``: online gear switching on servegym/Cascade-v0 (cascadeserve.txt §3, §5).
+
+Every control interval (100 ms in the ``cascadeserve`` scenario) the producer measures the QPS
+by counting the arrivals of the last interval (from the observation's episode progress, which
+is arrivals / episode_requests), looks the gear up in the gear plan and sets its thresholds.
+Hysteresis (§5): the gear is kept while qps < α·Q₀, Q₀ the queue length of the cascade's first
+model (waiting requests on its instances, from the observation), α = 8 by default, so a backlog
+left by a burst keeps the burst's gear until the queue has drained.
+
+The gear's minimum queue length (§4.5) is not applied: servegym instances batch continuously.
+Without a ``plan`` the policy plans on the env's own deployment (``fixed_placement``) with the
+scenario's E2E SLO and ``qps_max`` (default 3x the workload's mean rate).
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+
+from baselines.cascadeserve.planner import GearPlan, plan_gears
+from baselines.cascadeserve.scenario_inputs import problem_for_scenario
+from baselines.policy import Policy, register
+from envs.observation import COUNT_SCALE
+
+ALPHA = 8.0  # §5: "α = 8 works well for most scenarios"
+_PROGRESS, _FIRST_STAGE_WAITING = 1, 6  # Cascade-v0 context indices
+
+
+def unsquash(value: float, scale: float) -> float:
+    """Inverse of ``envs.observation.squash`` (x / (x + scale))."""
+    return scale * value / (1.0 - value) if value < 1.0 else math.inf
+
+
+def keep_gear(qps: float, first_queue_length: float, alpha: float = ALPHA) -> bool:
+    """§5: the gear is not changed while qps < α·Q₀."""
+    return qps < alpha * first_queue_length
+
+
+@register
+class CascadeServePolicy(Policy):
+    """Gear-plan lookup by measured QPS with §5's α hysteresis (module docstring)."""
+
+    name = "cascadeserve"
+    env_ids = ("servegym/Cascade-v0",)
+
+    def __init__(
+        self,
+        env: gym.Env,
+        plan: GearPlan | None = None,
+        alpha: float = ALPHA,
+        qps_max: float | None = None,
+        n_ranges: int = 6,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(env)
+        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 0):
+            raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+        scenario = self.env.scenario
+        if plan is None:
+            problem = problem_for_scenario(
+                scenario, np.random.default_rng(seed), qps_max=qps_max or 3 * scenario.workload.rate_rps,
+                n_ranges=n_ranges, threshold_levels=self.env.threshold_levels, fixed_placement=True,
+            )
+            plan = plan_gears(problem, np.random.default_rng(seed))
+        if plan.models != tuple(self.env.models) or plan.threshold_levels != self.env.threshold_levels:
+            raise ValueError(
+                f"the plan is for {list(plan.models)} with {plan.threshold_levels} levels; the env has "
+                f"{list(self.env.models)} with {self.env.threshold_levels}"
+            )
+        self.plan = plan
+        self.alpha = float(alpha)
+        self.interval_s = scenario.control_interval_s
+        self.episode_requests = scenario.episode_requests
+        self.reset()
+
+    def reset(self) -> None:
+        self.gear: int | None = None
+        self.arrived = 0
+        self.gear_trace: list[int] = []
+
+    def measure(self, observation: dict[str, np.ndarray]) -> tuple[float, float]:
+        """(QPS over the last interval, Q₀) from the observation."""
+        context = observation["context"]
+        arrived = int(round(float(context[_PROGRESS]) * self.episode_requests))
+        qps = max(0, arrived - self.arrived) / self.interval_s
+        self.arrived = arrived
+        return qps, unsquash(float(context[_FIRST_STAGE_WAITING]), COUNT_SCALE)
+
+    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        qps, first_queue = self.measure(observation)
+        if self.gear is None or not keep_gear(qps, first_queue, self.alpha):
+            self.gear = self.plan.gear_index(qps)
+        self.gear_trace.append(self.gear)
+        return np.array(self.plan.gears[self.gear].cascade.levels, dtype=np.int64)
