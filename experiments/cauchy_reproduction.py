@@ -22,7 +22,7 @@ by ``LOAD_SCALE`` = 4 (216 / 200 / 24 req/s, the most the inventory can carry fo
 about 490), so plans use a share of the cluster like the paper's (Fig. 4: 8 GPUs for 6.4 req/s of
 LongWriter); ``--load-scale 1`` runs the paper's QPS.
 
-Fig. 10 (autoscaling vs static) is not reproduced here (see ``baselines.cauchy.autoscaler``).
+Fig. 10 (autoscaling vs static) is ``experiments.cauchy_autoscaling``.
 Tokens/USD counts prompt + output tokens of completed requests over the dollars spent from
 the first arrival until the last request ends. Outputs under ``--out`` (default
 ``results/cauchy``): ``report.md`` (the paper's numbers beside ours and their ratio),
@@ -286,7 +286,7 @@ def write_report(path: Path, results: dict[str, Any], ours: dict[str, float], se
         value = ours.get(key, float("nan"))
         lines.append(f"| {key} | {paper_text} | {_pct(value)} | {value / paper_value:.2f} |")
     lines += ["", "## Plans (target QPS, 8 H800 + 8 A800 + 8 H20)", "",
-              "| workload | plan | deployment | $/hour | planned goodput (req/s) | planned tokens/USD | solve (ms) | fallback |",
+              "| workload | plan | deployment | $/hour | planned goodput (req/s) | planned tokens/USD | ILP solve (ms; paper 20-50, §3.3.2) | fallback |",
               "|---|---|---|---|---|---|---|---|"]
     for workload, plans in results["plans"].items():
         for name, plan in plans.items():

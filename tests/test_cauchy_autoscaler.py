@@ -66,6 +66,26 @@ def test_scales_out_only_after_a_full_window_above_the_threshold(env):
     assert added @ np.array([20.0, 10.0, 15.0]) >= 40.0  # the plan covers the 40 req/s deficit
 
 
+def test_decides_on_the_window_average_not_a_single_sample(env):
+    # Alg. 1 Lines 7-11: a 130 req/s sample in a window of 90s averages 100 (11% over 90):
+    # hold; one more lifts the 4-sample window (90, 90, 130, 130) to 110, 22% over: scale out
+    actions, cluster = run(env, [0.0, 90.0, 90.0, 90.0, 130.0, 130.0])
+    assert all(np.all(a == HOLD) for a in actions[:5])
+    assert actions[5].tolist() == [ADD, HOLD, HOLD] and cluster.serving.tolist() == [3, 2, 2]  # +20 covers 20
+
+
+def test_waits_a_full_window_after_scaling(env):
+    # tick 4 scales out for the 40 req/s deficit: 2 x H800 + 1 x A800 (+50), carried out at
+    # ticks 4-5, so 140 req/s are provisioned. The window at tick 7 (130, 185, 185, 185)
+    # averages 171 > 1.2 x 140, but Line 7 holds until tick 8 = 4 ticks after the scaling,
+    # where (185, 185, 185, 150) averages 176: deficit 36 the free GPUs can cover (A800 +10,
+    # 2 x H20 +30)
+    actions, cluster = run(env, [0.0] + [130.0] * 4 + [185.0] * 3 + [150.0])
+    assert actions[4].tolist() == [ADD, ADD, HOLD] and actions[5].tolist() == [ADD, HOLD, HOLD]
+    assert all(np.all(a == HOLD) for a in actions[6:8])
+    assert np.any(actions[8] == ADD)
+
+
 def test_no_scaling_within_the_threshold(env):
     actions, cluster = run(env, [0.0] + [105.0] * 12)  # 105 - 90 = 15 < 0.2 x 90
     assert all(np.all(a == HOLD) for a in actions) and cluster.serving.tolist() == [2, 2, 2]

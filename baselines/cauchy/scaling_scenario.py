@@ -1,0 +1,197 @@
+"""Scaling-v0 scenarios for Cauchy's autoscaling experiment (cauchy.txt §4.6, Fig. 10): the
+§4.1 testbed deployed as aggregated GPU combos, serving a time-varying load taken from a real
+rate series, with the scaling machinery's clock compressed like the load.
+
+* ``LoadProfile``: a load curve as rates relative to its mean, one per ``bin_s`` real seconds:
+  ``azure_profile`` (the Azure 2023 trace's per-minute arrival counts, the "traffic patterns
+  scaled from Azure LLM Inference Trace" of §4.6) or ``servegen_day_profile`` (one day of
+  ServeGen's pooled m-large rate series, 10-minute windows).
+* ``time_compression`` k: ``bin_s`` real seconds of the profile last ``bin_s / k`` simulated
+  seconds, and so do the start-up time of a new instance (§3.5.1: 90 s) and the autoscaler's
+  windows (``autoscaler_options``: 2 min, 30 s grace, 30 min global window), so the load
+  changes as fast relative to the autoscaler as in real time. Request service times are not
+  compressed. A day-long profile may be compressed further (``load_compression``) to fit a
+  time budget; its swings are then steeper for the autoscaler than in real time.
+* Arrivals are a piecewise-constant Poisson process at the profile's rates scaled to the mean
+  QPS: the Azure conv trace is near-Poisson within a minute (inter-arrival CV 1.09), and its
+  5.5 req/s cannot be replayed at 50-200 req/s request by request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from baselines.cauchy.combos import AGGREGATED_SIZES, Combo
+from baselines.cauchy.goodput import load_goodput_table
+from baselines.cauchy.ilp import ComboPlan, plan_combos
+from baselines.cauchy.selection import build_candidates
+from baselines.cauchy.workloads import INVENTORY, MODEL, CauchyWorkload
+from envs.presets import make_scenario
+from envs.scenario import InstanceGroup, Scenario
+from envs.scenarios.cauchy import CAUCHY_GPUS
+from simulator.request import Request
+from simulator.workloads import PiecewiseRateArrivals, generate_requests, length_sampler, servegen_rate_series
+from simulator.workloads.data_files import SERVEGEN_RATE_WINDOW_S
+from simulator.workloads.traces import AZURE_TRACE_FILES, read_azure_columns
+
+AGGREGATED_COMBOS: tuple[Combo, ...] = tuple(Combo(gpu, n) for gpu in CAUCHY_GPUS for n in AGGREGATED_SIZES)
+STARTUP_S = 90.0  # §3.5.1: provisioning, container start, model load, network
+WINDOW_S = 120.0  # §3.5.1: the sliding window
+GRACE_S = 30.0  # §3.5.1: graceful termination
+GLOBAL_WINDOW_S = 1800.0  # §3.5.2: stable period before the global refinement
+TICKS_PER_WINDOW = 4  # Scaling-v0 steps (QPS samples of Alg. 1, Line 5) per window
+SERVEGEN_WINDOWS_PER_DAY = 144
+
+
+def _positive(label: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{label} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class LoadProfile:
+    """``relative_rates[j]`` (mean 1) holds for ``bin_s`` real seconds each."""
+
+    name: str
+    bin_s: float
+    relative_rates: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        _positive("bin_s", self.bin_s)
+        rates = np.asarray(self.relative_rates, dtype=np.float64)
+        if rates.ndim != 1 or rates.size == 0 or not np.all(np.isfinite(rates)) or np.any(rates < 0):
+            raise ValueError(f"relative_rates must be a non-empty list of finite rates >= 0, got {self.relative_rates!r}")
+        if not math.isclose(float(rates.mean()), 1.0, rel_tol=1e-9):
+            raise ValueError(f"relative_rates must have mean 1, got {rates.mean()!r}")
+
+    def duration_s(self, compression: float) -> float:
+        """Simulated seconds the whole profile lasts."""
+        return len(self.relative_rates) * self.bin_s / _positive("compression", compression)
+
+    def rates_rps(self, mean_rate_rps: float) -> np.ndarray:
+        return np.asarray(self.relative_rates) * _positive("mean_rate_rps", mean_rate_rps)
+
+    def boundaries_s(self, compression: float) -> np.ndarray:
+        return np.arange(len(self.relative_rates)) * self.bin_s / _positive("compression", compression)
+
+    def expected_requests(self, mean_rate_rps: float, compression: float) -> int:
+        """Arrivals the profile holds at ``mean_rate_rps``: the mean rate times its duration."""
+        return round(_positive("mean_rate_rps", mean_rate_rps) * self.duration_s(compression))
+
+
+def _relative(name: str, bin_s: float, rates: np.ndarray) -> LoadProfile:
+    return LoadProfile(name, bin_s, tuple((rates / rates.mean()).tolist()))
+
+
+def azure_profile(source: str = "azure_conv", bin_s: float = 60.0) -> LoadProfile:
+    """Arrivals per ``bin_s`` of the shipped Azure 2023 trace (whole bins only), relative to
+    their mean. ``azure_conv``: 58 one-minute bins between 0.57 and 1.52 x the mean."""
+    if source not in AZURE_TRACE_FILES:
+        raise ValueError(f"unknown Azure trace {source!r}; known: {sorted(AZURE_TRACE_FILES)}")
+    bin_s = _positive("bin_s", bin_s)
+    arrival_s = read_azure_columns(AZURE_TRACE_FILES[source])[0]
+    whole_bins = int(arrival_s[-1] // bin_s)
+    if whole_bins < 1:
+        raise ValueError(f"{source} spans {arrival_s[-1]:.0f} s, less than one {bin_s:g} s bin")
+    counts = np.bincount((arrival_s // bin_s).astype(np.int64), minlength=whole_bins)[:whole_bins]
+    return _relative(f"{source} per {bin_s:g} s", bin_s, counts.astype(np.float64))
+
+
+def servegen_day_profile(day: int = 0) -> LoadProfile:
+    """Day ``day`` (0-13) of ServeGen's pooled m-large rate series: 144 ten-minute windows."""
+    rates = servegen_rate_series().rate_rps
+    days = rates.size // SERVEGEN_WINDOWS_PER_DAY
+    if isinstance(day, bool) or not isinstance(day, int) or not 0 <= day < days:
+        raise ValueError(f"day must be an integer in [0, {days}), got {day!r}")
+    window = rates[day * SERVEGEN_WINDOWS_PER_DAY:(day + 1) * SERVEGEN_WINDOWS_PER_DAY]
+    return _relative(f"servegen m-large day {day}", SERVEGEN_RATE_WINDOW_S, np.asarray(window, dtype=np.float64))
+
+
+def tick_s(time_compression: float) -> float:
+    """Scaling-v0 step: a quarter of the compressed 2-minute window."""
+    return WINDOW_S / _positive("time_compression", time_compression) / TICKS_PER_WINDOW
+
+
+def autoscaler_options(time_compression: float) -> dict[str, float]:
+    """``cauchy_autoscaler``'s windows (§3.5.1-§3.5.2) on the compressed clock."""
+    k = _positive("time_compression", time_compression)
+    return {"window_s": WINDOW_S / k, "grace_s": GRACE_S / k, "global_window_s": GLOBAL_WINDOW_S / k}
+
+
+@dataclass(frozen=True)
+class ProfiledScenario(Scenario):
+    """A scenario whose arrivals follow ``arrival_rates_rps[j]`` from ``arrival_boundaries_s[j]``
+    (the last rate lasts until the ``episode_requests`` have arrived), with the workload's
+    lengths and SLO."""
+
+    arrival_boundaries_s: tuple[float, ...] = ()
+    arrival_rates_rps: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        PiecewiseRateArrivals(self.arrival_boundaries_s, self.arrival_rates_rps)
+
+    def requests(self, rng: np.random.Generator) -> list[Request]:
+        arrivals = PiecewiseRateArrivals(self.arrival_boundaries_s, self.arrival_rates_rps)
+        lengths = length_sampler(self.workload.lengths, **self.workload.lengths_options)
+        return generate_requests(arrivals, lengths, self.episode_requests, rng, slo=self.workload.slo)
+
+
+def mean_load_plan(workload: CauchyWorkload, mean_rate_rps: float) -> ComboPlan:
+    """Cauchy w/o autoscaling's deployment (§4.6): the CO-LP plan (§3.3.2) over the aggregated
+    combos for the mean QPS on the §4.1 inventory; both systems start from it."""
+    table = load_goodput_table()
+    candidates = build_candidates(AGGREGATED_COMBOS, workload, table.combo_goodputs(workload.lengths))
+    return plan_combos(candidates, _positive("mean_rate_rps", mean_rate_rps), INVENTORY, "co")
+
+
+def autoscaling_scenario(
+    workload: CauchyWorkload,
+    initial: Mapping[Combo, int],
+    profile: LoadProfile,
+    mean_rate_rps: float,
+    time_compression: float,
+    load_compression: float | None = None,
+) -> ProfiledScenario:
+    """The workload's ``cauchy`` preset with ``initial`` aggregated combos serving (every
+    aggregated combo is a Scaling-v0 kind, deployed or not), arrivals from ``profile`` at
+    ``mean_rate_rps``, start-up 90 s / k and one step per ``tick_s`` for ``time_compression``
+    k. The profile is compressed by ``load_compression`` (default k; a larger one squeezes a
+    long profile, e.g. a day, into the time budget, making its swings steeper for the
+    autoscaler than in real time)."""
+    load_compression = time_compression if load_compression is None else load_compression
+    unknown = [c.name for c in initial if c not in AGGREGATED_COMBOS]
+    if unknown:
+        raise ValueError(f"not aggregated Cauchy combos: {unknown}; known: {[c.name for c in AGGREGATED_COMBOS]}")
+    for combo, count in initial.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"count of {combo.name} must be a non-negative integer, got {count!r}")
+    base = make_scenario(workload.scenario)
+    groups = tuple(InstanceGroup(c.instance_configs(MODEL)[0], initial.get(c, 0)) for c in AGGREGATED_COMBOS)
+    values = {f.name: getattr(base, f.name) for f in fields(Scenario)}
+    values.update(
+        name=f"{base.name}_autoscaling",
+        description=f"{base.description}; aggregated combos, {profile.name} load at mean {mean_rate_rps:g} req/s, "
+        f"clock compressed {time_compression:g}x, load {load_compression:g}x",
+        instances=groups,
+        workload=dataclasses.replace(base.workload, rate_rps=mean_rate_rps),
+        episode_requests=profile.expected_requests(mean_rate_rps, load_compression),
+        control_interval_s=tick_s(time_compression),
+        provisioning_s=STARTUP_S / time_compression,
+    )
+    return ProfiledScenario(
+        **values,
+        arrival_boundaries_s=tuple(profile.boundaries_s(load_compression).tolist()),
+        arrival_rates_rps=tuple(profile.rates_rps(mean_rate_rps).tolist()),
+    )
+
+
+def plan_counts(plan: ComboPlan) -> dict[Combo, int]:
+    """Combo -> count of a plan."""
+    return {candidate.combo: n for candidate, n in plan.entries}
