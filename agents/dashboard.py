@@ -48,7 +48,9 @@ def episode_metric_names(num_tiers: int) -> list[str]:
 
 
 def higher_is_better(name: str) -> bool:
-    return not (name.endswith("_s") or name in LOWER_IS_BETTER)
+    """Latencies and durations (``*_s``) and ``LOWER_IS_BETTER`` are better low; rates per
+    second (``*_per_s``, e.g. ``output_tokens_per_s``) and everything else better high."""
+    return name.endswith("_per_s") or not (name.endswith("_s") or name in LOWER_IS_BETTER)
 
 
 def tier_metric(tier: int) -> str:

@@ -1,0 +1,118 @@
+"""Train a recipe's agent, run it and the heuristics on the same held-out seeds, and collect
+each episode's headline metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+
+import baselines
+from agents.config import TrainConfig, build_config, config_path_for
+from agents.evaluate import load_agent
+from agents.rollout import run_episode
+from agents.train import EVAL_SEED_BASE, TrainResult, make_env, train
+from experiments.agents_vs_papers.headline import headline_values
+from experiments.agents_vs_papers.recipe import Recipe
+
+AGENT_LABEL = "agent"
+
+
+@dataclass(frozen=True)
+class HeuristicChoice:
+    """The heuristic the agent is compared with, the references beside it, and why (a note
+    for the report when the paper's best heuristic is not registered)."""
+
+    compared: str | None
+    references: tuple[str, ...]
+    note: str
+
+
+def usable_policies(recipe: Recipe, names: Sequence[str]) -> list[str]:
+    """The names among ``names`` that ``baselines.make`` builds for the recipe's env and scenario."""
+    env = make_env(recipe.env_id, recipe.scenario, recipe.env_kwargs, flat=False)
+    usable = []
+    for name in names:
+        try:
+            baselines.make(name, env)
+        except ValueError:
+            continue
+        usable.append(name)
+    env.close()
+    return usable
+
+
+def choose_heuristics(recipe: Recipe) -> HeuristicChoice:
+    """The first of ``recipe.heuristics`` registered for the env and scenario (``baselines.make``
+    builds it; the paper's best when it is); when none is, every registered policy that applies
+    becomes a reference and the comparison is against the best of them on the headline metric
+    (``report.pick_best``)."""
+    usable = usable_policies(recipe, recipe.heuristics)
+    if usable:
+        chosen = usable[0]
+        references = tuple(usable_policies(recipe, [n for n in recipe.references if n != chosen]))
+        note = ("the paper's best heuristic" if chosen == recipe.heuristics[0] else
+                f"the paper's best heuristic {recipe.heuristics[0]!r} is not registered for this env and scenario; "
+                f"its fall-back {chosen!r} is used")
+        return HeuristicChoice(chosen, references, note)
+    registered = tuple(usable_policies(recipe, baselines.policy_names(recipe.env_id)))
+    if not registered:
+        return HeuristicChoice(None, (), f"no heuristic of {list(recipe.heuristics)} nor any other policy is registered "
+                                         f"for {recipe.env_id} on {recipe.scenario!r}: the agent is reported alone")
+    return HeuristicChoice(None, registered, f"none of {list(recipe.heuristics)} is registered for {recipe.env_id} on "
+                                             f"{recipe.scenario!r}; the agent is compared with the best registered "
+                                             "heuristic on the headline metric")
+
+
+def action_space_of(recipe: Recipe) -> gym.spaces.Space:
+    """The action space of the recipe's env (for the report's entropy diagnostic)."""
+    env = make_env(recipe.env_id, recipe.scenario, recipe.env_kwargs, flat=False)
+    space = env.action_space
+    env.close()
+    return space
+
+
+def eval_seeds(recipe: Recipe) -> list[int]:
+    """Held-out evaluation seeds ``agents.train.EVAL_SEED_BASE``, ... (training uses small seeds)."""
+    return [EVAL_SEED_BASE + i for i in range(recipe.eval_seeds)]
+
+
+def train_agent(recipe: Recipe, run_root: Path, seed: int, timesteps: int | None = None) -> TrainResult:
+    """``agents.train.train`` with the recipe's algorithm, hyper-parameters, env and budget (or ``timesteps``)."""
+    config = build_config(recipe.env_id, recipe.scenario, recipe.algo, seed, n_timesteps=timesteps or recipe.timesteps,
+                          n_envs=recipe.n_envs, device="cpu", overrides=recipe.overrides())
+    return train(config, run_root, progress_bar=True)
+
+
+def episode_rows(recipe: Recipe, policy_env: gym.Env, policy, seeds: Sequence[int]) -> list[dict[str, float]]:
+    """One row of headline metrics per seed (plus the env's episode metrics), in seed order."""
+    rows = []
+    for seed in seeds:
+        episode = run_episode(policy_env, policy, seed)
+        cluster = policy_env.unwrapped.cluster
+        values = headline_values(recipe.headline.metrics, episode, cluster.outcomes, cluster.events.now_s)
+        rows.append({**episode, **values})
+    return rows
+
+
+def evaluate_all(recipe: Recipe, model_path: Path, heuristics: Sequence[str],
+                 seeds: Sequence[int]) -> dict[str, list[dict[str, float]]]:
+    """Per policy label (``agent`` and each heuristic), its episode rows on ``seeds``; prints a line per policy."""
+    results: dict[str, list[dict[str, float]]] = {}
+    plain = make_env(recipe.env_id, recipe.scenario, recipe.env_kwargs, flat=False)
+    flat = make_env(recipe.env_id, recipe.scenario, recipe.env_kwargs, flat=True)
+    for label in [AGENT_LABEL, *heuristics]:
+        started = time.perf_counter()
+        if label == AGENT_LABEL:
+            env = flat if TrainConfig.load(config_path_for(model_path)).flat_observation else plain
+            policy, _ = load_agent(model_path, env)
+        else:
+            env, policy = plain, baselines.make(label, plain)
+        results[label] = episode_rows(recipe, env, policy, seeds)
+        print(f"  evaluated {label:<24} {len(seeds)} episodes in {time.perf_counter() - started:5.1f} s", flush=True)
+    plain.close()
+    flat.close()
+    return results

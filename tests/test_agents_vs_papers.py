@@ -1,0 +1,152 @@
+"""experiments.agents_vs_papers: recipes load strictly, headline metrics per tier match the
+requests they summarize, the paired verdict follows the confidence interval, and a quick run
+of one scenario writes a report whose numbers are the heuristic's own rollouts."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import baselines
+from agents.evaluate import t_critical
+from agents.rollout import run_episode
+from experiments.agents_vs_papers.__main__ import main
+from experiments.agents_vs_papers.headline import base_metric, compare, headline_values
+from experiments.agents_vs_papers.recipe import RECIPES_DIR, load_recipe, recipe_names
+from experiments.agents_vs_papers.report import pick_best, training_diagnostics
+from experiments.agents_vs_papers.runner import choose_heuristics, usable_policies
+
+PAPER_SCENARIOS = ["cascadeserve", "cascadia", "cauchy", "multitier", "pascal"]
+
+
+def test_one_recipe_per_paper_scenario_within_an_hour():
+    assert recipe_names() == PAPER_SCENARIOS
+    for name in PAPER_SCENARIOS:
+        recipe, quick = load_recipe(name), load_recipe(name, quick=True)
+        assert recipe.scenario == name and recipe.algo == "maskable_ppo"
+        assert 0 < recipe.budget_minutes <= 60 and recipe.timesteps > quick.timesteps
+        assert recipe.heuristics and recipe.headline.metric == recipe.headline.metrics[0]
+        assert "reward" in recipe.env_kwargs and recipe.reward == quick.reward
+        assert f'env_kwargs.reward="{recipe.reward}"' in recipe.overrides()
+
+
+def test_quick_section_overrides_key_by_key():
+    full, quick = load_recipe("pascal"), load_recipe("pascal", quick=True)
+    assert quick.env_kwargs == {**full.env_kwargs, "episode_requests": 20}
+    assert quick.hyperparams["n_steps"] == 64 and full.hyperparams["n_steps"] == 1024
+    assert (quick.timesteps, quick.n_envs, quick.eval_seeds) == (128, 1, 2)
+
+
+def test_bad_recipes_are_rejected(tmp_path):
+    with pytest.raises(ValueError, match="unknown recipe 'nope'.*pascal"):
+        load_recipe("nope")
+    text = (RECIPES_DIR / "pascal.yml").read_text()
+    (tmp_path / "typo.yml").write_text(text.replace("budget_minutes:", "budget_minute:"))
+    with pytest.raises(ValueError, match="unknown key.*budget_minute"):
+        load_recipe("typo", directory=tmp_path)
+    (tmp_path / "long.yml").write_text(re.sub(r"budget_minutes: \d+", "budget_minutes: 90", text))
+    with pytest.raises(ValueError, match="budget_minutes must be in \\(0, 60\\], got 90"):
+        load_recipe("long", directory=tmp_path)
+    (tmp_path / "steps.yml").write_text(re.sub(r"^timesteps: \d+", "timesteps: -3", text, flags=re.M))
+    with pytest.raises(ValueError, match="timesteps must be >= 1, got -3"):
+        load_recipe("steps", directory=tmp_path)
+
+
+def test_tier_headline_metrics_summarize_that_tiers_requests():
+    env = gym.make("servegym/Routing-v0", scenario="multitier", episode_requests=300)
+    episode = run_episode(env, baselines.make("round_robin", env), 3)
+    cluster = env.unwrapped.cluster
+    names = ["ttft_p99_s", "tier0.ttft_p99_s", "tier3.e2e_mean_s", "tier9.ttft_p99_s"]
+    values = headline_values(names, episode, cluster.outcomes, cluster.events.now_s)
+    done = [o for o in cluster.outcomes if o.completed]
+    assert values["ttft_p99_s"] == episode["ttft_p99_s"]
+    assert values["tier0.ttft_p99_s"] == pytest.approx(np.percentile([o.ttft_s for o in done if o.tier == 0], 99))
+    assert values["tier3.e2e_mean_s"] == pytest.approx(np.mean([o.e2e_s for o in done if o.tier == 3]))
+    assert math.isnan(values["tier9.ttft_p99_s"])  # K = 4: no tier 9
+    with pytest.raises(ValueError, match="unknown headline metric 'ttft_p42_s'"):
+        headline_values(["ttft_p42_s"], episode, cluster.outcomes, cluster.events.now_s)
+    with pytest.raises(ValueError, match="unknown per-tier metric 'bogus'"):
+        headline_values(["tier0.bogus"], episode, cluster.outcomes, cluster.events.now_s)
+    assert base_metric("tier2.ttft_p99_s") == "ttft_p99_s" and base_metric("slo_attainment") == "slo_attainment"
+
+
+def test_paired_verdict_follows_the_confidence_interval():
+    half_width = t_critical(2) * 1.0 / math.sqrt(3)  # differences 1, 2, 3: mean 2, sample sd 1
+    latency = compare("tier0.ttft_p99_s", [1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
+    assert (latency.mean_difference, latency.n) == (2.0, 3) and latency.half_width == pytest.approx(half_width)
+    assert latency.verdict == "tie"  # 2 < 2.48: the interval holds 0
+    assert compare("ttft_p99_s", [3.0, 4.0, 5.0], [0.0, 0.0, 0.0]).verdict == "loss"  # latency: higher is worse
+    assert compare("slo_attainment", [3.0, 4.0, 5.0], [0.0, 0.0, 0.0]).verdict == "win"
+    assert compare("slo_attainment", [0.0, 0.0, 0.0], [3.0, 4.0, 5.0]).verdict == "loss"
+    assert compare("output_tokens_per_s", [3.0, 4.0, 5.0], [0.0, 0.0, 0.0]).verdict == "win"  # a rate, not a latency
+    assert compare("slo_attainment", [1.0, math.nan], [0.0, 0.0]).verdict == "tie"  # one pair left: no interval
+    with pytest.raises(ValueError, match="as many"):
+        compare("slo_attainment", [1.0], [1.0, 2.0])
+
+
+def test_best_registered_heuristic_is_picked_by_the_headline_metric():
+    results = {"a": [{"e2e_p95_s": 2.0}, {"e2e_p95_s": 4.0}], "b": [{"e2e_p95_s": 1.0}, {"e2e_p95_s": 2.0}],
+               "c": [{"e2e_p95_s": math.nan}, {"e2e_p95_s": math.nan}]}
+    assert pick_best("e2e_p95_s", results, ["a", "b", "c"]) == "b"
+    assert pick_best("quality_mean", {"a": [{"quality_mean": 70.0}], "b": [{"quality_mean": 60.0}]}, ["a", "b"]) == "a"
+    with pytest.raises(ValueError, match="no candidate"):
+        pick_best("e2e_p95_s", results, [])
+
+
+def test_fall_back_when_the_papers_heuristic_is_not_registered():
+    pascal = choose_heuristics(load_recipe("pascal", quick=True))
+    assert pascal.compared == "pascal" and pascal.note == "the paper's best heuristic"
+    recipe = load_recipe("cascadeserve", quick=True)
+    cascade = choose_heuristics(recipe)
+    applicable = set(usable_policies(recipe, baselines.policy_names(recipe.env_id)))
+    if "cascadeserve" in applicable:
+        assert cascade.compared == "cascadeserve"
+    elif "cascadia" in applicable:
+        assert cascade.compared == "cascadia" and "not registered" in cascade.note
+    else:
+        assert cascade.compared is None and set(cascade.references) == applicable
+    assert usable_policies(recipe, ["no_such_policy", "round_robin"]) == []  # unknown, and not a Cascade-v0 policy
+
+
+def test_quick_run_reports_agent_against_the_papers_heuristic(tmp_path, capsys):
+    assert main(["--scenario", "multitier", "--quick", "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")]) == 0
+    out = tmp_path / "out" / "multitier"
+    report = (out / "report.md").read_text()
+    assert report in capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    assert results["heuristic"] == "llumnix_migration" and results["seeds"] == [10_000, 10_001]
+    assert "**Headline verdict: " in report and "`llumnix_migration`" in report
+
+    with open(out / "episodes.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    per_policy = {p: [r for r in rows if r["policy"] == p] for p in ("agent", "llumnix_migration", "llumnix_migration_public")}
+    assert all(len(v) == 2 for v in per_policy.values())
+    # the heuristic's rows are its own rollouts on those seeds
+    recipe = load_recipe("multitier", quick=True)
+    env = gym.make(recipe.env_id, scenario="multitier", **recipe.env_kwargs)
+    for row, seed in zip(per_policy["llumnix_migration"], results["seeds"]):
+        episode = run_episode(env, baselines.make("llumnix_migration", env), seed)
+        assert float(row["ttft_p99_s"]) == pytest.approx(episode["ttft_p99_s"])
+    # the verdict's difference is the paired mean of the per-seed differences
+    for comparison in results["comparisons"]:
+        metric = comparison["metric"]
+        differences = [float(a[metric]) - float(h[metric]) for a, h in zip(per_policy["agent"], per_policy["llumnix_migration"])]
+        assert comparison["mean_difference"] == pytest.approx(np.mean(differences), nan_ok=True)
+        assert results["metrics"]["agent"][metric]["n"] == 2
+
+
+def test_training_diagnostics_compare_entropy_with_the_uniform_policy(tmp_path):
+    (tmp_path / "progress.csv").write_text(
+        "rollout/ep_rew_mean,train/entropy_loss\n10.0,\n12.5,-2.0\n20.0,-1.0397207708399179\n")
+    text = training_diagnostics(tmp_path, spaces.Discrete(8))  # uniform: ln 8 = 2.0794 nats
+    assert "return 10 at the first log, 20 at the last" in text
+    assert "entropy 1.04 nats, 50% of the uniform policy's 2.08" in text
+    multi = training_diagnostics(tmp_path, spaces.MultiDiscrete([5, 5]))  # uniform: 2 ln 5 = 3.2189
+    assert f"{1.0397207708399179 / (2 * math.log(5)):.0%} of the uniform policy's 3.22" in multi
