@@ -29,6 +29,8 @@ from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
+from agents.policies import InstanceScoringPolicy, MaskableInstanceScoringPolicy
+
 HYPERPARAMS_DIR = Path(__file__).parent / "hyperparams"
 DEFAULTS_SECTION = "defaults"
 RUN_KEYS = ("policy", "n_envs", "vec_env", "n_timesteps", "normalize", "env_kwargs", "policy_kwargs")
@@ -54,18 +56,41 @@ class Algorithm:
 
     @property
     def takes_masks(self) -> bool:
-        return self.cls is MaskablePPO
+        return issubclass(self.cls, MaskablePPO)
 
     def constructor_args(self) -> list[str]:
         """Keyword arguments a hyper-parameter file may set."""
         return [p for p in inspect.signature(self.cls.__init__).parameters if p not in RESERVED_ALGO_ARGS]
 
 
+# servegym's own policies by the name a hyper-parameter file gives (``policy: InstanceScoringPolicy``);
+# the algorithms below know them as SB3 knows its ``MultiInputPolicy``.
+INSTANCE_SCORING = "InstanceScoringPolicy"
+
+
+class ServegymPPO(PPO):
+    """PPO that also knows ``InstanceScoringPolicy`` (``agents.policies``) by name."""
+
+    policy_aliases = {**PPO.policy_aliases, INSTANCE_SCORING: InstanceScoringPolicy}
+
+
+class ServegymA2C(A2C):
+    """A2C that also knows ``InstanceScoringPolicy`` (``agents.policies``) by name."""
+
+    policy_aliases = {**A2C.policy_aliases, INSTANCE_SCORING: InstanceScoringPolicy}
+
+
+class ServegymMaskablePPO(MaskablePPO):
+    """MaskablePPO that also knows ``InstanceScoringPolicy`` (its maskable variant) by name."""
+
+    policy_aliases = {**MaskablePPO.policy_aliases, INSTANCE_SCORING: MaskableInstanceScoringPolicy}
+
+
 _ALL_SPACES = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
 ALGORITHMS: dict[str, Algorithm] = {
-    "ppo": Algorithm("ppo", PPO, _ALL_SPACES),
-    "maskable_ppo": Algorithm("maskable_ppo", MaskablePPO, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)),
-    "a2c": Algorithm("a2c", A2C, _ALL_SPACES),
+    "ppo": Algorithm("ppo", ServegymPPO, _ALL_SPACES),
+    "maskable_ppo": Algorithm("maskable_ppo", ServegymMaskablePPO, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)),
+    "a2c": Algorithm("a2c", ServegymA2C, _ALL_SPACES),
     "dqn": Algorithm("dqn", DQN, (spaces.Discrete,)),
     "recurrent_ppo": Algorithm("recurrent_ppo", RecurrentPPO, _ALL_SPACES),
 }
@@ -156,8 +181,9 @@ class TrainConfig:
 
     @property
     def flat_observation(self) -> bool:
-        """MLP policies take the flattened observation; ``MultiInput*`` policies take the Dict."""
-        return not self.policy.startswith("MultiInput")
+        """``Mlp*`` policies take the flattened observation; ``MultiInput*`` and
+        ``InstanceScoringPolicy`` take the Dict."""
+        return self.policy.startswith("Mlp")
 
     def sb3_policy_kwargs(self) -> dict[str, Any]:
         """``policy_kwargs`` with the activation name replaced by its torch class."""

@@ -6,6 +6,15 @@ and from the cluster's cost, so a reward is never credited twice:
 - ``slo``: Σ over finished requests of w_tier · (+1 if it met its SLO else −1), divided by
   the largest tier weight (tier weights from the scenario, multitier-llumnix.txt's tiers).
 - ``latency``: −Σ over completed requests of E2E / 10 s, −1 per rejected request.
+- ``latency_dense``: −(∫ requests in the system dt over the step) / 10 s. By Little's law the
+  episode's sum is −Σ over all requests of their time in the system / 10 s, the ``latency``
+  total (rejected requests counted by their time until rejection), but paid while the time
+  accrues: a decision that lengthens queues costs at once, and postponing a request's end
+  (which the delayed ``slo`` / ``latency`` rewards favour under discounting) saves nothing.
+- ``latency_balance``: ``latency_dense`` plus potential-based shaping (Ng, Harada & Russell,
+  ICML 1999, with γ = 1) Φ(s') − Φ(s), Φ = −Σ over instances of (requests on it / 16)²: routing
+  to an instance with n requests costs (2n + 1) / 256 at once, and the shaping terms of an
+  episode sum to Φ(end) − Φ(start) = 0 (every instance is empty at both ends).
 - ``cost``: SLO-meeting output tokens / 1,000 − ``usd_weight`` · (dollars spent during the
   step), ``usd_weight`` = 1,000 / (the scenario's full-cluster $ per hour); the ratio of the
   two terms is tokens per USD (cauchy.txt §3.2) against an SLO floor.
@@ -83,6 +92,56 @@ class CostReward(RewardFunction):
         spent, self._last_cost_usd = cost - self._last_cost_usd, cost
         good_tokens = sum(o.output_tokens for o in finished if meets_slo(o))
         return good_tokens / 1000.0 - self.usd_weight * spent
+
+
+class DenseLatencyReward(RewardFunction):
+    """``latency_dense``: ∫ N(t) dt over the step, N the requests arrived and not yet ended, as
+    N(t_prev)·Δt + Σ over arrivals in the step (t − arrival) − Σ over ends in the step (t − end)."""
+
+    E2E_SCALE_S = LatencyReward.E2E_SCALE_S
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self._last_s = 0.0
+        self._arrived = 0
+        self._ended = 0
+
+    def reset(self, cluster: Cluster) -> None:
+        self._last_s = cluster.events.now_s
+        self._arrived = cluster.arrived
+        self._ended = len(cluster.outcomes)
+
+    def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
+        now_s = cluster.events.now_s
+        in_system = self._arrived - self._ended
+        arrivals = cluster.submitted_requests[self._arrived:cluster.arrived]
+        request_s = in_system * (now_s - self._last_s)
+        request_s += sum(now_s - r.arrival_s for r in arrivals)
+        request_s -= sum(now_s - o.finish_s for o in cluster.outcomes[self._ended:])
+        self._last_s, self._arrived, self._ended = now_s, cluster.arrived, len(cluster.outcomes)
+        return -request_s / self.E2E_SCALE_S
+
+
+class BalancedDenseLatencyReward(DenseLatencyReward):
+    """``latency_balance``: ``latency_dense`` + Φ(s') − Φ(s), Φ = −Σ_k (n_k / ``COUNT_SCALE``)²."""
+
+    COUNT_SCALE = 16.0  # requests, as ``envs.observation.COUNT_SCALE``
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self._potential = 0.0
+
+    def potential(self, cluster: Cluster) -> float:
+        return -sum((i.num_requests / self.COUNT_SCALE) ** 2 for i in cluster.instances.values())
+
+    def reset(self, cluster: Cluster) -> None:
+        super().reset(cluster)
+        self._potential = self.potential(cluster)
+
+    def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
+        potential = self.potential(cluster)
+        shaping, self._potential = potential - self._potential, potential
+        return super().__call__(cluster, finished) + shaping
 
 
 def _interval_latency_and_quality(finished: Sequence[RequestOutcome], reward_name: str) -> tuple[float, float]:
@@ -165,6 +224,7 @@ class LatencyConstrainedQualityReward(RewardFunction):
 
 
 REWARDS: dict[str, type[RewardFunction]] = {
-    "slo": SLOReward, "latency": LatencyReward, "cost": CostReward, "quality": QualityReward,
+    "slo": SLOReward, "latency": LatencyReward, "latency_dense": DenseLatencyReward,
+    "latency_balance": BalancedDenseLatencyReward, "cost": CostReward, "quality": QualityReward,
     "quality_latency": LatencyConstrainedQualityReward,
 }

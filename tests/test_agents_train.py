@@ -71,7 +71,9 @@ for _cls in (_FirstValid, _LastValid):
 
 
 def tiny_config(algo: str, timesteps: int = 128, extra: tuple[str, ...] = (), **kwargs) -> TrainConfig:
-    overrides = [*TINY[algo], "policy_kwargs.net_arch=[32]", f"env_kwargs.episode_requests={EPISODE_REQUESTS}", *extra]
+    # reward "slo" (the Routing-v0 sections default to "latency_balance"): returns below check SLO attainment
+    overrides = [*TINY[algo], "policy_kwargs.net_arch=[32]", f"env_kwargs.episode_requests={EPISODE_REQUESTS}",
+                 "env_kwargs.reward=slo", *extra]
     return build_config(ROUTING, "default", algo, 0, n_timesteps=timesteps, n_envs=1, device="cpu",
                         overrides=overrides, **kwargs)
 
@@ -201,7 +203,10 @@ def test_cli_trains_with_subprocess_envs_and_masks(tmp_path, capsys):
     assert sorted(p.name for p in (run_dir / "monitor").iterdir()) == ["0.monitor.csv", "1.monitor.csv"]
     config = TrainConfig.load(run_dir / "config.yml")
     assert (config.n_envs, config.vec_env, config.checkpoint_freq) == (2, "subproc", 0)
-    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["model_128_steps.zip"]
+    # maskable_ppo.yml's Routing-v0 section scales rewards with VecNormalize: its statistics are saved too
+    assert config.normalize == {"norm_obs": False, "norm_reward": True}
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["model_128_steps.zip",
+                                                                           "model_vecnormalize_128_steps.pkl"]
 
 
 def test_hyperparameter_files_resolve_for_every_algorithm_and_env():

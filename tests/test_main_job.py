@@ -12,14 +12,22 @@ from agents.config import TrainConfig
 from agents.evaluate import mean_ci
 from agents.rollout import evaluate as rollout_evaluate
 from agents.train import EVAL_SEED_BASE
-from experiments.main import BASELINES, ENV_ID, QUICK_BASELINES, applicable_baselines, main, settings_for
+from experiments.main import (
+    BASELINES,
+    ENV_ID,
+    FULL_TIMESTEPS,
+    QUICK_BASELINES,
+    applicable_baselines,
+    main,
+    settings_for,
+)
 
 
 def test_full_job_settings():
     settings = settings_for(quick=False)
     assert settings.baselines == BASELINES
     assert "least_outstanding" in settings.baselines and "llumnix" in settings.baselines
-    assert settings.timesteps == 40_000 and settings.n_envs == 2
+    assert settings.timesteps == FULL_TIMESTEPS == 100_000 and settings.n_envs == 2
     assert settings.eval_seeds == tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + 5))
     assert settings.env_kwargs == {}
     assert settings_for(quick=False, timesteps=1000, num_seeds=3).eval_seeds == (10_000, 10_001, 10_002)
