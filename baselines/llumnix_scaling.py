@@ -63,7 +63,7 @@ class FreenessBandScaling(Policy):
         if not scale_out_below < scale_in_above:
             raise ValueError(f"scale_out_below ({scale_out_below}) must be below scale_in_above ({scale_in_above})")
         self.scale_out_below, self.scale_in_above = float(scale_out_below), float(scale_in_above)
-        self.kinds = len(self.env.kinds)
+        self.kinds = len(self.env.units)
 
     def mean_freeness(self, observation: dict[str, np.ndarray]) -> float:
         """Average of the freeness feature over the serving instances (∞ if one is idle)."""

@@ -1,8 +1,9 @@
-"""servegym/Scaling-v0: add or remove instances of each kind once per scaling window."""
+"""servegym/Scaling-v0: add or remove deployment units of each kind once per scaling window."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,57 +11,48 @@ from gymnasium import spaces
 
 from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, squash
-from envs.scenario import Scenario
+from envs.scenario import ScalingUnit
 from simulator.cluster import Cluster
-from simulator.instance import InstanceConfig, Lifecycle, Role
+from simulator.instance import Lifecycle
 from simulator.sequence import Sequence
 
 REMOVE, HOLD, ADD = 0, 1, 2
 KIND_FEATURES = ("serving", "starting", "draining")
 
 
-def instance_kinds(scenario: Scenario) -> tuple[InstanceConfig, ...]:
-    """The distinct ``InstanceConfig`` of the scenario's instance groups, in group order."""
-    kinds: list[InstanceConfig] = []
-    for group in scenario.instances:
-        if group.config not in kinds:
-            kinds.append(group.config)
-    return tuple(kinds)
+@dataclass
+class DeployedUnit:
+    """A unit in the cluster: its kind (index into ``ScalingEnv.units``) and instance ids, entry first."""
 
-
-def least_outstanding_router(cluster: Cluster, seq: Sequence) -> int:
-    """The serving instance with the fewest requests (waiting + running + swapped); lowest id on ties."""
-    best_id, best_load = -1, 0
-    for instance_id in cluster.routable_ids():
-        load = cluster.instances[instance_id].num_requests
-        if best_id < 0 or load < best_load:
-            best_id, best_load = instance_id, load
-    if best_id < 0:
-        raise RuntimeError(f"no serving instance can take request {seq.request_id}")
-    return best_id
+    kind: int
+    instance_ids: tuple[int, ...]
 
 
 class ScalingEnv(ServingEnv):
-    """Scale the deployment: once per window, add or remove one instance of each kind.
+    """Scale the deployment: once per window, add or remove one unit of each kind.
 
     ## Description
     A step is one scaling window of ``scaling_window_s`` simulated seconds (cauchy.txt §3.5
     scales on a 2-minute sliding window). The scenario's ``instances`` serve at reset; its
     ``gpu_inventory`` bounds what may be added and ``max_instances`` is the number of instance
-    slots. An *instance kind* is each distinct ``InstanceConfig`` of the scenario (GPU type,
-    GPU count, model, ...). Between steps, arrivals go to the serving instance with the fewest
-    outstanding requests (lowest id on ties). The clock starts at 0 at reset; the first window
-    runs after the first action.
+    slots. A *unit kind* is one of the scenario's ``scaling_units()``: by default each distinct
+    aggregated ``InstanceConfig`` (GPU type, GPU count, model, ...); a scenario of GPU combos
+    (cauchy.txt §3.1) makes each combo, a prefill instance with its decode instances, one unit
+    that is added and removed whole. Between steps, arrivals go to the serving unit with the
+    fewest outstanding requests (waiting + running + swapped, over its instances) per
+    ``routing_weight``, counting the new one (lowest entry id on ties); inside a unit the
+    scenario's cluster places them (prefill on the entry, decode by its decode router). The
+    clock starts at 0 at reset; the first window runs after the first action.
 
     ## Action space
     ``MultiDiscrete([3] * kinds)``, per kind: 0 = remove one (drain the most recently added
-    serving instance of that kind: it takes no new request and stops, freeing its GPUs, once
-    its requests are done), 1 = hold, 2 = add one (GPUs are held and paid from now; it serves
-    after its weight-load time plus the scenario's ``provisioning_s``).
+    serving unit of that kind: its instances take no new request and stop, freeing their GPUs,
+    once their requests are done), 1 = hold, 2 = add one (GPUs are held and paid from now; an
+    instance serves after its weight-load time plus the scenario's ``provisioning_s``).
     ``action_masks()`` is the concatenation of per-kind masks [remove, hold, add]: remove needs
-    a serving instance of that kind and at least two serving instances overall; add needs
-    free inventory GPUs of its type and a free slot; hold is always valid. An action is also
-    invalid when its parts together would remove every serving instance or exceed the free
+    a serving unit of that kind and at least two serving units overall; add needs free
+    inventory GPUs of its types and a free slot per instance; hold is always valid. An action
+    is also invalid when its parts together would remove every serving unit or exceed the free
     GPUs or slots. An invalid action becomes hold for every kind, costs
     ``invalid_action_penalty`` and sets ``info["invalid_action"]``; ``strict=True`` raises.
 
@@ -71,7 +63,8 @@ class ScalingEnv(ServingEnv):
     requests in the cluster (each squashed by 16), cluster $ per hour (squashed by 100), SLO
     attainment of the requests finished in the last window (0 when none), their count
     (squashed by 16), episode progress (arrived / episode_requests)] + per kind [serving,
-    starting, draining instances, each / max_instances].
+    starting, draining units, each / max_instances]. A unit is in its entry instance's state;
+    once its entry has stopped, draining until its last instance stops.
 
     ## Rewards
     ``reward="cost"`` (default: SLO-meeting output tokens against dollars spent, cauchy.txt
@@ -89,8 +82,9 @@ class ScalingEnv(ServingEnv):
     workload overrides as keywords (e.g. ``gpu_inventory``, ``max_instances``, ``rate_rps``).
 
     ## Scenarios
-    Any with aggregated instances; ``default`` deploys its whole inventory, so give it a larger
-    ``gpu_inventory`` and ``max_instances`` to allow additions.
+    Any with aggregated instances, or one that defines its own ``scaling_units`` (the GPU-combo
+    scenarios of ``baselines.cauchy.scaling_scenario``); ``default`` deploys its whole
+    inventory, so give it a larger ``gpu_inventory`` and ``max_instances`` to allow additions.
     """
 
     env_id = "servegym/Scaling-v0"
@@ -102,37 +96,30 @@ class ScalingEnv(ServingEnv):
             raise ValueError(f"scaling_window_s must be positive and finite, got {scaling_window_s!r}")
         super().__init__(scenario, reward=reward, **kwargs)
         self.scaling_window_s = float(scaling_window_s or self.scenario.control_interval_s)
-        self.kinds = instance_kinds(self.scenario)
-        for config in self.kinds:
-            if config.role != Role.AGGREGATED:
-                raise ValueError(
-                    f"Scaling-v0 scales aggregated instances only; {config.model} on {config.gpu} has role {config.role!r}"
-                )
-        self.kind_names = tuple(f"{c.model}@{c.num_gpus}x{c.gpu}" for c in self.kinds)
-        self.action_space = spaces.MultiDiscrete([3] * len(self.kinds))
+        self.units: tuple[ScalingUnit, ...] = self.scenario.scaling_units()
+        self.kind_names = tuple(u.name for u in self.units)
+        self._unit_gpus = [u.gpu_counts() for u in self.units]
+        self.action_space = spaces.MultiDiscrete([3] * len(self.units))
         self._slots: list[int | None] = []
-        self._kind_of: dict[int, int] = {}
+        self._deployed: list[DeployedUnit] = []
         self._until_s = 0.0
         self._window_first_outcome = 0
 
     def context_size(self) -> int:
-        return 8 + len(KIND_FEATURES) * len(instance_kinds(self.scenario))
+        return 8 + len(KIND_FEATURES) * len(self.scenario.scaling_units())
 
     def mask_size(self) -> int:
-        return 3 * len(instance_kinds(self.scenario))
+        return 3 * len(self.scenario.scaling_units())
 
     def cluster_options(self) -> dict[str, Any]:
-        return {"router": least_outstanding_router}
+        return {"router": self.route}
 
     def on_reset(self) -> None:
         assert self.cluster is not None
-        # InstanceFeatures caches hardware columns by id(instance); the last episode's instances
-        # are gone and a new one may reuse an id, so each episode starts with an empty cache.
         self._slots = [None] * self.scenario.max_instances
-        self._kind_of = {}
-        for slot, instance in enumerate(self.cluster.instances.values()):
-            self._slots[slot] = instance.instance_id
-            self._kind_of[instance.instance_id] = self.kinds.index(instance.config)
+        self._deployed = [DeployedUnit(kind, ids) for kind, ids in self.scenario.deployed_units(self.cluster)]
+        for slot, instance_id in enumerate(self.cluster.instances):
+            self._slots[slot] = instance_id
         self._until_s = 0.0
         self._window_first_outcome = 0
 
@@ -142,63 +129,98 @@ class ScalingEnv(ServingEnv):
         self.cluster.advance(self._until_s)
         return self.cluster.pending_requests() == 0
 
+    def route(self, cluster: Cluster, seq: Sequence) -> int:
+        """The entry of the serving unit with the fewest outstanding requests per routing
+        weight, counting this one; lowest entry id on ties (the router between decisions)."""
+        best_id, best_load = -1, 0.0
+        instances = cluster.instances
+        for unit in self._deployed:
+            entry = instances[unit.instance_ids[0]]
+            if entry.lifecycle != Lifecycle.SERVING:
+                continue
+            outstanding = sum(instances[i].num_requests for i in unit.instance_ids)
+            load = (outstanding + 1) / self.units[unit.kind].routing_weight
+            if best_id < 0 or load < best_load:
+                best_id, best_load = entry.instance_id, load
+        if best_id < 0:
+            raise RuntimeError(f"no serving unit can take request {seq.request_id}")
+        return best_id
+
     # ----------------------------------------------------------------- state queries
-    def _ids_in(self, kind: int, lifecycle: Lifecycle) -> list[int]:
+    def unit_lifecycle(self, unit: DeployedUnit) -> Lifecycle:
+        """The entry's state; once the entry stopped, draining until every instance stopped."""
         assert self.cluster is not None
         instances = self.cluster.instances
-        return [i for i, k in self._kind_of.items() if k == kind and instances[i].lifecycle == lifecycle]
+        entry = instances[unit.instance_ids[0]].lifecycle
+        if entry != Lifecycle.STOPPED:
+            return entry
+        if all(instances[i].lifecycle == Lifecycle.STOPPED for i in unit.instance_ids):
+            return Lifecycle.STOPPED
+        return Lifecycle.DRAINING
+
+    def _units_in(self, kind: int, lifecycle: Lifecycle) -> list[DeployedUnit]:
+        return [u for u in self._deployed if u.kind == kind and self.unit_lifecycle(u) == lifecycle]
 
     def _free_slots(self) -> list[int]:
         assert self.cluster is not None
         instances = self.cluster.instances
         return [s for s, i in enumerate(self._slots) if i is None or instances[i].lifecycle == Lifecycle.STOPPED]
 
-    def _free_gpus(self, gpu: str) -> int:
+    def _free_gpus(self) -> dict[str, int]:
         assert self.cluster is not None
-        return self.cluster.gpu_inventory.get(gpu, 0) - self.cluster.gpus_in_use.get(gpu, 0)
+        return {gpu: n - self.cluster.gpus_in_use.get(gpu, 0) for gpu, n in self.cluster.gpu_inventory.items()}
 
     def _serving_total(self) -> int:
-        return sum(len(self._ids_in(k, Lifecycle.SERVING)) for k in range(len(self.kinds)))
+        return sum(self.unit_lifecycle(u) == Lifecycle.SERVING for u in self._deployed)
+
+    def _fits(self, kinds: list[int], free_slots: int, free_gpus: dict[str, int]) -> bool:
+        """Whether adding one unit of each of ``kinds`` fits the free slots and GPUs."""
+        if sum(len(self.units[k].configs) for k in kinds) > free_slots:
+            return False
+        wanted: dict[str, int] = {}
+        for kind in kinds:
+            for gpu, n in self._unit_gpus[kind].items():
+                wanted[gpu] = wanted.get(gpu, 0) + n
+        return all(n <= free_gpus.get(gpu, 0) for gpu, n in wanted.items())
 
     # ----------------------------------------------------------------- actions
     def action_masks(self) -> np.ndarray:
-        mask = np.zeros((len(self.kinds), 3), dtype=bool)
+        mask = np.zeros((len(self.units), 3), dtype=bool)
         mask[:, HOLD] = True
         serving_total = self._serving_total()
-        has_free_slot = bool(self._free_slots())
-        for kind, config in enumerate(self.kinds):
-            mask[kind, REMOVE] = serving_total >= 2 and bool(self._ids_in(kind, Lifecycle.SERVING))
-            mask[kind, ADD] = has_free_slot and self._free_gpus(config.gpu) >= config.num_gpus
+        free_slots, free_gpus = len(self._free_slots()), self._free_gpus()
+        for kind in range(len(self.units)):
+            mask[kind, REMOVE] = serving_total >= 2 and bool(self._units_in(kind, Lifecycle.SERVING))
+            mask[kind, ADD] = self._fits([kind], free_slots, free_gpus)
         return mask.reshape(-1)
 
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:
         choices = [int(a) for a in action]
-        per_kind = mask.reshape(len(self.kinds), 3)
+        per_kind = mask.reshape(len(self.units), 3)
         if not all(per_kind[kind, choice] for kind, choice in enumerate(choices)):
             return False
         if self._serving_total() - choices.count(REMOVE) < 1:
             return False
-        if choices.count(ADD) > len(self._free_slots()):
-            return False
-        wanted: dict[str, int] = {}
-        for kind, choice in enumerate(choices):
-            if choice == ADD:
-                config = self.kinds[kind]
-                wanted[config.gpu] = wanted.get(config.gpu, 0) + config.num_gpus
-        return all(count <= self._free_gpus(gpu) for gpu, count in wanted.items())
+        adds = [kind for kind, choice in enumerate(choices) if choice == ADD]
+        return self._fits(adds, len(self._free_slots()), self._free_gpus())
 
     def fallback_action(self) -> np.ndarray:
-        return np.full(len(self.kinds), HOLD, dtype=np.int64)
+        return np.full(len(self.units), HOLD, dtype=np.int64)
 
     def apply(self, action: Any, valid: bool) -> None:
         assert self.cluster is not None
         for kind, choice in enumerate(int(a) for a in action):
             if choice == REMOVE:
-                self.cluster.drain(max(self._ids_in(kind, Lifecycle.SERVING)))
+                unit = self._units_in(kind, Lifecycle.SERVING)[-1]
+                for instance_id in unit.instance_ids:
+                    if self.cluster.instances[instance_id].lifecycle in (Lifecycle.SERVING, Lifecycle.STARTING):
+                        self.cluster.drain(instance_id)
             elif choice == ADD:
-                instance_id = self.cluster.deploy(self.kinds[kind])
-                self._slots[self._free_slots()[0]] = instance_id
-                self._kind_of[instance_id] = kind
+                instance_ids = self.scenario.deploy_unit(self.cluster, kind)
+                for instance_id, slot in zip(instance_ids, self._free_slots()):
+                    self._slots[slot] = instance_id
+                self._deployed.append(DeployedUnit(kind, instance_ids))
+        self._deployed = [u for u in self._deployed if self.unit_lifecycle(u) != Lifecycle.STOPPED]
         self._until_s = self.cluster.events.now_s + self.scaling_window_s
 
     # ----------------------------------------------------------------- observation
@@ -223,7 +245,7 @@ class ScalingEnv(ServingEnv):
         vector[6] = squash(len(finished), COUNT_SCALE)
         vector[7] = cluster.arrived / self.scenario.episode_requests
         slots = self.scenario.max_instances
-        for kind in range(len(self.kinds)):
+        for kind in range(len(self.units)):
             for offset, lifecycle in enumerate((Lifecycle.SERVING, Lifecycle.STARTING, Lifecycle.DRAINING)):
-                vector[8 + len(KIND_FEATURES) * kind + offset] = len(self._ids_in(kind, lifecycle)) / slots
+                vector[8 + len(KIND_FEATURES) * kind + offset] = len(self._units_in(kind, lifecycle)) / slots
         return vector

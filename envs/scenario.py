@@ -11,7 +11,7 @@ import numpy as np
 
 from hardware.gpus import get_gpu
 from simulator.cluster import Cluster
-from simulator.instance import InstanceConfig
+from simulator.instance import InstanceConfig, Role
 from simulator.metrics import QoETargets
 from simulator.request import SLO, Request
 from simulator.workloads import (
@@ -107,6 +107,34 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class ScalingUnit:
+    """What servegym/Scaling-v0 adds or removes as one: instances deployed together, entry
+    first (an aggregated instance, or a prefill instance with its decode instances, a GPU
+    combo of cauchy.txt §3.1). Between scaling decisions arrivals go to the serving unit with
+    the fewest requests per ``routing_weight`` (e.g. the unit's goodput)."""
+
+    name: str
+    configs: tuple[InstanceConfig, ...]
+    routing_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.configs:
+            raise ValueError(f"scaling unit {self.name!r} has no instance")
+        if self.configs[0].role == Role.DECODE:
+            raise ValueError(f"scaling unit {self.name!r}: its entry (first) instance cannot be decode-only")
+        if not (isinstance(self.routing_weight, (int, float)) and np.isfinite(self.routing_weight)
+                and self.routing_weight > 0):
+            raise ValueError(f"routing_weight of {self.name!r} must be positive and finite, got {self.routing_weight!r}")
+
+    def gpu_counts(self) -> dict[str, int]:
+        """GPUs per type the unit holds."""
+        counts: dict[str, int] = {}
+        for config in self.configs:
+            counts[config.gpu] = counts.get(config.gpu, 0) + config.num_gpus
+        return counts
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A serving setup an environment runs episodes of.
 
@@ -182,6 +210,31 @@ class Scenario:
             for _ in range(group.count):
                 cluster.deploy(group.config, ready_now=True)
         return cluster
+
+    def scaling_units(self) -> tuple[ScalingUnit, ...]:
+        """The units Scaling-v0 may add or remove: here each distinct (aggregated) instance
+        config, in group order; scenarios that deploy combos override this."""
+        units: list[ScalingUnit] = []
+        for group in self.instances:
+            config = group.config
+            if config.role != Role.AGGREGATED:
+                raise ValueError(
+                    f"scenario {self.name!r}: {config.model} on {config.gpu} has role {config.role!r}; "
+                    "scale disaggregated instances as units of a scenario that defines scaling_units()"
+                )
+            name = f"{config.model}@{config.num_gpus}x{config.gpu}"
+            if all(u.configs != (config,) for u in units):
+                units.append(ScalingUnit(name, (config,)))
+        return tuple(units)
+
+    def deploy_unit(self, cluster: Cluster, unit: int, *, ready_now: bool = False) -> tuple[int, ...]:
+        """Deploy one unit ``scaling_units()[unit]``; returns its instance ids, entry first."""
+        return tuple(cluster.deploy(config, ready_now=ready_now) for config in self.scaling_units()[unit].configs)
+
+    def deployed_units(self, cluster: Cluster) -> list[tuple[int, tuple[int, ...]]]:
+        """(unit index, instance ids) of the units ``build_cluster`` deployed, in id order."""
+        configs = [u.configs[0] for u in self.scaling_units()]
+        return [(configs.index(i.config), (i.instance_id,)) for i in cluster.instances.values()]
 
     def with_overrides(self, **overrides: Any) -> Scenario:
         """A copy with fields replaced; workload fields (``rate_rps``, ``lengths``, ...) may be

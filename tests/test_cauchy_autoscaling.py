@@ -9,8 +9,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+import baselines
 import envs  # noqa: F401
 from baselines.cauchy.combos import Combo
+from baselines.cauchy.goodput import load_goodput_table
+from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
 from baselines.cauchy.scaling_scenario import (
     AGGREGATED_COMBOS,
     LoadProfile,
@@ -19,10 +22,13 @@ from baselines.cauchy.scaling_scenario import (
     azure_profile,
     mean_load_plan,
     plan_counts,
+    scaling_combos,
     servegen_day_profile,
     tick_s,
 )
 from baselines.cauchy.workloads import INVENTORY, get_workload
+from envs.scaling import ADD, HOLD, REMOVE
+from simulator.instance import Lifecycle
 from experiments import cauchy_autoscaling as fig10
 from simulator.workloads import servegen_rate_series
 from simulator.workloads.traces import AZURE_TRACE_FILES, read_azure_columns
@@ -90,46 +96,76 @@ def test_profiled_arrivals_follow_the_piecewise_rates():
     assert prompts.mean() == pytest.approx(LONGWRITER.mean_prompt_tokens, rel=0.1)
 
 
-def test_scenario_exposes_every_aggregated_combo_as_a_scaling_kind():
-    initial = {Combo("H800-SXM", 1): 3, Combo("A800-PCIe", 2): 1}
+def test_scenario_exposes_the_pareto_combos_and_every_aggregated_combo_as_kinds():
+    combos = scaling_combos(LONGWRITER)
+    table = load_goodput_table()
+    goodputs = table.combo_goodputs("longwriter")
+    pareto = rank_by_ce(pareto_filter(build_candidates(table.combos_of("longwriter"), LONGWRITER, goodputs)))
+    assert combos[: len(pareto)] == tuple(c.combo for c in pareto)
+    assert set(combos) >= set(AGGREGATED_COMBOS) and len(set(combos)) == len(combos)
+    disaggregated = Combo("H800-SXM", 1, "H20-NVL", 3)
+    assert disaggregated in combos
+    initial = {Combo("H800-SXM", 1): 3, disaggregated: 1}
     scenario = autoscaling_scenario(LONGWRITER, initial, azure_profile(), 24.0, 6.0)
-    assert [(g.config.gpu, g.config.tp, g.count) for g in scenario.instances] == [
-        ("H800-SXM", 1, 3), ("H800-SXM", 2, 0), ("A800-PCIe", 1, 0), ("A800-PCIe", 2, 1), ("H20-NVL", 1, 0), ("H20-NVL", 2, 0)
-    ]
+    # deployed in kind order (CE rank): the 1P3D combo's CE beats the aggregated H800's
+    assert combos.index(disaggregated) < combos.index(Combo("H800-SXM", 1))
+    assert scenario.initial_combos() == [disaggregated] + [Combo("H800-SXM", 1)] * 3
     assert scenario.provisioning_s == 15.0 and scenario.control_interval_s == 5.0  # 90 s and 30 s at 6x
     assert scenario.episode_requests == 24 * 58 * 10  # 24 req/s over 58 minutes lasting 10 s each
     assert scenario.gpu_inventory == INVENTORY and scenario.workload.rate_rps == 24.0
-    env = gym.make("servegym/Scaling-v0", scenario=scenario)
-    assert env.action_space.nvec.tolist() == [3] * 6 and env.unwrapped.scaling_window_s == 5.0
-    with pytest.raises(ValueError, match=r"not aggregated Cauchy combos: \['<1xH800-SXM,1xH20-NVL>'\]"):
-        autoscaling_scenario(LONGWRITER, {Combo("H800-SXM", 1, "H20-NVL", 1): 1}, azure_profile(), 24.0, 6.0)
+    env = gym.make("servegym/Scaling-v0", scenario=scenario).unwrapped
+    assert env.action_space.nvec.tolist() == [3] * len(combos) and env.scaling_window_s == 5.0
+    assert env.kind_names == tuple(c.name for c in combos)
+    assert [u.routing_weight for u in env.units] == [goodputs[c.name] for c in combos]
+    env.reset(seed=0)
+    # the 1P3D combo is one unit of four instances: prefill on H800, three decode on H20
+    members = [u.instance_ids for u in env._deployed if env.units[u.kind].name == disaggregated.name]
+    assert len(members) == 1 and len(members[0]) == 4
+    assert {g: n for g, n in env.cluster.gpus_in_use.items() if n} == {"H800-SXM": 4, "H20-NVL": 3}
+    with pytest.raises(ValueError, match=r"not scaling combos of longwriter: \['<1xH20-NVL,1xH800-SXM>'\]"):
+        autoscaling_scenario(LONGWRITER, {Combo("H20-NVL", 1, "H800-SXM", 1): 1}, azure_profile(), 24.0, 6.0)
     with pytest.raises(ValueError, match="count of <1xH800-SXM> must be a non-negative integer, got -1"):
         autoscaling_scenario(LONGWRITER, {Combo("H800-SXM", 1): -1}, azure_profile(), 24.0, 6.0)
 
 
+def test_cauchy_star_plan_is_aggregated_and_cauchys_may_disaggregate():
+    sharegpt = get_workload("sharegpt_cauchy")
+    star = mean_load_plan(sharegpt, 200.0, aggregated_only=True)
+    full = mean_load_plan(sharegpt, 200.0)
+    assert all(c.aggregated for c in plan_counts(star)) and star.goodput_rps >= 200.0
+    assert any(not c.aggregated for c in plan_counts(full)) and full.goodput_rps >= 200.0
+    # CO-LP over a superset of combos costs no more per unit of goodput than over a subset
+    assert full.cost_per_hour_usd / full.goodput_rps <= star.cost_per_hour_usd / star.goodput_rps + 1e-9
+
+
 def test_mean_load_plan_covers_the_mean_with_aggregated_combos():
-    plan = mean_load_plan(LONGWRITER, 24.0)
+    plan = mean_load_plan(LONGWRITER, 24.0, aggregated_only=True)
     assert plan.goodput_rps >= 24.0 and not plan.fallback
     assert all(c in AGGREGATED_COMBOS for c in plan_counts(plan))
     assert all(plan.gpu_counts()[g] <= INVENTORY[g] for g in plan.gpu_counts())
 
 
-def test_quick_run_compares_both_systems_on_both_loads(tmp_path):
+def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
     assert fig10.main(["--quick", "--workloads", "longwriter", "--jobs", "1", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "report.md").read_text()
     assert "| LongWriter | 36.77 | 32.83 | -10.7% |" in report  # the paper's P90 beside ours
     results = json.loads((tmp_path / "results.json").read_text())
+    plan = mean_load_plan(LONGWRITER, LONGWRITER.target_rps * fig10.LOAD_SCALE)
+    held_gpus = sum(plan.gpu_counts().values())
+    usd_per_s = plan.cost_per_hour_usd / 3600
     for load in fig10.LOADS:
-        static, auto = (results[load]["longwriter"][s] for s in fig10.SYSTEMS)
-        assert static["plan"] == auto["plan"] == "3 x <1xH800-SXM>, 1 x <1xA800-PCIe>"
-        for cell in (static, auto):
+        static, auto, star = (results[load]["longwriter"][s] for s in fig10.SYSTEMS)
+        assert static["plan"] == auto["plan"] == plan.describe()
+        assert star["plan"] == mean_load_plan(LONGWRITER, LONGWRITER.target_rps * fig10.LOAD_SCALE, aggregated_only=True).describe()
+        for cell in (static, auto, star):
             assert cell["completed"] == cell["requests"] and cell["invalid_actions"] == 0
             assert cell["peak_gpus"] <= sum(INVENTORY.values())
-        # static never changes its 4 GPUs; the autoscaler does, and only with valid actions
-        assert static["instances_added"] == static["instances_removed"] == 0 and set(static["series"]["gpus"]) == {4}
+        # static never changes its plan's GPUs; the autoscalers do, and only with valid actions
+        assert static["instances_added"] == static["instances_removed"] == 0
+        assert set(static["series"]["gpus"]) == {held_gpus}
         assert auto["instances_added"] > 0 and len(set(auto["series"]["gpus"])) > 1
-        # dollars: static holds 3 x H800 (2.69 $/h) + 1 x A800 (1.19 $/h) for the whole episode
-        assert static["cost_usd"] == pytest.approx((3 * 2.69 + 1.19) / 3600 * static["duration_s"], rel=1e-9)
+        # dollars: static holds the plan's GPUs at their $/hour for the whole episode
+        assert static["cost_usd"] == pytest.approx(usd_per_s * static["duration_s"], rel=1e-9)
         assert np.all(np.diff(auto["series"]["cost_usd"]) >= 0)
     for name in ("fig10_latency", "fig10_gpus_azure", "fig10_gpus_servegen"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -143,3 +179,73 @@ def test_bad_arguments_raise(tmp_path):
         fig10.main(["--jobs", "0", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match="unknown load 'poisson'; known: \\['azure', 'servegen'\\]"):
         fig10.load_profile("poisson")
+
+
+def combo_env(initial, workload=LONGWRITER, mean_rps=24.0):
+    scenario = autoscaling_scenario(workload, initial, azure_profile(), mean_rps, 60.0)
+    return gym.make("servegym/Scaling-v0", scenario=scenario).unwrapped
+
+
+def test_a_disaggregated_combo_is_added_and_removed_whole():
+    one_p_three_d = Combo("H800-SXM", 1, "H20-NVL", 3)
+    env = combo_env({Combo("H800-SXM", 1): 1, one_p_three_d: 1})
+    env.reset(seed=0)
+    kind = env.kind_names.index("<1xH800-SXM,3xA800-PCIe>")
+    action = np.full(len(env.units), HOLD)
+    action[kind] = ADD
+    obs, _, _, _, info = env.step(action)
+    assert not info["invalid_action"]
+    in_use = {g: n for g, n in env.cluster.gpus_in_use.items() if n}
+    assert in_use == {"H800-SXM": 3, "H20-NVL": 3, "A800-PCIe": 3}  # +1 prefill H800, +3 decode A800
+    added = env._deployed[-1]
+    assert env.units[added.kind].name == "<1xH800-SXM,3xA800-PCIe>" and len(added.instance_ids) == 4
+    assert sum(i is not None for i in env.slot_instance_ids()) == 1 + 4 + 4
+    # remove the 1P3D combo (the most recent serving unit of its kind): all four instances go
+    pd_unit = next(u for u in env._deployed if env.units[u.kind].name == one_p_three_d.name)
+    remove = np.full(len(env.units), HOLD)
+    remove[env.kind_names.index(one_p_three_d.name)] = REMOVE
+    env.step(remove)
+    gone = (Lifecycle.DRAINING, Lifecycle.STOPPED)
+    assert env.unit_lifecycle(pd_unit) in gone
+    assert all(env.cluster.instances[i].lifecycle in gone for i in pd_unit.instance_ids)
+    while True:
+        _, _, terminated, truncated, info = env.step(np.full(len(env.units), HOLD))
+        if terminated or truncated:
+            break
+    metrics = info["episode_metrics"]
+    assert metrics["completed"] + metrics["rejected"] == env.scenario.episode_requests
+
+
+def test_arrivals_go_to_the_unit_with_fewest_requests_per_goodput():
+    env = combo_env({Combo("H800-SXM", 1): 1, Combo("H800-SXM", 1, "H20-NVL", 3): 1})
+    env.reset(seed=0)
+    weights = {u.name: u.routing_weight for u in env.units}
+    entries = {env.units[u.kind].name: u.instance_ids[0] for u in env._deployed}
+    # both idle: (0 + 1) / goodput is lowest for the larger goodput
+    best = max(entries, key=lambda name: weights[name])
+    assert env.route(env.cluster, None) == entries[best]
+
+
+@pytest.mark.parametrize("system", ["cauchy_autoscaler", "cauchy_aggregated"])
+def test_cauchy_star_adds_only_aggregated_combos(system):
+    sharegpt = get_workload("sharegpt_cauchy")
+    plan = mean_load_plan(sharegpt, 200.0, aggregated_only=system == "cauchy_aggregated")
+    env = combo_env(plan_counts(plan), sharegpt, 200.0)
+    policy = baselines.make(system, env, **autoscaler_options(60.0))
+    obs, _ = env.reset(seed=0)
+    policy.reset()
+    added = set()
+    while True:
+        action = policy.act(obs)
+        added |= {env.kind_names[k] for k in np.flatnonzero(action == ADD)}
+        obs, _, terminated, truncated, info = env.step(action)
+        assert not info["invalid_action"]
+        if terminated or truncated:
+            break
+    assert added, "the Azure profile's peaks (1.52 x the mean) must trigger a scale-out"
+    aggregated = {c.name for c in AGGREGATED_COMBOS}
+    if system == "cauchy_aggregated":
+        assert added <= aggregated
+    else:
+        assert added - aggregated  # Cauchy deploys a disaggregated combo on ShareGPT
+    assert info["episode_metrics"]["completed"] == env.scenario.episode_requests

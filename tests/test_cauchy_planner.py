@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.cauchy.combos import COUNT_SHAPES, Combo, enumerate_combos, parse_combo
+from baselines.cauchy.combos import COUNT_SHAPES, Combo, combo_of_configs, enumerate_combos, parse_combo
 from baselines.cauchy.ilp import InfeasibleDemandError, ServiceDemand, plan_combos, solve_allocation
 from baselines.cauchy.selection import (
     Candidate,
@@ -173,3 +173,15 @@ def test_two_services_share_the_inventory():
 def test_bad_planner_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_a_combo_is_recovered_from_its_instances():
+    for combo in enumerate_combos(["H800-SXM", "H20-NVL"]):
+        assert combo_of_configs(combo.instance_configs("Llama-3.1-8B")) == combo
+    prefill, decode = Combo("H800-SXM", 1, "H20-NVL", 2).instance_configs("Llama-3.1-8B")[:2]
+    with pytest.raises(ValueError, match="are not a GPU combo"):
+        combo_of_configs([prefill])  # a prefill instance without decode instances
+    with pytest.raises(ValueError, match="are not a GPU combo"):
+        combo_of_configs([decode, prefill])  # decode first
+    with pytest.raises(ValueError, match="no instance configs"):
+        combo_of_configs([])

@@ -9,7 +9,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs  # noqa: F401  (registers the IDs)
 from envs.base import InvalidActionError
 from envs.observation import BASE_FEATURES
-from envs.scaling import ADD, HOLD, REMOVE, ScalingEnv, instance_kinds
+from envs.scaling import ADD, HOLD, REMOVE, ScalingEnv
 from hardware.gpus import get_gpu
 from hardware.latency import weight_load_time_s
 from simulator.instance import Lifecycle
@@ -30,7 +30,7 @@ def make(**kwargs):
 def test_kinds_are_the_distinct_instance_configs():
     env = make()
     assert env.kind_names == ("Llama-3.1-8B@1xA100-80GB", "Llama-3.1-8B@1xL40S")
-    assert len(instance_kinds(env.scenario)) == 2
+    assert [len(u.configs) for u in env.units] == [1, 1] and [u.routing_weight for u in env.units] == [1.0, 1.0]
     assert env.action_space.nvec.tolist() == [3, 3]
 
 
@@ -217,3 +217,27 @@ def test_episode_runs_to_truncation_and_every_request_ends():
 def test_bad_window_raises(window):
     with pytest.raises(ValueError, match="scaling_window_s"):
         ScalingEnv("default", scaling_window_s=window)
+
+
+def test_scaling_unit_rejects_bad_definitions():
+    from envs.scenario import ScalingUnit
+    from simulator.instance import InstanceConfig, Role
+
+    aggregated = InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B")
+    decode = InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", role=Role.DECODE)
+    assert ScalingUnit("pair", (aggregated, aggregated)).gpu_counts() == {"A100-80GB": 2}
+    with pytest.raises(ValueError, match="routing_weight of 'x' must be positive and finite, got nan"):
+        ScalingUnit("x", (aggregated,), float("nan"))
+    with pytest.raises(ValueError, match="entry \\(first\\) instance cannot be decode-only"):
+        ScalingUnit("x", (decode, aggregated))
+    with pytest.raises(ValueError, match="scaling unit 'x' has no instance"):
+        ScalingUnit("x", ())
+
+
+def test_routing_between_windows_is_least_outstanding():
+    env = make(rate_rps=50.0)
+    env.reset(seed=0)
+    env.step(np.array([HOLD, HOLD]))
+    loads = {i: inst.num_requests for i, inst in env.cluster.instances.items()}
+    expected = min(loads, key=lambda i: (loads[i], i))
+    assert env.route(env.cluster, None) == expected

@@ -1,8 +1,10 @@
 """Cauchy's adaptive combo-level autoscaler (cauchy.txt §3.5, Algorithm 1) and the static
 baseline, for servegym/Scaling-v0.
 
-Scaling-v0 scales aggregated instances, so here a combo is an aggregated ``<n x G>`` combo:
-one instance kind of the scenario, with its profiled goodput. One env step is one tick of
+A combo is one Scaling-v0 unit kind (``ScalingEnv.units``): a disaggregated
+``<n x G1, m x G2>`` combo deployed and removed whole by a combo scenario
+(``baselines.cauchy.scaling_scenario.combo_autoscaling_scenario``), or an aggregated
+``<n x G>`` combo; each with its profiled goodput. One env step is one tick of
 Alg. 1's loop (the env's ``scaling_window_s``; use a divisor of the 2-minute window, e.g.
 30 s). Each tick pushes the last tick's arrival rate (``context[0]``) into a ring buffer of
 ``window_s``; once ``window_s`` has passed since the last scaling (Line 7) the window's mean
@@ -19,8 +21,11 @@ those still to be added) (Lines 8-11):
   inventory, reconciled by adding what is missing first and removing the surplus after the
   grace period.
 
-The env adds or removes at most one instance per kind per step, so a plan is carried out
-over the next steps, and only where the action mask allows it (never beyond the inventory).
+The env adds or removes at most one unit per kind per step, so a plan is carried out over
+the next steps, and only where the action mask allows it (never beyond the inventory).
+
+``cauchy_aggregated`` is Cauchy* (§4.1 "Comparative Methods"): the same loop planning over the aggregated combos
+only, on any combo scenario.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Mapping
 import gymnasium as gym
 import numpy as np
 
-from baselines.cauchy.combos import Combo
+from baselines.cauchy.combos import Combo, combo_of_configs
 from baselines.cauchy.goodput import load_goodput_table
 from baselines.cauchy.ilp import InfeasibleDemandError, ServiceDemand, solve_allocation
 from baselines.cauchy.selection import Candidate, combo_ce_tokens_per_usd
@@ -99,15 +104,22 @@ class CauchyAutoscaler(Policy):
         workload = get_workload(self.env.scenario.workload.lengths)
         table = dict(goodput_rps) if goodput_rps is not None else load_goodput_table().combo_goodputs(workload.lengths)
         self.candidates: list[Candidate] = []
-        for config in self.env.kinds:
-            if config.pp != 1:
-                raise ValueError(f"kind {config} is not a GPU combo (pp={config.pp})")
-            combo = Combo(config.gpu, config.tp)
+        for unit in self.env.units:
+            combo = combo_of_configs(unit.configs)
             if combo.name not in table or not table[combo.name] > 0:
                 raise ValueError(f"no positive goodput for {combo.name}; known: {sorted(table)}")
-            self.candidates.append(Candidate(combo, combo_ce_tokens_per_usd(combo, workload, config.model), table[combo.name]))
+            model = unit.configs[0].model
+            self.candidates.append(Candidate(combo, combo_ce_tokens_per_usd(combo, workload, model), table[combo.name]))
         self.goodputs = np.array([c.goodput_rps for c in self.candidates])
+        self.instances_per_combo = np.array([len(unit.configs) for unit in self.env.units])
+        self.plannable = [k for k, c in enumerate(self.candidates) if self.may_plan(c.combo)]
+        if not self.plannable:
+            raise ValueError(f"policy {self.name!r} may plan none of the env's combos {list(self.env.kind_names)}")
         self.reset()
+
+    def may_plan(self, combo: Combo) -> bool:
+        """Whether scale-out and refinement may deploy ``combo`` (all combos for Cauchy)."""
+        return True
 
     def reset(self) -> None:
         self.tick = -1
@@ -172,9 +184,11 @@ class CauchyAutoscaler(Policy):
             self.last_scaling_tick = self.tick
 
     def plan(self, demand_rps: float, inventory: Mapping[str, int]) -> np.ndarray | None:
-        """CO-LP combo counts per kind for ``demand_rps`` within ``inventory``; None if infeasible."""
+        """CO-LP combo counts per kind for ``demand_rps`` within ``inventory``, over the combos
+        this policy may plan; None if infeasible."""
+        allowed = tuple(self.candidates[k] for k in self.plannable)
         try:
-            plan = solve_allocation({"s": ServiceDemand(tuple(self.candidates), demand_rps)}, inventory, "co")["s"]
+            plan = solve_allocation({"s": ServiceDemand(allowed, demand_rps)}, inventory, "co")["s"]
         except InfeasibleDemandError:
             return None
         counts = np.zeros(len(self.candidates), dtype=np.int64)
@@ -214,14 +228,14 @@ class CauchyAutoscaler(Policy):
         action = np.full(len(self.candidates), HOLD, dtype=np.int64)
         free = self.free_gpus(counts, with_pending=False)
         serving_left = int(counts[:, 0].sum())
-        slots_left = self.max_instances - int(counts.sum())
+        slots_left = self.max_instances - int(counts.sum(axis=1) @ self.instances_per_combo)
         for kind, candidate in enumerate(self.candidates):
             need = candidate.combo.gpu_counts()
-            fits = slots_left > 0 and all(free[g] >= n for g, n in need.items())
+            fits = slots_left >= self.instances_per_combo[kind] and all(free[g] >= n for g, n in need.items())
             if self.pending_adds[kind] > 0 and mask[kind, ADD] and fits:
                 action[kind] = ADD
                 self.pending_adds[kind] -= 1
-                slots_left -= 1
+                slots_left -= int(self.instances_per_combo[kind])
                 for gpu, n in need.items():
                     free[gpu] -= n
                 continue
@@ -233,3 +247,15 @@ class CauchyAutoscaler(Policy):
                 action[kind] = REMOVE
                 serving_left -= 1
         return action
+
+
+@register
+class CauchyAggregated(CauchyAutoscaler):
+    """Cauchy* (cauchy.txt §4.1 "Comparative Methods": "a variant of CAUCHY that only supports
+    aggregated GPU Combos", its advantage over Mélange "dynamic resource adjustment"): Algorithm 1 with
+    scale-out and refinement planned over the aggregated combos only."""
+
+    name = "cauchy_aggregated"
+
+    def may_plan(self, combo: Combo) -> bool:
+        return combo.aggregated

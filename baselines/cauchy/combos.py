@@ -12,7 +12,7 @@ aggregated combo ``<n x G>`` (§3.3.1, e.g. ``<2 x A800>``) is one aggregated TP
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hardware.gpus import get_gpu
@@ -98,6 +98,25 @@ class Combo:
         prefill = InstanceConfig(gpu=self.prefill_gpu, model=model, tp=self.tp, role=Role.PREFILL)
         decode = InstanceConfig(gpu=self.decode_gpu, model=model, tp=self.tp, role=Role.DECODE)
         return [prefill] + [decode] * self.num_decode_instances
+
+
+def combo_of_configs(configs: Sequence[InstanceConfig]) -> Combo:
+    """The combo whose ``instance_configs`` are ``configs`` (entry first): one aggregated
+    instance, or a prefill instance followed by identical decode instances."""
+    if not configs:
+        raise ValueError("no instance configs: not a GPU combo")
+    entry = configs[0]
+    if entry.pp != 1:
+        raise ValueError(f"{entry.model} on {entry.gpu} with pp={entry.pp} is not a GPU combo instance")
+    if entry.role == Role.AGGREGATED and len(configs) == 1:
+        combo = Combo(entry.gpu, entry.tp)
+    elif entry.role == Role.PREFILL and len(configs) > 1:
+        combo = Combo(entry.gpu, entry.tp, configs[1].gpu, configs[1].tp * (len(configs) - 1))
+    else:
+        raise ValueError(f"instances {[(c.gpu, c.tp, c.role) for c in configs]} are not a GPU combo")
+    if list(configs) != combo.instance_configs(entry.model):
+        raise ValueError(f"instances {[(c.gpu, c.tp, c.role) for c in configs]} are not the instances of {combo.name}")
+    return combo
 
 
 def parse_combo(name: str) -> Combo:

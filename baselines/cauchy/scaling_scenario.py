@@ -1,6 +1,7 @@
 """Scaling-v0 scenarios for Cauchy's autoscaling experiment (cauchy.txt §4.6, Fig. 10): the
-§4.1 testbed deployed as aggregated GPU combos, serving a time-varying load taken from a real
-rate series, with the scaling machinery's clock compressed like the load.
+§4.1 testbed deployed as GPU combos (disaggregated prefill-decode pairs and aggregated
+instances, each added and removed whole), serving a time-varying load taken from a real rate
+series, with the scaling machinery's clock compressed like the load.
 
 * ``LoadProfile``: a load curve as rates relative to its mean, one per ``bin_s`` real seconds:
   ``azure_profile`` (the Azure 2023 trace's per-minute arrival counts, the "traffic patterns
@@ -23,16 +24,19 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
+from baselines.cauchy.combo_cluster import INSTANCE_SCHEDULERS, ComboCluster
 from baselines.cauchy.combos import AGGREGATED_SIZES, Combo
+from baselines.cauchy.deployment import combo_instance_groups
 from baselines.cauchy.goodput import load_goodput_table
 from baselines.cauchy.ilp import ComboPlan, plan_combos
-from baselines.cauchy.selection import build_candidates
+from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
 from baselines.cauchy.workloads import INVENTORY, MODEL, CauchyWorkload
 from envs.presets import make_scenario
-from envs.scenario import InstanceGroup, Scenario
+from envs.scenario import ScalingUnit, Scenario
 from envs.scenarios.cauchy import CAUCHY_GPUS
 from simulator.request import Request
 from simulator.workloads import PiecewiseRateArrivals, generate_requests, length_sampler, servegen_rate_series
@@ -143,12 +147,80 @@ class ProfiledScenario(Scenario):
         return generate_requests(arrivals, lengths, self.episode_requests, rng, slo=self.workload.slo)
 
 
-def mean_load_plan(workload: CauchyWorkload, mean_rate_rps: float) -> ComboPlan:
-    """Cauchy w/o autoscaling's deployment (§4.6): the CO-LP plan (§3.3.2) over the aggregated
-    combos for the mean QPS on the §4.1 inventory; both systems start from it."""
+def scaling_combos(workload: CauchyWorkload) -> tuple[Combo, ...]:
+    """The Scaling-v0 unit kinds for ``workload``: the Pareto-filtered combos of §3.3.1 (CE
+    ranked), then the aggregated combos the filter dropped (Cauchy*'s options)."""
     table = load_goodput_table()
-    candidates = build_candidates(AGGREGATED_COMBOS, workload, table.combo_goodputs(workload.lengths))
+    goodputs = table.combo_goodputs(workload.lengths)
+    ranked = [c.combo for c in rank_by_ce(pareto_filter(build_candidates(table.combos_of(workload.lengths), workload, goodputs)))]
+    aggregated = [c for c in AGGREGATED_COMBOS if goodputs.get(c.name, 0.0) > 0 and c not in ranked]
+    return tuple(ranked + aggregated)
+
+
+def mean_load_plan(workload: CauchyWorkload, mean_rate_rps: float, aggregated_only: bool = False) -> ComboPlan:
+    """The static deployment of §4.6 (Cauchy w/o autoscaling) and the autoscalers' start: the
+    CO-LP plan (§3.3.2) for the mean QPS on the §4.1 inventory, over every combo, or over the
+    aggregated combos only (Cauchy*)."""
+    combos = AGGREGATED_COMBOS if aggregated_only else scaling_combos(workload)
+    table = load_goodput_table()
+    candidates = build_candidates(combos, workload, table.combo_goodputs(workload.lengths))
     return plan_combos(candidates, _positive("mean_rate_rps", mean_rate_rps), INVENTORY, "co")
+
+
+@dataclass(frozen=True)
+class ComboScalingScenario(ProfiledScenario):
+    """A ``ProfiledScenario`` whose Scaling-v0 units are GPU combos (cauchy.txt §3.1):
+    ``combos`` are the unit kinds (each with its profiled goodput, its routing weight),
+    ``initial_counts[k]`` of ``combos[k]`` serve at reset; ``instances`` must be those
+    combos' instances. The cluster is a ``ComboCluster``, so a request sent to a combo is
+    placed inside it by ``instance_scheduler`` (§3.4.2)."""
+
+    combos: tuple[Combo, ...] = ()
+    initial_counts: tuple[int, ...] = ()
+    combo_goodput_rps: tuple[float, ...] = ()
+    model: str = MODEL
+    instance_scheduler: str = "opportunistic"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.combos or len(set(self.combos)) != len(self.combos):
+            raise ValueError(f"scenario {self.name!r}: combos must be distinct and non-empty, got {self.combos!r}")
+        if len(self.initial_counts) != len(self.combos) or len(self.combo_goodput_rps) != len(self.combos):
+            raise ValueError(f"{len(self.initial_counts)} counts and {len(self.combo_goodput_rps)} goodputs for {len(self.combos)} combos")
+        for combo, count, goodput in zip(self.combos, self.initial_counts, self.combo_goodput_rps):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"count of {combo.name} must be a non-negative integer, got {count!r}")
+            if not (math.isfinite(goodput) and goodput > 0):
+                raise ValueError(f"goodput of {combo.name} must be positive and finite, got {goodput!r}")
+        if self.instance_scheduler not in INSTANCE_SCHEDULERS:
+            raise ValueError(f"unknown instance scheduler {self.instance_scheduler!r}; known: {list(INSTANCE_SCHEDULERS)}")
+        if self.instances != combo_instance_groups(self.initial_combos(), self.model):
+            raise ValueError(f"scenario {self.name!r}: instances must be exactly the initial combos' instances")
+
+    def initial_combos(self) -> list[Combo]:
+        """The combos serving at reset, in deployment order."""
+        return [combo for combo, count in zip(self.combos, self.initial_counts) for _ in range(count)]
+
+    def scaling_units(self) -> tuple[ScalingUnit, ...]:
+        return tuple(
+            ScalingUnit(c.name, tuple(c.instance_configs(self.model)), g) for c, g in zip(self.combos, self.combo_goodput_rps)
+        )
+
+    def build_cluster(self, **cluster_options: Any) -> ComboCluster:
+        cluster = ComboCluster(
+            self.gpu_inventory, instance_scheduler=self.instance_scheduler, provisioning_s=self.provisioning_s,
+            record_token_curves=self.record_token_curves, **cluster_options,
+        )
+        for combo in self.initial_combos():
+            cluster.deploy_combo(combo, self.model, ready_now=True)
+        return cluster
+
+    def deploy_unit(self, cluster: ComboCluster, unit: int, *, ready_now: bool = False) -> tuple[int, ...]:
+        deployed = cluster.combos[cluster.deploy_combo(self.combos[unit], self.model, ready_now=ready_now)]
+        return (deployed.entry_id, *deployed.decode_ids)
+
+    def deployed_units(self, cluster: ComboCluster) -> list[tuple[int, tuple[int, ...]]]:
+        return [(self.combos.index(d.combo), (d.entry_id, *d.decode_ids)) for d in cluster.combos]
 
 
 def autoscaling_scenario(
@@ -158,37 +230,44 @@ def autoscaling_scenario(
     mean_rate_rps: float,
     time_compression: float,
     load_compression: float | None = None,
-) -> ProfiledScenario:
-    """The workload's ``cauchy`` preset with ``initial`` aggregated combos serving (every
-    aggregated combo is a Scaling-v0 kind, deployed or not), arrivals from ``profile`` at
+) -> ComboScalingScenario:
+    """The workload's ``cauchy`` preset with ``initial`` combos serving and every combo of
+    ``scaling_combos`` a Scaling-v0 unit kind (deployed or not), arrivals from ``profile`` at
     ``mean_rate_rps``, start-up 90 s / k and one step per ``tick_s`` for ``time_compression``
     k. The profile is compressed by ``load_compression`` (default k; a larger one squeezes a
     long profile, e.g. a day, into the time budget, making its swings steeper for the
     autoscaler than in real time)."""
     load_compression = time_compression if load_compression is None else load_compression
-    unknown = [c.name for c in initial if c not in AGGREGATED_COMBOS]
+    combos = scaling_combos(workload)
+    unknown = [c.name for c in initial if c not in combos]
     if unknown:
-        raise ValueError(f"not aggregated Cauchy combos: {unknown}; known: {[c.name for c in AGGREGATED_COMBOS]}")
-    for combo, count in initial.items():
+        raise ValueError(f"not scaling combos of {workload.lengths}: {unknown}; known: {[c.name for c in combos]}")
+    counts = tuple(initial.get(c, 0) for c in combos)
+    for combo, count in zip(combos, counts):
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ValueError(f"count of {combo.name} must be a non-negative integer, got {count!r}")
+    goodputs = load_goodput_table().combo_goodputs(workload.lengths)
     base = make_scenario(workload.scenario)
-    groups = tuple(InstanceGroup(c.instance_configs(MODEL)[0], initial.get(c, 0)) for c in AGGREGATED_COMBOS)
+    deployed = [c for c, n in zip(combos, counts) for _ in range(n)]
     values = {f.name: getattr(base, f.name) for f in fields(Scenario)}
     values.update(
         name=f"{base.name}_autoscaling",
-        description=f"{base.description}; aggregated combos, {profile.name} load at mean {mean_rate_rps:g} req/s, "
+        description=f"{base.description}; GPU combos, {profile.name} load at mean {mean_rate_rps:g} req/s, "
         f"clock compressed {time_compression:g}x, load {load_compression:g}x",
-        instances=groups,
+        instances=combo_instance_groups(deployed, MODEL),
+        max_instances=sum(INVENTORY.values()),
         workload=dataclasses.replace(base.workload, rate_rps=mean_rate_rps),
         episode_requests=profile.expected_requests(mean_rate_rps, load_compression),
         control_interval_s=tick_s(time_compression),
         provisioning_s=STARTUP_S / time_compression,
     )
-    return ProfiledScenario(
+    return ComboScalingScenario(
         **values,
         arrival_boundaries_s=tuple(profile.boundaries_s(load_compression).tolist()),
         arrival_rates_rps=tuple(profile.rates_rps(mean_rate_rps).tolist()),
+        combos=combos,
+        initial_counts=counts,
+        combo_goodput_rps=tuple(goodputs[c.name] for c in combos),
     )
 
 
