@@ -1,7 +1,9 @@
 """The gear planner: cascadeserve.txt Alg. 1 (§4.1), the error-driven alternating loop over
 SP1 cascade search (§4.2), SP2 workload adaption (§4.3), SP3 hardware mapping (§4.4: greedy
-pruning with eq. 4, load balancing with eq. 1-3) and SP4 batch tuning (§4.5), with a latency SLO
-(the planner maximises accuracy subject to p95 latency <= SLO at every QPS).
+pruning with eq. 4, load balancing with eq. 1-3) and SP4 batch tuning (§4.5), with either SLO of
+§3: a latency SLO (maximise accuracy subject to p95 latency <= SLO at every QPS) or an accuracy SLO
+(minimise latency subject to the plan's time-weighted accuracy >= SLO, App. C.2; the QPS ranges
+weighted by a Zipf law unless measured weights are given; ``accuracy_slo`` has the pieces).
 
 Each module takes the error of the module after it (or None) and returns None ("ok") or an
 error naming the QPS range (and, from SP4, the bottleneck model). On an error the previous module
@@ -10,8 +12,14 @@ SP2 downgrades the range's cascade, SP1 gives up and ``PlanningInfeasibleError``
 (Alg. 1 lines 6-7). Convergence: our SP1 samples once and SP2 only changes its assignment on an
 error, so once SP4 accepts a plan another cycle would reproduce it; the loop stops there.
 
+With an accuracy SLO, SP2 starts from the least-load assignment meeting the SLO
+(``accuracy_slo.assign_for_accuracy``) instead of the most accurate cascade everywhere; an error
+at range i caps that range below its cascade and SP2 re-solves (other, lower-QPS ranges may take
+costlier cascades to keep the plan's accuracy); when no assignment within the caps meets the SLO
+the error reaches SP1. SP4 has no latency target: it picks the queue length with the lowest p95
+and never errors (SP3's eq. 1-3 at u <= 100% already refuse loads the placement cannot carry).
+
 Initialisation (§4.1): the placement is every model on every device and batch sizes are 1.
-Accuracy SLOs (with the Zipf QPS weighting of App. C.2) are not implemented.
 """
 
 from __future__ import annotations
@@ -23,6 +31,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from baselines.cascadeserve.accuracy_slo import (
+    assign_for_accuracy,
+    fastest_min_queue_length,
+    normalized_weights,
+    plan_accuracy,
+    zipf_weights,
+)
 from baselines.cascadeserve.batch_tuning import tune_min_queue_length
 from baselines.cascadeserve.cascade_search import CascadeStats, search_cascades
 from baselines.cascadeserve.load_balancer import LoadBalancingError, balance_load, min_utilization
@@ -34,13 +49,15 @@ _LP_SLACK = 1e-6  # relative slack when re-solving eq. 1-3 at the minimal u
 
 
 class PlanningInfeasibleError(ValueError):
-    """Alg. 1 line 7: the SLO cannot be met on the given hardware."""
+    """Alg. 1 line 7: the SLO (latency or accuracy) cannot be met on the given hardware."""
 
 
 @dataclass(frozen=True)
 class PlanningProblem:
     """Inputs of Alg. 1: ordered models (smallest first) with profiles, devices, validation scores
-    (samples x models, 0-100), threshold discretisation, the QPS spectrum and the latency SLO.
+    (samples x models, 0-100), threshold discretisation, the QPS spectrum and one SLO (§3): the
+    p95 ``latency_slo_s`` or, with ``latency_slo_s=None``, ``accuracy_slo`` (a mean score, 0-100).
+    ``qps_weights``: each range's time share for the plan's accuracy (App. C.2; default Zipf).
     ``fixed_placement`` skips pruning (SP3 then only load-balances on it)."""
 
     models: tuple[str, ...]
@@ -50,10 +67,12 @@ class PlanningProblem:
     threshold_levels: int
     qps_max: float
     n_ranges: int
-    latency_slo_s: float
+    latency_slo_s: float | None
     num_cascade_samples: int = 200
     fixed_placement: tuple[Replica, ...] | None = None
     sim_duration_s: float = 20.0
+    accuracy_slo: float | None = None
+    qps_weights: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if tuple(p.name for p in self.profiles) != tuple(self.models):
@@ -62,9 +81,28 @@ class PlanningProblem:
             raise ValueError(f"scores must be (samples x {len(self.models)}), got shape {self.scores.shape}")
         if isinstance(self.threshold_levels, bool) or not isinstance(self.threshold_levels, int) or self.threshold_levels < 2:
             raise ValueError(f"threshold_levels must be an integer >= 2, got {self.threshold_levels!r}")
-        if not (isinstance(self.latency_slo_s, (int, float)) and math.isfinite(self.latency_slo_s) and self.latency_slo_s > 0):
+        if (self.latency_slo_s is None) == (self.accuracy_slo is None):
+            raise ValueError(
+                f"give exactly one SLO: latency_slo_s={self.latency_slo_s!r}, accuracy_slo={self.accuracy_slo!r}"
+            )
+        if self.latency_slo_s is not None and not (
+            isinstance(self.latency_slo_s, (int, float)) and math.isfinite(self.latency_slo_s) and self.latency_slo_s > 0
+        ):
             raise ValueError(f"latency_slo_s must be a positive finite number, got {self.latency_slo_s!r}")
+        if self.accuracy_slo is not None and not (
+            isinstance(self.accuracy_slo, (int, float)) and not isinstance(self.accuracy_slo, bool)
+            and math.isfinite(self.accuracy_slo) and 0 <= self.accuracy_slo <= 100
+        ):
+            raise ValueError(f"accuracy_slo must be a number in [0, 100], got {self.accuracy_slo!r}")
         qps_ranges(self.qps_max, self.n_ranges)
+        if self.qps_weights is not None:
+            normalized_weights(self.qps_weights, self.n_ranges)
+
+    def range_weights(self) -> np.ndarray:
+        """Each QPS range's time share (App. C.2): ``qps_weights`` normalised, else Zipf."""
+        if self.qps_weights is None:
+            return zipf_weights(self.n_ranges)
+        return normalized_weights(self.qps_weights, self.n_ranges)
 
 
 @dataclass(frozen=True)
@@ -90,6 +128,13 @@ class GearPlan:
     placement: tuple[Replica, ...]
     planning_time_s: float
     submodule_calls: int
+    qps_weights: tuple[float, ...] = ()
+
+    def accuracy(self) -> float:
+        """App. C.2: the gears' accuracies weighted by their ranges' time shares."""
+        if len(self.qps_weights) != len(self.gears):
+            raise ValueError(f"the plan has {len(self.gears)} gears but {len(self.qps_weights)} QPS weights")
+        return plan_accuracy([g.cascade.quality for g in self.gears], self.qps_weights)
 
     def gear_index(self, qps: float) -> int:
         """The range holding ``qps``; QPS above qps_max use the last gear."""
@@ -112,6 +157,7 @@ class _Error:
 class _State:
     front: list[CascadeStats] = field(default_factory=list)
     assignment: list[int] = field(default_factory=list)
+    caps: list[int] = field(default_factory=list)
     min_replicas: dict[str, int] = field(default_factory=dict)
     placement: tuple[Replica, ...] = ()
     utilizations: list[float] = field(default_factory=list)
@@ -123,6 +169,7 @@ class _Planner:
         self.p = problem
         self.rng = rng
         self.ranges = qps_ranges(problem.qps_max, problem.n_ranges)
+        self.weights = problem.range_weights()
         self.state = _State()
 
     def demands(self) -> list[dict[str, float]]:
@@ -142,8 +189,11 @@ class _Planner:
         return _Error(int(np.argmax(need)))
 
     def search_cascades(self, error: _Error | None) -> _Error | None:
-        """SP1 (§4.2); an error here means even the cheapest cascade misses the SLO."""
+        """SP1 (§4.2); an error here means even the cheapest cascade misses the latency SLO, or no
+        assignment of cascades reaches the accuracy SLO."""
         if error is not None:
+            if self.p.accuracy_slo is not None:
+                raise PlanningInfeasibleError(self.accuracy_error(error))
             raise PlanningInfeasibleError(
                 f"latency SLO {self.p.latency_slo_s:g} s unattainable at {self.ranges[error.range_index][1]:g} QPS "
                 f"even with the cheapest cascade on {len(self.p.devices)} GPUs"
@@ -153,8 +203,38 @@ class _Planner:
             self.state.front = search_cascades(p.scores, p.threshold_levels, p.profiles, p.num_cascade_samples, self.rng)
         return None
 
+    def accuracy_error(self, error: _Error) -> str:
+        s, p = self.state, self.p
+        best = s.front[-1].quality
+        if best < p.accuracy_slo - 1e-9:
+            return (f"accuracy SLO {p.accuracy_slo:g} unattainable: the most accurate cascade reaches {best:.2f} "
+                    f"on the validation samples")
+        return (f"accuracy SLO {p.accuracy_slo:g} unattainable on {len(p.devices)} GPUs: the QPS range "
+                f"({self.ranges[error.range_index][0]:g}, {self.ranges[error.range_index][1]:g}] cannot carry a "
+                f"cascade accurate enough (cascade index caps {s.caps})")
+
+    def assign_for_accuracy(self, error: _Error | None) -> _Error | None:
+        """SP2 with an accuracy SLO (``accuracy_slo``): the least-load assignment meeting the SLO;
+        an error at range i caps range i below its current cascade, then SP2 solves again."""
+        s = self.state
+        if not s.caps:
+            s.caps = [len(s.front) - 1] * self.p.n_ranges
+        elif error is None:
+            return None
+        if error is not None:
+            if s.assignment[error.range_index] == 0:
+                return error
+            s.caps[error.range_index] = s.assignment[error.range_index] - 1
+        assignment = assign_for_accuracy(s.front, self.weights, self.ranges, self.p.accuracy_slo, s.caps)
+        if assignment is None:
+            return error or _Error(0)
+        s.assignment = assignment
+        return None
+
     def assign_cascades(self, error: _Error | None) -> _Error | None:
         """SP2 (§4.3): start from the most accurate cascade, downgrade the erroring range."""
+        if self.p.accuracy_slo is not None:
+            return self.assign_for_accuracy(error)
         s = self.state
         if not s.assignment:
             s.assignment = initial_assignment(len(s.front), self.p.n_ranges)
@@ -203,11 +283,17 @@ class _Planner:
             loads = balance_load(s.placement, demand, p.profiles, bound)
             if loads is None:
                 return _Error(i)
-            length, sim = tune_min_queue_length(
-                cascade, p.models, p.profiles, loads, high, p.latency_slo_s, p.scores, p.threshold_levels, p.sim_duration_s
-            )
-            if length is None:
-                return _Error(i, sim.bottleneck())
+            if p.latency_slo_s is None:
+                length, sim = fastest_min_queue_length(
+                    cascade, p.models, p.profiles, loads, high, p.scores, p.threshold_levels, p.sim_duration_s
+                )
+            else:
+                tuned, sim = tune_min_queue_length(
+                    cascade, p.models, p.profiles, loads, high, p.latency_slo_s, p.scores, p.threshold_levels, p.sim_duration_s
+                )
+                if tuned is None:
+                    return _Error(i, sim.bottleneck())
+                length = tuned
             gears.append(Gear(low, high, cascade, length, s.utilizations[i], sim.latency_p95_s))
         s.gears = gears
         return None
@@ -227,5 +313,6 @@ def plan_gears(problem: PlanningProblem, rng: np.random.Generator) -> GearPlan:
         current = current + 1 if error is None else current - 1
     s = planner.state
     return GearPlan(
-        problem.models, problem.threshold_levels, tuple(s.gears), s.placement, time.perf_counter() - start, calls
+        problem.models, problem.threshold_levels, tuple(s.gears), s.placement, time.perf_counter() - start, calls,
+        tuple(float(w) for w in planner.weights),
     )
