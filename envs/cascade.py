@@ -17,6 +17,8 @@ from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
 BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
 ACTION_MODES = ("thresholds", "gear")
+CONTEXT_PROGRESS = 2  # context index of the episode progress (arrived / episode_requests)
+CONTEXT_STAGES = 7  # context index of the first stage's waiting requests; stage i's at 7 + 3i
 
 
 class CascadeEnv(ServingEnv):
@@ -48,6 +50,17 @@ class CascadeEnv(ServingEnv):
     (no-op), costs ``invalid_action_penalty`` and sets ``info["invalid_action"]``;
     ``strict=True`` raises.
 
+    Batching (optional, threshold mode only): with ``min_queue_lengths`` (strictly increasing
+    positive integers, e.g. ``(1, 2, 4, 8, 16)``) the action gets one more entry per model,
+    ``MultiDiscrete([threshold_levels] * (stages - 1) + [len(min_queue_lengths)] * stages)``;
+    entry stages - 1 + i picks the minimum queue length of every instance of model i
+    (CascadeServe's §4.5 batching, ``Instance.set_min_queue_length``): an instance starts no new
+    prefill batch until that many requests wait there or the oldest has waited
+    ``max_queue_wait_s`` (default: one control interval, the period at which a CascadeServe
+    producer revisits its gear, §3/§5, so a stale length holds a request at most one decision
+    period). These entries are never masked; episodes start at the first choice. Without
+    ``min_queue_lengths`` (default) the action, observation and instances are unchanged.
+
     ## Observation space
     ``Dict``: ``instances`` (max_instances x features, ``envs.observation``), ``action_mask``
     and ``context`` =
@@ -57,7 +70,8 @@ class CascadeEnv(ServingEnv):
     p95 E2E (squashed by 10 s), [6] their mean accepted score / 100 (rejected count 0); then
     per stage i, at 7 + 3i: waiting and running requests on its instances (squashed by 16),
     share of the interval's finished requests accepted there; then the current thresholds /
-    100; in gear mode last the current gear / (gears − 1) (0 with one gear).
+    100; in gear mode last the current gear / (gears − 1) (0 with one gear); with batching last
+    each model's minimum queue length / the largest choice.
 
     ## Rewards
     ``reward="quality"`` (default): −(p95 E2E of the interval's requests in seconds) −
@@ -81,7 +95,7 @@ class CascadeEnv(ServingEnv):
     required for and only for ``action="gear"``), ``quality_kind``, ``difficulty_mean`` (δ of
     the difficulty model; ``TRACE_DIFFICULTY_MEAN`` has cascadia.txt's traces), ``quality_min``,
     ``quality_penalty_mu``, ``latency_max_s``, ``latency_penalty_nu``, ``judge_latency_s``,
-    ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
+    ``min_queue_lengths``, ``max_queue_wait_s``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
     workload overrides.
 
     ## Scenarios
@@ -106,6 +120,8 @@ class CascadeEnv(ServingEnv):
         difficulty_mean: float = 0.0,
         latency_max_s: float | None = None,
         latency_penalty_nu: float = 1.0,
+        min_queue_lengths: SequenceOf[int] | None = None,
+        max_queue_wait_s: float | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(threshold_levels, int) or isinstance(threshold_levels, bool) or threshold_levels < 2:
@@ -116,6 +132,7 @@ class CascadeEnv(ServingEnv):
             raise ValueError(f"gears are required for action='gear' and only for it; got action={action!r}, gears={gears!r}")
         if quality_kind not in QUALITY_KINDS:
             raise ValueError(f"unknown quality_kind {quality_kind!r}; known: {list(QUALITY_KINDS)}")
+        self.min_queue_lengths = None if min_queue_lengths is None else _check_lengths(min_queue_lengths, action)
         self.threshold_levels = threshold_levels
         self.action_mode = action
         self.gears = [] if gears is None else [tuple(float(h) for h in gear) for gear in gears]
@@ -130,6 +147,9 @@ class CascadeEnv(ServingEnv):
                                                              penalty_nu=latency_penalty_nu)
         self.models = self.scenario.cascade
         self._check_cascade()
+        self.max_queue_wait_s = self.scenario.control_interval_s if max_queue_wait_s is None else max_queue_wait_s
+        if not (isinstance(self.max_queue_wait_s, (int, float)) and 0.0 <= self.max_queue_wait_s < float("inf")):
+            raise ValueError(f"max_queue_wait_s must be a finite number >= 0, got {max_queue_wait_s!r}")
         self.quality_kind = quality_kind
         self.difficulty_mean = difficulty_mean
         self.router = CascadeRouter(self.models, [0.0] * (len(self.models) - 1), judge_latency_s)
@@ -138,8 +158,11 @@ class CascadeEnv(ServingEnv):
         if action == "gear":
             self.action_space = spaces.Discrete(len(self.gears))
         else:
-            self.action_space = spaces.MultiDiscrete([threshold_levels] * (len(self.models) - 1))
+            self.action_space = spaces.MultiDiscrete(
+                [threshold_levels] * (len(self.models) - 1) + [len(self.min_queue_lengths or ())] * self._batch_entries()
+            )
         self._levels = np.zeros(len(self.models) - 1, dtype=np.int64)
+        self._queue_choices = np.zeros(self._batch_entries(), dtype=np.int64)
         self._gear = 0
         self._until_s = 0.0
         self._window_first_outcome = 0
@@ -160,14 +183,20 @@ class CascadeEnv(ServingEnv):
         if sum(g.count for g in self.scenario.instances if g.config.model == models[0]) == 0:
             raise ValueError(f"the cascade's first model {models[0]} has no instance in scenario {name!r}")
 
+    def _batch_entries(self) -> int:
+        """Action entries choosing minimum queue lengths: one per model with batching, else 0."""
+        return 0 if self.min_queue_lengths is None else len(self.scenario.cascade)
+
     def context_size(self) -> int:
         stages = len(self.scenario.cascade)
-        return 7 + 3 * stages + max(stages - 1, 0) + (1 if self.action_mode == "gear" else 0)
+        gear = 1 if self.action_mode == "gear" else 0
+        return CONTEXT_STAGES + 3 * stages + max(stages - 1, 0) + gear + self._batch_entries()
 
     def mask_size(self) -> int:
         if self.action_mode == "gear":
             return len(self.gears)
-        return self.threshold_levels * max(len(self.scenario.cascade) - 1, 0)
+        batch = len(self.min_queue_lengths or ()) * self._batch_entries()
+        return self.threshold_levels * max(len(self.scenario.cascade) - 1, 0) + batch
 
     def cluster_options(self) -> dict[str, Any]:
         return self.router.cluster_options()
@@ -180,6 +209,8 @@ class CascadeEnv(ServingEnv):
         self._levels = np.zeros(len(self.models) - 1, dtype=np.int64)
         self._gear = 0
         self.router.set_thresholds(self.thresholds())
+        self._queue_choices = np.zeros(self._batch_entries(), dtype=np.int64)
+        self._apply_min_queue_lengths()
         self._until_s = 0.0
         self._window_first_outcome = 0
 
@@ -188,6 +219,20 @@ class CascadeEnv(ServingEnv):
         if self.action_mode == "gear":
             return list(self.gears[self._gear])
         return [SCORE_MAX * int(k) / (self.threshold_levels - 1) for k in self._levels]
+
+    def current_min_queue_lengths(self) -> dict[str, int]:
+        """Each model's minimum queue length now (1 everywhere without batching)."""
+        if self.min_queue_lengths is None:
+            return {m: 1 for m in self.models}
+        return {m: self.min_queue_lengths[int(k)] for m, k in zip(self.models, self._queue_choices)}
+
+    def _apply_min_queue_lengths(self) -> None:
+        if self.min_queue_lengths is None:
+            return
+        assert self.cluster is not None
+        lengths = self.current_min_queue_lengths()
+        for instance in self.cluster.instances.values():
+            instance.set_min_queue_length(lengths[instance.model.name], self.max_queue_wait_s)
 
     def advance(self) -> bool:
         assert self.cluster is not None
@@ -212,23 +257,31 @@ class CascadeEnv(ServingEnv):
         mask[:, 0] = True
         for stage, ok in enumerate(allowed):
             mask[stage, :] = mask[stage, :] | ok
-        return mask.reshape(-1)
+        batch = np.ones(len(self.min_queue_lengths or ()) * self._batch_entries(), dtype=bool)
+        return np.concatenate([mask.reshape(-1), batch])
 
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:
         if self.action_mode == "gear":
             return bool(mask[int(action)])
-        per_stage = mask.reshape(len(self.models) - 1, self.threshold_levels)
-        return all(per_stage[stage, int(level)] for stage, level in enumerate(action))
+        stages = len(self.models) - 1
+        per_stage = mask[:stages * self.threshold_levels].reshape(stages, self.threshold_levels)
+        return all(per_stage[stage, int(level)] for stage, level in enumerate(action[:stages]))
 
     def fallback_action(self) -> Any:
-        return self._gear if self.action_mode == "gear" else self._levels.copy()
+        if self.action_mode == "gear":
+            return self._gear
+        return np.concatenate([self._levels, self._queue_choices])
 
     def apply(self, action: Any, valid: bool) -> None:
         assert self.cluster is not None
         if self.action_mode == "gear":
             self._gear = int(action)
         else:
-            self._levels = np.array([int(level) for level in action], dtype=np.int64)
+            stages = len(self.models) - 1
+            self._levels = np.array([int(level) for level in action[:stages]], dtype=np.int64)
+            if self.min_queue_lengths is not None:
+                self._queue_choices = np.array([int(k) for k in action[stages:]], dtype=np.int64)
+                self._apply_min_queue_lengths()
         self.router.set_thresholds(self.thresholds())
         self._until_s = self.cluster.events.now_s + self.scenario.control_interval_s
 
@@ -241,7 +294,7 @@ class CascadeEnv(ServingEnv):
         completed = [o for o in finished if o.completed]
         vector[0] = squash(self.recent_qps(self.scenario.control_interval_s), COUNT_SCALE)
         vector[1] = squash(self.recent_qps(BURST_WINDOW_S), COUNT_SCALE)
-        vector[2] = cluster.arrived / self.scenario.episode_requests
+        vector[CONTEXT_PROGRESS] = cluster.arrived / self.scenario.episode_requests
         vector[3] = squash(cluster.cost_rate_usd_per_s() * 3600.0, 100.0)
         vector[4] = squash(len(finished), COUNT_SCALE)
         if completed:
@@ -258,11 +311,28 @@ class CascadeEnv(ServingEnv):
             waiting[stage] += len(instance.waiting)
             running[stage] += len(instance.running)
         for stage in range(stages):
-            vector[7 + 3 * stage] = squash(waiting[stage], COUNT_SCALE)
-            vector[8 + 3 * stage] = squash(running[stage], COUNT_SCALE)
-            vector[9 + 3 * stage] = accepted[stage] / len(finished) if finished else 0.0
-        start = 7 + 3 * stages
+            vector[CONTEXT_STAGES + 3 * stage] = squash(waiting[stage], COUNT_SCALE)
+            vector[CONTEXT_STAGES + 1 + 3 * stage] = squash(running[stage], COUNT_SCALE)
+            vector[CONTEXT_STAGES + 2 + 3 * stage] = accepted[stage] / len(finished) if finished else 0.0
+        start = CONTEXT_STAGES + 3 * stages
         vector[start:start + stages - 1] = np.asarray(self.thresholds(), dtype=np.float32) / SCORE_MAX
         if self.action_mode == "gear":
             vector[-1] = self._gear / (len(self.gears) - 1) if len(self.gears) > 1 else 0.0
+        if self.min_queue_lengths is not None:
+            largest = self.min_queue_lengths[-1]
+            vector[-stages:] = [self.min_queue_lengths[int(k)] / largest for k in self._queue_choices]
         return vector
+
+
+def _check_lengths(lengths: SequenceOf[int], action: str) -> tuple[int, ...]:
+    """``min_queue_lengths``: strictly increasing positive integers, threshold mode only."""
+    if action != "thresholds":
+        raise ValueError(f"min_queue_lengths needs action='thresholds', got action={action!r}")
+    values = tuple(lengths)
+    if (
+        not values
+        or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in values)
+        or any(b <= a for a, b in zip(values, values[1:]))
+    ):
+        raise ValueError(f"min_queue_lengths must be strictly increasing positive integers, got {lengths!r}")
+    return tuple(int(v) for v in values)

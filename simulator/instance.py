@@ -7,6 +7,9 @@ migration), a decode batch is fixed, so the instance plans all of its iterations
 would do) and schedules a single event at the segment's end. An external event that lands
 mid-segment truncates it after the iteration in progress. ``coalesce=False`` plans one
 iteration per event: the slow path the tests use as an oracle (results are bit-identical).
+
+An optional gate holds new prefills until a minimum queue length is reached (CascadeServe's
+batching, cascadeserve.txt §4.5; ``set_min_queue_length``); it is off by default.
 """
 
 from __future__ import annotations
@@ -154,6 +157,10 @@ class Instance:
         self._detach: list[tuple[Sequence, Callable[[Sequence], None], Callable[[Sequence], None] | None]] = []
         self.busy_time_s = 0.0
         self.iterations = 0
+        self.min_queue_length = 1
+        self.max_queue_wait_s = 0.0
+        self._waiting_since_s: dict[int, float] = {}
+        self._gate_wake_s = float("inf")
 
     # ----------------------------------------------------------------- queries
     @property
@@ -198,6 +205,47 @@ class Instance:
                     return True
         return False
 
+    # ----------------------------------------------------------------- batching gate
+    def set_min_queue_length(self, length: int, max_wait_s: float) -> None:
+        """CascadeServe's minimum queue length (cascadeserve.txt §4.5): no new prefill batch starts
+        here until ``length`` requests wait or the oldest waiting one has waited ``max_wait_s``
+        seconds (our bound, so no request waits forever: the paper's planner simulator only
+        flushes short queues when the trace ends, App. C.1). Waiting time counts from entering
+        this instance's queue (requests already waiting count from now); running requests keep
+        decoding meanwhile; when the gate opens the batch forms as usual. ``length=1`` turns the
+        gate off (the default)."""
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ValueError(f"min queue length must be a positive integer, got {length!r}")
+        if not (isinstance(max_wait_s, (int, float)) and 0.0 <= max_wait_s < float("inf")):
+            raise ValueError(f"max_wait_s must be a finite number >= 0, got {max_wait_s!r}")
+        now = self.events.now_s
+        self._waiting_since_s = (
+            {s.request_id: self._waiting_since_s.get(s.request_id, now) for s in self.waiting} if length > 1 else {}
+        )
+        changed = (length, float(max_wait_s)) != (self.min_queue_length, self.max_queue_wait_s)
+        self.min_queue_length = length
+        self.max_queue_wait_s = float(max_wait_s)
+        if changed and self.waiting:
+            self.poke()
+
+    def _gate_holds(self, now: float) -> bool:
+        """Whether the gate holds the waiting requests back now; if so, wake at its deadline."""
+        if len(self.waiting) >= self.min_queue_length:
+            return False
+        since = self._waiting_since_s
+        deadline = min(since.get(s.request_id, now) for s in self.waiting) + self.max_queue_wait_s
+        if now >= deadline:
+            return False
+        if deadline != self._gate_wake_s:
+            self._gate_wake_s = deadline
+            self.events.schedule(deadline, self._on_gate_deadline, deadline)
+        return True
+
+    def _on_gate_deadline(self, deadline: float) -> None:
+        if deadline == self._gate_wake_s:
+            self._gate_wake_s = float("inf")
+            self.poke()
+
     # ----------------------------------------------------------------- entry points
     def enqueue(self, seq: Sequence) -> None:
         """A request (new, or migrated while queued) joins this instance's waiting queue."""
@@ -210,6 +258,8 @@ class Instance:
             seq.phase = Phase.WAITING
         self.scheduler.on_enqueue(seq)
         self.waiting.append(seq)
+        if self.min_queue_length > 1:
+            self._waiting_since_s[seq.request_id] = self.events.now_s
         self.poke()
 
     def accept_running(self, seq: Sequence) -> bool:
@@ -391,10 +441,18 @@ class Instance:
             self.busy = False
             return
         self.scheduler.on_boundary(self.running)
+        held = self.waiting if self.min_queue_length > 1 and self.waiting and self._gate_holds(now) else None
+        if held is not None:
+            self.waiting = []
         if self.scheduler.preemptive:
             prefills = self._select_by_priority(now)
         else:
             prefills = self._select_in_order(now)
+        if held is not None:
+            self.waiting = held + self.waiting
+        elif self.min_queue_length > 1:
+            since = self._waiting_since_s
+            self._waiting_since_s = {s.request_id: since.get(s.request_id, now) for s in self.waiting}
         decode = [
             s for s in self.running
             if s.generated_tokens and not s.pd_handoff and s.kv_tokens == s.prompt_tokens + s.generated_tokens - 1
@@ -652,6 +710,8 @@ class Instance:
         seq.kv_tokens = 0
         seq.residency = Residency.QUEUED
         self.waiting.append(seq)
+        if self.min_queue_length > 1:
+            self._waiting_since_s[seq.request_id] = self.events.now_s
 
     @staticmethod
     def _end_preemption(seq: Sequence, now: float) -> None:

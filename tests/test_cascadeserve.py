@@ -17,6 +17,7 @@ from baselines.cascadeserve.policy import COUNT_SCALE, keep_gear
 from baselines.cascadeserve.profiles import Device, ModelProfile, Replica, full_replication
 from baselines.cascadeserve.pruning import prune_placement, pruning_utility
 from baselines.cascadeserve.workload_adaption import downgrade, qps_ranges
+from envs.cascade import CONTEXT_PROGRESS, CONTEXT_STAGES
 
 
 def profile(name: str, runtime_s: float, memory_gb: float = 1.0, max_batch: int = 4) -> ModelProfile:
@@ -126,8 +127,8 @@ def fixed_plan(models: tuple[str, ...]) -> GearPlan:
 
 def observation(arrived: int, waiting: int, episode_requests: int, context_size: int) -> dict[str, np.ndarray]:
     context = np.zeros(context_size, dtype=np.float32)
-    context[1] = arrived / episode_requests
-    context[6] = waiting / (waiting + COUNT_SCALE)
+    context[CONTEXT_PROGRESS] = arrived / episode_requests
+    context[CONTEXT_STAGES] = waiting / (waiting + COUNT_SCALE)
     return {"context": context}
 
 

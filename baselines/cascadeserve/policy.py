@@ -7,30 +7,42 @@ Hysteresis (§5): the gear is kept while qps < α·Q₀, Q₀ the queue length o
 model (waiting requests on its instances, from the observation), α = 8 by default, so a backlog
 left by a burst keeps the burst's gear until the queue has drained.
 
-The gear's minimum queue length (§4.5) is not applied: servegym instances batch continuously.
+Batching (§4.5): on a Cascade-v0 env built with ``min_queue_lengths`` the policy also sets each
+model's minimum queue length, the gear's for the cascade's first model and 1 for the others (the
+planner tunes only the first, §4.5), each rounded down to the largest allowed choice (the
+smallest choice when none is lower). Without ``min_queue_lengths`` the instances batch
+continuously, as vLLM does.
+
 Without a ``plan`` the policy plans on the env's own deployment (``fixed_placement``) with the
 scenario's E2E SLO and ``qps_max`` (default 3x the workload's mean rate).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
 
-from baselines.cascadeserve.planner import GearPlan, plan_gears
+from baselines.cascadeserve.planner import Gear, GearPlan, plan_gears
 from baselines.cascadeserve.scenario_inputs import problem_for_scenario
 from baselines.policy import Policy, register
+from envs.cascade import CONTEXT_PROGRESS, CONTEXT_STAGES
 from envs.observation import COUNT_SCALE
 
 ALPHA = 8.0  # §5: "α = 8 works well for most scenarios"
-_PROGRESS, _FIRST_STAGE_WAITING = 1, 6  # Cascade-v0 context indices
 
 
 def unsquash(value: float, scale: float) -> float:
     """Inverse of ``envs.observation.squash`` (x / (x + scale))."""
     return scale * value / (1.0 - value) if value < 1.0 else math.inf
+
+
+def choice_index(choices: Sequence[int], length: int) -> int:
+    """Index of the largest choice <= ``length`` (0 when every choice is larger)."""
+    return max(0, bisect.bisect_right(list(choices), length) - 1)
 
 
 def keep_gear(qps: float, first_queue_length: float, alpha: float = ALPHA) -> bool:
@@ -83,14 +95,24 @@ class CascadeServePolicy(Policy):
     def measure(self, observation: dict[str, np.ndarray]) -> tuple[float, float]:
         """(QPS over the last interval, Q₀) from the observation."""
         context = observation["context"]
-        arrived = int(round(float(context[_PROGRESS]) * self.episode_requests))
+        arrived = int(round(float(context[CONTEXT_PROGRESS]) * self.episode_requests))
         qps = max(0, arrived - self.arrived) / self.interval_s
         self.arrived = arrived
-        return qps, unsquash(float(context[_FIRST_STAGE_WAITING]), COUNT_SCALE)
+        return qps, unsquash(float(context[CONTEXT_STAGES]), COUNT_SCALE)
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         qps, first_queue = self.measure(observation)
         if self.gear is None or not keep_gear(qps, first_queue, self.alpha):
             self.gear = self.plan.gear_index(qps)
         self.gear_trace.append(self.gear)
-        return np.array(self.plan.gears[self.gear].cascade.levels, dtype=np.int64)
+        gear = self.plan.gears[self.gear]
+        levels = np.array(gear.cascade.levels, dtype=np.int64)
+        choices = self.env.min_queue_lengths
+        if choices is None:
+            return levels
+        return np.concatenate([levels, [choice_index(choices, n) for n in self.planned_min_queue_lengths(gear)]])
+
+    def planned_min_queue_lengths(self, gear: Gear) -> list[int]:
+        """§4.5: the gear's minimum queue length for the cascade's first model, 1 for the others."""
+        first = next(i for i, share in enumerate(gear.cascade.stage_shares) if share > 0)
+        return [gear.min_queue_length if i == first else 1 for i in range(len(self.plan.models))]
