@@ -30,7 +30,8 @@ Traces: the paper subsamples MT-Bench into three traces of different lengths and
 that ``simulator.cascade_quality.TRACE_DIFFICULTY_MEAN`` fitted to Table 2's rows for that
 trace: trace 1 ShareGPT lengths (``sharegpt_cauchy``), trace 2 long-input short-output
 (``cnn_dailymail``), trace 3 ShareGPT. Rates load the cluster (a stand-alone 671B on 32 GPUs
-carries about 85 req/s of ShareGPT here). Fig. 11 (fluctuating workload) is not reproduced.
+carries about 85 req/s of ShareGPT here). Fig. 11 / Table 5 (fluctuating workload) is
+``experiments.cascadia_fluctuating``.
 
 Outputs under ``--out`` (default ``results/cascadia``): ``report.md`` (the paper's numbers next
 to ours), ``results.json``, PNGs and ``tensorboard/<system>/`` runs with the same tags.
@@ -452,8 +453,8 @@ def write_report(path: Path, results: dict[str, Any], setup: str) -> None:
     lines += ["", "## The `cascadia` policy on servegym/Cascade-v0 (trace-1 q = 85 plan deployed)", "",
               f"Policy thresholds {env['policy_h1']:g}, {env['policy_h2']:g} (plan: {env['plan_h1']:g}, {env['plan_h2']:g}), "
               f"re-plans {env['replans']:.0f}, episode mean score {env['quality_mean']:.1f}, p95 E2E {env['e2e_p95_s']:.1f} s.",
-              "", "Not reproduced: the Llama-cascade Fig. 7, the ablation Fig. 9, the fluctuating workload Fig. 11 / Table 5, "
-              "Sarathi-Serve and RouteLLM.",
+              "", "Not reproduced: the Llama-cascade Fig. 7, the ablation Fig. 9, Sarathi-Serve and RouteLLM; the fluctuating "
+              "workload (Fig. 11 / Table 5) is `python -m experiments.cascadia_fluctuating`.",
               "", "Figures: fig5_slo_attainment.png, fig6_throughput.png, fig10_planning_time.png; TensorBoard runs in tensorboard/.", ""]
     path.write_text("\n".join(lines))
 
