@@ -28,6 +28,7 @@ SERVING_METRICS = (
     "throughput_rps",
     "cost_usd",
     "output_tokens_per_usd",
+    "goodput_tokens_per_usd",
     "quality_mean",
 )
 TIER_PREFIX = "slo_attainment_tier"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
-from envs.presets import make_scenario, scenario_names
+from envs.presets import make_scenario, register_scenario, scenario_names
 
 ENV_IDS = {
     "servegym/Routing-v0": "envs.routing:RoutingEnv",
@@ -22,4 +22,4 @@ for env_id, entry_point in ENV_IDS.items():
     if env_id not in registry:
         register(id=env_id, entry_point=entry_point)
 
-__all__ = ["ENV_IDS", "make_scenario", "scenario_names"]
+__all__ = ["ENV_IDS", "make_scenario", "register_scenario", "scenario_names"]

@@ -17,6 +17,16 @@ def scenario_names() -> list[str]:
     return sorted(PRESETS)
 
 
+def register_scenario(name: str, builder: Callable[[], Scenario]) -> None:
+    """Add a preset built in a higher layer (e.g. ``baselines.cauchy``'s GPU-combo scenarios,
+    which need its planner); importing that module registers it."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"scenario name must be a non-empty string, got {name!r}")
+    if name in PRESETS and PRESETS[name] is not builder:
+        raise ValueError(f"scenario {name!r} is already registered")
+    PRESETS[name] = builder
+
+
 def make_scenario(name: str, **overrides: Any) -> Scenario:
     """The preset ``name`` with keyword overrides (scenario or workload fields)."""
     if name not in PRESETS:

@@ -17,7 +17,11 @@ and from the cluster's cost, so a reward is never credited twice:
   episode sum to Φ(end) − Φ(start) = 0 (every instance is empty at both ends).
 - ``cost``: SLO-meeting output tokens / 1,000 − ``usd_weight`` · (dollars spent during the
   step), ``usd_weight`` = 1,000 / (the scenario's full-cluster $ per hour); the ratio of the
-  two terms is tokens per USD (cauchy.txt §3.2) against an SLO floor.
+  two terms is tokens per USD (cauchy.txt §3.2) against an SLO floor. With
+  ``reference_tokens_per_usd`` R the reward is (SLO-meeting output tokens − R · dollars) / 1,000,
+  the parametric form of the ratio objective (Dinkelbach, Management Science 1967): a window
+  earns a positive reward exactly when its SLO-meeting tokens per USD beat R, so maximising it
+  from R = a heuristic's ratio can only raise the ratio.
 - ``quality`` (cascade scenarios): −J(θ) of cascadia.txt §3.3, −L − μ · max(0, q_min − Q) /
   (z₁ − z₂), with L the p95 E2E (seconds) of the completed requests, Q their mean accepted
   score (a rejected request scores 0), z₁ / z₂ the mean scores of the cascade's last / first
@@ -30,6 +34,7 @@ and from the cluster's cost, so a reward is never credited twice:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -78,10 +83,16 @@ class LatencyReward(RewardFunction):
 
 
 class CostReward(RewardFunction):
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, reference_tokens_per_usd: float | None = None) -> None:
         super().__init__(scenario)
-        full_rate_usd_per_h = sum(get_gpu(g).price_per_hour_usd * n for g, n in scenario.gpu_inventory.items())
-        self.usd_weight = 1000.0 / full_rate_usd_per_h
+        if reference_tokens_per_usd is None:
+            full_rate_usd_per_h = sum(get_gpu(g).price_per_hour_usd * n for g, n in scenario.gpu_inventory.items())
+            self.usd_weight = 1000.0 / full_rate_usd_per_h
+        elif isinstance(reference_tokens_per_usd, (int, float)) and math.isfinite(reference_tokens_per_usd) \
+                and reference_tokens_per_usd > 0:
+            self.usd_weight = reference_tokens_per_usd / 1000.0
+        else:
+            raise ValueError(f"reference_tokens_per_usd must be a positive finite number, got {reference_tokens_per_usd!r}")
         self._last_cost_usd = 0.0
 
     def reset(self, cluster: Cluster) -> None:

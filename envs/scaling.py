@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, squash
+from envs.rewards import CostReward
 from envs.scenario import ScalingUnit
 from simulator.cluster import Cluster
 from simulator.instance import Lifecycle
@@ -68,8 +69,9 @@ class ScalingEnv(ServingEnv):
 
     ## Rewards
     ``reward="cost"`` (default: SLO-meeting output tokens against dollars spent, cauchy.txt
-    §3.2's tokens per USD), ``"slo"`` or ``"latency"``: see ``envs.rewards``, over the requests
-    that finished during the window and the dollars spent in it.
+    §3.2's tokens per USD; with ``reference_tokens_per_usd`` R, positive exactly when the
+    window beats R tokens per USD), ``"slo"`` or ``"latency"``: see ``envs.rewards``, over the
+    requests that finished during the window and the dollars spent in it.
 
     ## Episode end
     Truncated at the end of the window in which the last of the ``episode_requests`` requests
@@ -78,7 +80,7 @@ class ScalingEnv(ServingEnv):
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``scaling_window_s`` (seconds; default the scenario's
     ``control_interval_s``, e.g. 120 s, the autoscaler window of cauchy.txt §3.5, for ``cauchy``),
-    ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
+    ``reward``, ``reference_tokens_per_usd`` (``cost`` reward only), ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
     workload overrides as keywords (e.g. ``gpu_inventory``, ``max_instances``, ``rate_rps``).
 
     ## Scenarios
@@ -90,11 +92,21 @@ class ScalingEnv(ServingEnv):
     env_id = "servegym/Scaling-v0"
 
     def __init__(
-        self, scenario: Any = "default", *, scaling_window_s: float | None = None, reward: str = "cost", **kwargs: Any
+        self,
+        scenario: Any = "default",
+        *,
+        scaling_window_s: float | None = None,
+        reward: str = "cost",
+        reference_tokens_per_usd: float | None = None,
+        **kwargs: Any,
     ) -> None:
         if scaling_window_s is not None and not (scaling_window_s > 0 and math.isfinite(scaling_window_s)):
             raise ValueError(f"scaling_window_s must be positive and finite, got {scaling_window_s!r}")
         super().__init__(scenario, reward=reward, **kwargs)
+        if reference_tokens_per_usd is not None:
+            if reward != "cost":
+                raise ValueError(f"reference_tokens_per_usd applies to reward='cost' only, got reward={reward!r}")
+            self.reward_fn = CostReward(self.scenario, reference_tokens_per_usd)
         self.scaling_window_s = float(scaling_window_s or self.scenario.control_interval_s)
         self.units: tuple[ScalingUnit, ...] = self.scenario.scaling_units()
         self.kind_names = tuple(u.name for u in self.units)

@@ -249,3 +249,18 @@ def test_cauchy_star_adds_only_aggregated_combos(system):
     else:
         assert added - aggregated  # Cauchy deploys a disaggregated combo on ShareGPT
     assert info["episode_metrics"]["completed"] == env.scenario.episode_requests
+
+
+def test_the_cauchy_autoscaling_preset_is_registered_for_agents():
+    import envs as envs_module
+
+    assert "cauchy_autoscaling" in envs_module.scenario_names()
+    env = gym.make("servegym/Scaling-v0", scenario="cauchy_autoscaling", episode_requests=2000).unwrapped
+    assert env.scaling_window_s == 0.5 and env.scenario.time_compression == 60.0
+    assert env.scenario.workload.lengths == "sharegpt_cauchy" and env.scenario.workload.rate_rps == 200.0
+    by_default = baselines.make("cauchy_autoscaler", env)
+    explicit = baselines.make("cauchy_autoscaler", env, **autoscaler_options(60.0))
+    assert (by_default.window_ticks, by_default.grace_ticks, by_default.global_ticks) == (4, 1, 60)
+    assert (explicit.window_ticks, explicit.grace_ticks, explicit.global_ticks) == (4, 1, 60)
+    with pytest.raises(ValueError, match="rate_rps=50.0 differs from the mean 200 req/s of its arrival profile"):
+        gym.make("servegym/Scaling-v0", scenario="cauchy_autoscaling", rate_rps=50.0)

@@ -13,6 +13,7 @@ from envs.scaling import ADD, HOLD, REMOVE, ScalingEnv
 from hardware.gpus import get_gpu
 from hardware.latency import weight_load_time_s
 from simulator.instance import Lifecycle
+from simulator.metrics import meets_slo
 
 A100_USD_PER_S = get_gpu("A100-80GB").price_per_hour_usd / 3600.0
 L40S_USD_PER_S = get_gpu("L40S").price_per_hour_usd / 3600.0
@@ -241,3 +242,21 @@ def test_routing_between_windows_is_least_outstanding():
     loads = {i: inst.num_requests for i, inst in env.cluster.instances.items()}
     expected = min(loads, key=lambda i: (loads[i], i))
     assert env.route(env.cluster, None) == expected
+
+
+def test_reference_tokens_per_usd_prices_each_window_against_the_reference():
+    env = make(rate_rps=20.0, scaling_window_s=5.0, reward="cost", reference_tokens_per_usd=2e6)
+    env.reset(seed=0)
+    cost_before, seen = 0.0, 0
+    for _ in range(4):
+        _, reward, _, _, info = env.step(np.array([HOLD, HOLD]))
+        finished = env.cluster.outcomes[seen:]
+        seen = len(env.cluster.outcomes)
+        good_tokens = sum(o.output_tokens for o in finished if meets_slo(o))
+        spent = info["cost_usd"] - cost_before
+        cost_before = info["cost_usd"]
+        assert reward == pytest.approx((good_tokens - 2e6 * spent) / 1000.0, rel=1e-9, abs=1e-9)
+    with pytest.raises(ValueError, match="reference_tokens_per_usd must be a positive finite number, got -1.0"):
+        make(reward="cost", reference_tokens_per_usd=-1.0)
+    with pytest.raises(ValueError, match="applies to reward='cost' only, got reward='slo'"):
+        make(reward="slo", reference_tokens_per_usd=2e6)

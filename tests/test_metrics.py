@@ -185,6 +185,7 @@ class TestRatesAndCost:
         assert (summary.output_tokens, summary.total_tokens) == (400, 600)
         assert summary.output_tokens_per_usd == pytest.approx(400 / 0.5)
         assert summary.total_tokens_per_usd == pytest.approx(600 / 0.5)
+        assert summary.goodput_tokens_per_usd == pytest.approx(100 / 0.5)  # request 1 missed its TTFT
 
     def test_duration_defaults_to_first_arrival_to_last_event(self):
         # Last finish: request 1 at 1.0 + 0.9 + 299 * 0.01 = 4.89; the rejection at 2.0 is earlier.

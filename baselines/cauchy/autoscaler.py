@@ -40,6 +40,7 @@ import numpy as np
 from baselines.cauchy.combos import Combo, combo_of_configs
 from baselines.cauchy.goodput import load_goodput_table
 from baselines.cauchy.ilp import InfeasibleDemandError, ServiceDemand, solve_allocation
+from baselines.cauchy.scaling_scenario import autoscaler_options
 from baselines.cauchy.selection import Candidate, combo_ce_tokens_per_usd
 from baselines.cauchy.workloads import get_workload
 from baselines.policy import Policy, register
@@ -75,7 +76,8 @@ class CauchyStatic(Policy):
 class CauchyAutoscaler(Policy):
     """Algorithm 1 (see the module docstring). ``goodput_rps`` maps each kind's combo name
     (``<2xA800-PCIe>``) to its goodput; by default the profiled table for the scenario's
-    workload (``baselines/data/cauchy_goodput.json``)."""
+    workload (``baselines/data/cauchy_goodput.json``). The windows default to §3.5's 2 min,
+    30 s grace and 30 min, divided by the scenario's ``time_compression`` when it has one."""
 
     name = "cauchy_autoscaler"
     env_ids = (SCALING_ENV_ID,)
@@ -85,11 +87,15 @@ class CauchyAutoscaler(Policy):
         env: gym.Env,
         goodput_rps: Mapping[str, float] | None = None,
         ratio: float = 0.2,
-        window_s: float = 120.0,
-        grace_s: float = 30.0,
-        global_window_s: float = 1800.0,
+        window_s: float | None = None,
+        grace_s: float | None = None,
+        global_window_s: float | None = None,
     ) -> None:
         super().__init__(env)
+        defaults = autoscaler_options(getattr(self.env.scenario, "time_compression", 1.0))
+        window_s = defaults["window_s"] if window_s is None else window_s
+        grace_s = defaults["grace_s"] if grace_s is None else grace_s
+        global_window_s = defaults["global_window_s"] if global_window_s is None else global_window_s
         if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
             raise ValueError(f"ratio must be a positive number, got {ratio!r}")
         tick_s = float(self.env.scaling_window_s)

@@ -34,8 +34,8 @@ from baselines.cauchy.deployment import combo_instance_groups
 from baselines.cauchy.goodput import load_goodput_table
 from baselines.cauchy.ilp import ComboPlan, plan_combos
 from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
-from baselines.cauchy.workloads import INVENTORY, MODEL, CauchyWorkload
-from envs.presets import make_scenario
+from baselines.cauchy.workloads import INVENTORY, MODEL, CauchyWorkload, get_workload
+from envs.presets import make_scenario, register_scenario
 from envs.scenario import ScalingUnit, Scenario
 from envs.scenarios.cauchy import CAUCHY_GPUS
 from simulator.request import Request
@@ -140,6 +140,12 @@ class ProfiledScenario(Scenario):
     def __post_init__(self) -> None:
         super().__post_init__()
         PiecewiseRateArrivals(self.arrival_boundaries_s, self.arrival_rates_rps)
+        mean_rps = float(np.mean(self.arrival_rates_rps))
+        if not math.isclose(self.workload.rate_rps, mean_rps, rel_tol=1e-9):
+            raise ValueError(
+                f"scenario {self.name!r}: rate_rps={self.workload.rate_rps!r} differs from the mean {mean_rps:g} req/s "
+                "of its arrival profile; the profile sets the arrivals, so scale it instead"
+            )
 
     def requests(self, rng: np.random.Generator) -> list[Request]:
         arrivals = PiecewiseRateArrivals(self.arrival_boundaries_s, self.arrival_rates_rps)
@@ -173,8 +179,10 @@ class ComboScalingScenario(ProfiledScenario):
     ``combos`` are the unit kinds (each with its profiled goodput, its routing weight),
     ``initial_counts[k]`` of ``combos[k]`` serve at reset; ``instances`` must be those
     combos' instances. The cluster is a ``ComboCluster``, so a request sent to a combo is
-    placed inside it by ``instance_scheduler`` (§3.4.2)."""
+    placed inside it by ``instance_scheduler`` (§3.4.2). ``time_compression`` k is how much
+    the scaling clock is compressed (``autoscaler_options(k)`` are Alg. 1's windows on it)."""
 
+    time_compression: float = 1.0
     combos: tuple[Combo, ...] = ()
     initial_counts: tuple[int, ...] = ()
     combo_goodput_rps: tuple[float, ...] = ()
@@ -196,6 +204,7 @@ class ComboScalingScenario(ProfiledScenario):
             raise ValueError(f"unknown instance scheduler {self.instance_scheduler!r}; known: {list(INSTANCE_SCHEDULERS)}")
         if self.instances != combo_instance_groups(self.initial_combos(), self.model):
             raise ValueError(f"scenario {self.name!r}: instances must be exactly the initial combos' instances")
+        _positive("time_compression", self.time_compression)
 
     def initial_combos(self) -> list[Combo]:
         """The combos serving at reset, in deployment order."""
@@ -265,6 +274,7 @@ def autoscaling_scenario(
         **values,
         arrival_boundaries_s=tuple(profile.boundaries_s(load_compression).tolist()),
         arrival_rates_rps=tuple(profile.rates_rps(mean_rate_rps).tolist()),
+        time_compression=float(time_compression),
         combos=combos,
         initial_counts=counts,
         combo_goodput_rps=tuple(goodputs[c.name] for c in combos),
@@ -274,3 +284,24 @@ def autoscaling_scenario(
 def plan_counts(plan: ComboPlan) -> dict[Combo, int]:
     """Combo -> count of a plan."""
     return {candidate.combo: n for candidate, n in plan.entries}
+
+
+PRESET_WORKLOAD = "sharegpt_cauchy"
+PRESET_LOAD_SCALE = 4.0  # x the §4.1 QPS, as experiments.cauchy_autoscaling
+PRESET_TIME_COMPRESSION = 60.0
+
+
+def cauchy_autoscaling() -> ComboScalingScenario:
+    """Preset ``cauchy_autoscaling``: Fig. 10's ShareGPT cell (cauchy.txt §4.6) on a 60x
+    compressed clock, for agents: the Azure conv minute profile at 4 x 50 req/s, every combo of
+    ``scaling_combos`` a Scaling-v0 unit kind, the CO-LP plan for the mean serving at reset,
+    a scaling step every 0.5 s (58 simulated seconds, 11,600 requests, 116 steps an episode).
+    ``cauchy_autoscaler`` takes its windows from the scenario's clock."""
+    workload = get_workload(PRESET_WORKLOAD)
+    mean_rps = workload.target_rps * PRESET_LOAD_SCALE
+    plan = mean_load_plan(workload, mean_rps)
+    scenario = autoscaling_scenario(workload, plan_counts(plan), azure_profile(), mean_rps, PRESET_TIME_COMPRESSION)
+    return dataclasses.replace(scenario, name="cauchy_autoscaling")
+
+
+register_scenario("cauchy_autoscaling", cauchy_autoscaling)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import baselines  # noqa: F401  (registers the scenarios built by baselines, e.g. cauchy_autoscaling)
 import envs
 from agents.config import as_int, deep_merge, get_algorithm, load_yaml
 

@@ -17,7 +17,8 @@ Conventions:
 - rates divide by ``duration_s``; without one, the run's span (first arrival to the last
   arrival or finish) is used; throughput and goodput count completed requests;
 - cost efficiency is tokens per USD (cauchy.txt §4.1): output tokens, and prompt + output tokens,
-  of completed requests, over ``cost_usd``;
+  of completed requests, over ``cost_usd``; ``goodput_tokens_per_usd`` counts only the output
+  tokens of requests that met their SLO (cost efficiency that cannot be bought with latency);
 - QoE (pascal.txt Fig. 3, see ``qoe.py``) is computed for completed requests with at least one
   answer token; the violation rate counts rejected requests as violations (as for SLOs).
 
@@ -71,6 +72,7 @@ class MetricsSummary:
     cost_usd: float
     output_tokens_per_usd: float
     total_tokens_per_usd: float
+    goodput_tokens_per_usd: float
     qoe_mean: float
     qoe_violation_rate: float
     quality_mean: float
@@ -143,6 +145,7 @@ def summarize_columns(
     met = int(slo_met.sum())
     output_tokens = int(columns.output_tokens[done].sum())
     total_tokens = output_tokens + int(columns.prompt_tokens[done].sum())
+    goodput_tokens = int(columns.output_tokens[slo_met].sum())
     qoe_mean, qoe_violation_rate = _qoe_aggregates(columns, outcomes, qoe_targets)
     quality = columns.quality[done]
     quality = quality[~np.isnan(quality)]
@@ -168,10 +171,11 @@ def summarize_columns(
         throughput_rps=ratio(completed, duration_s),
         goodput_rps=ratio(met, duration_s),
         output_tokens_per_s=ratio(output_tokens, duration_s),
-        goodput_tokens_per_s=ratio(int(columns.output_tokens[slo_met].sum()), duration_s),
+        goodput_tokens_per_s=ratio(goodput_tokens, duration_s),
         cost_usd=cost_usd,
         output_tokens_per_usd=ratio(output_tokens, cost_usd),
         total_tokens_per_usd=ratio(total_tokens, cost_usd),
+        goodput_tokens_per_usd=ratio(goodput_tokens, cost_usd),
         qoe_mean=qoe_mean,
         qoe_violation_rate=qoe_violation_rate,
         quality_mean=float(quality.mean()) if quality.size else NAN,
