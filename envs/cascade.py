@@ -44,9 +44,12 @@ class CascadeEnv(ServingEnv):
     ..., 100); level 0 accepts every answer, the top level only perfect scores. Thresholds
     start at level 0. ``action="gear"``: ``Discrete(len(gears))``, gear g sets the thresholds
     ``gears[g]`` (a CascadeServe gear plan's cascades, cascadeserve.txt §3); the episode starts
-    in gear 0. Mask (``action_masks()``): a threshold above 0 at stage i needs a serving
-    instance of model i + 1 (threshold mode: per-stage masks concatenated, level 0 always
-    allowed; gear mode: one entry per gear). A masked-out action keeps the current thresholds
+    in gear 0. With ``entry_stages`` (gear mode only) gear g's arrivals enter stage
+    ``entry_stages[g]`` instead of the first (a model served alone: model switching,
+    cascadeserve.txt §6.2); thresholds of earlier stages then do not matter. Mask
+    (``action_masks()``): a threshold above 0 at stage i needs a serving instance of model
+    i + 1 (threshold mode: per-stage masks concatenated, level 0 always allowed; gear mode: one
+    entry per gear, which also needs its entry stage's model served when that stage is not 0). A masked-out action keeps the current thresholds
     (no-op), costs ``invalid_action_penalty`` and sets ``info["invalid_action"]``;
     ``strict=True`` raises.
 
@@ -94,7 +97,7 @@ class CascadeEnv(ServingEnv):
     (``"thresholds"`` | ``"gear"``), ``threshold_levels``, ``gears`` (list of threshold vectors,
     required for and only for ``action="gear"``), ``quality_kind``, ``difficulty_mean`` (δ of
     the difficulty model; ``TRACE_DIFFICULTY_MEAN`` has cascadia.txt's traces), ``quality_min``,
-    ``quality_penalty_mu``, ``latency_max_s``, ``latency_penalty_nu``, ``judge_latency_s``,
+    ``quality_penalty_mu``, ``latency_max_s``, ``latency_penalty_nu``, ``judge_latency_s``, ``entry_stages``,
     ``min_queue_lengths``, ``max_queue_wait_s``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
     workload overrides.
 
@@ -122,6 +125,7 @@ class CascadeEnv(ServingEnv):
         latency_penalty_nu: float = 1.0,
         min_queue_lengths: SequenceOf[int] | None = None,
         max_queue_wait_s: float | None = None,
+        entry_stages: SequenceOf[int] | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(threshold_levels, int) or isinstance(threshold_levels, bool) or threshold_levels < 2:
@@ -152,6 +156,7 @@ class CascadeEnv(ServingEnv):
             raise ValueError(f"max_queue_wait_s must be a finite number >= 0, got {max_queue_wait_s!r}")
         self.quality_kind = quality_kind
         self.difficulty_mean = difficulty_mean
+        self.entry_stages = _check_entry_stages(entry_stages, len(self.gears), len(self.models))
         self.router = CascadeRouter(self.models, [0.0] * (len(self.models) - 1), judge_latency_s)
         for gear in self.gears:
             self.router.set_thresholds(gear)  # validates each gear's length and range
@@ -209,6 +214,7 @@ class CascadeEnv(ServingEnv):
         self._levels = np.zeros(len(self.models) - 1, dtype=np.int64)
         self._gear = 0
         self.router.set_thresholds(self.thresholds())
+        self.router.set_entry_stage(self.entry_stage())
         self._queue_choices = np.zeros(self._batch_entries(), dtype=np.int64)
         self._apply_min_queue_lengths()
         self._until_s = 0.0
@@ -219,6 +225,10 @@ class CascadeEnv(ServingEnv):
         if self.action_mode == "gear":
             return list(self.gears[self._gear])
         return [SCORE_MAX * int(k) / (self.threshold_levels - 1) for k in self._levels]
+
+    def entry_stage(self) -> int:
+        """The stage arrivals enter now (0 but in gear mode with ``entry_stages``)."""
+        return self.entry_stages[self._gear] if self.entry_stages else 0
 
     def current_min_queue_lengths(self) -> dict[str, int]:
         """Each model's minimum queue length now (1 everywhere without batching)."""
@@ -252,7 +262,13 @@ class CascadeEnv(ServingEnv):
     def action_masks(self) -> np.ndarray:
         allowed = self._forwarding_allowed()
         if self.action_mode == "gear":
-            return np.array([all(h == 0.0 or ok for h, ok in zip(gear, allowed)) for gear in self.gears], dtype=bool)
+            serving = self._serving_models()
+            entries = self.entry_stages or (0,) * len(self.gears)
+            return np.array([
+                (entry == 0 or self.models[entry] in serving)
+                and all(h == 0.0 or ok for stage, (h, ok) in enumerate(zip(gear, allowed)) if stage >= entry)
+                for gear, entry in zip(self.gears, entries)
+            ], dtype=bool)
         mask = np.zeros((len(self.models) - 1, self.threshold_levels), dtype=bool)
         mask[:, 0] = True
         for stage, ok in enumerate(allowed):
@@ -283,6 +299,7 @@ class CascadeEnv(ServingEnv):
                 self._queue_choices = np.array([int(k) for k in action[stages:]], dtype=np.int64)
                 self._apply_min_queue_lengths()
         self.router.set_thresholds(self.thresholds())
+        self.router.set_entry_stage(self.entry_stage())
         self._until_s = self.cluster.events.now_s + self.scenario.control_interval_s
 
     def context(self) -> np.ndarray:
@@ -322,6 +339,19 @@ class CascadeEnv(ServingEnv):
             largest = self.min_queue_lengths[-1]
             vector[-stages:] = [self.min_queue_lengths[int(k)] / largest for k in self._queue_choices]
         return vector
+
+
+def _check_entry_stages(stages: SequenceOf[int] | None, gears: int, models: int) -> tuple[int, ...]:
+    """``entry_stages``: one stage index in [0, models - 1] per gear, gear mode only; () without."""
+    if stages is None:
+        return ()
+    values = tuple(stages)
+    if gears == 0:
+        raise ValueError(f"entry_stages needs action='gear', got entry_stages={stages!r}")
+    if len(values) != gears or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < models
+                                   for v in values):
+        raise ValueError(f"entry_stages must be {gears} stage indices in [0, {models - 1}], got {stages!r}")
+    return tuple(int(v) for v in values)
 
 
 def _check_lengths(lengths: SequenceOf[int], action: str) -> tuple[int, ...]:

@@ -6,14 +6,18 @@ scenario (Llama 3B -> 7B -> 13B -> 70B int4 on V100-32GB).
    gears), a static cascade (one gear for every QPS, §6.6 "No Switching"), model switching (MS,
    §6.2: ``n_ranges`` gears of one model each, ``baselines.cascadeserve.model_switching``) and a
    static single model (one gear of one model: DynBa, §6.2); a plan's accuracy is its gears'
-   accuracies weighted by the time the spiky trace spends in each QPS range. A cell (latency,
+   accuracies weighted by the time the spiky trace spends in each QPS range, and the planners
+   get those time shares as their QPS distribution (App. C.2's re-planning with the measured
+   distribution). A cell (latency,
    accuracy) needs the fewest GPUs whose plan reaches that accuracy; the saving is the cheapest
    baseline's GPUs over CascadeServe's (Fig. 7b/d).
 2. A spiky QPS trace (Fig. 8-9) in servegym/Cascade-v0 on the scenario's 16-GPU deployment:
    the ``cascadeserve`` policy (continuous batching, and ``cascadeserve_batched`` with the gears'
-   minimum queue lengths applied online, §4.5) against a static cascade (the one-gear plan), the
-   most accurate cascade held, and a static single model (OpenLlama-3B alone, all thresholds
-   0), per 2 s window: arrivals, p95 latency, mean accepted score.
+   minimum queue lengths applied online, §4.5; ``cascadeserve_fewer_gpus`` on 10 of the 16 GPUs)
+   against model switching (MS, §6.2: the ``model_switching`` policy, requests entering the
+   gear's one model), a static cascade (the one-gear plan), the most accurate cascade held, and
+   a static single model (OpenLlama-3B alone, all thresholds 0), per 2 s window: arrivals, p95
+   latency, mean accepted score.
 
 Outputs under ``--out`` (default ``results/cascadeserve``): report.md, fig7_gpus.png,
 fig8_spiky.png, results.json, tensorboard/<system>/ (same tags for every system).
@@ -44,8 +48,9 @@ import baselines  # noqa: E402
 import envs  # noqa: E402, F401
 from baselines.cascadeserve.model_switching import plan_model_switching  # noqa: E402
 from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, plan_gears  # noqa: E402
+from baselines.cascadeserve.policy import gear_env_options  # noqa: E402
 from baselines.cascadeserve.scenario_inputs import problem_for_scenario  # noqa: E402
-from envs.scenario import Scenario, Workload  # noqa: E402
+from envs.scenario import InstanceGroup, Scenario, Workload  # noqa: E402
 from envs.scenarios.cascadeserve import cascadeserve  # noqa: E402
 from simulator.request import Request  # noqa: E402
 from simulator.workloads import PiecewiseRateArrivals, generate_requests, length_sampler  # noqa: E402
@@ -54,6 +59,8 @@ PAPER = {
     "gpu_savings": "2-3x fewer GPUs than the cheapest baseline for most latency-accuracy cells (§6.3, Fig. 7)",
     "planning_time": "0.1 s (Llama) to 1 s (BERT) on the constrained search space (§6.5)",
     "spiky": "under QPS peaks CascadeServe degrades accuracy slightly and holds latency with fewer GPUs (Fig. 8-9)",
+    "model_switching": ("MS+ keeps latency low by switching to much less accurate models at peaks; CascadeServe, "
+                        "with a third (Fig. 8) or half (Fig. 9) of MS+'s GPUs, degrades accuracy less (§6.4)"),
 }
 WINDOW_S = 2.0
 BASELINES = ("static_cascade", "model_switching", "static_single")
@@ -99,6 +106,16 @@ def spiky_scenario(config: Config) -> Scenario:
     return dataclasses.replace(base, workload=workload, episode_requests=int(expected * 0.98))
 
 
+def reduced_deployment(scenario: Scenario) -> Scenario:
+    """``scenario`` with half the 13B and 70B replicas (10 of its 16 V100s); the 3B and 7B keep
+    theirs, so the cheapest cascade still carries the trace's peaks."""
+    large = set(scenario.cascade[2:])
+    groups = tuple(InstanceGroup(g.config, g.count // 2 if g.config.model in large else g.count)
+                   for g in scenario.instances)
+    used = sum(g.count * g.config.num_gpus for g in groups)
+    return dataclasses.replace(scenario, instances=groups, gpu_inventory={groups[0].config.gpu: used}, max_instances=0)
+
+
 def range_time_shares(config: Config, n_ranges: int) -> np.ndarray:
     """Share of the spiky trace's time in each QPS range of a plan (the plan's QPS weighting)."""
     width = config.qps_max / n_ranges
@@ -122,10 +139,10 @@ def gpu_grid(config: Config, log: Any) -> dict[str, Any]:
     for system, n_ranges, planner in systems:
         for gpus in config.gpu_counts:
             for slo in config.latency_slos_s:
-                problem = problem_for_scenario(
+                problem = dataclasses.replace(problem_for_scenario(
                     scenario, np.random.default_rng(0), qps_max=config.qps_max, n_ranges=n_ranges, num_gpus=gpus,
                     latency_slo_s=slo, num_cascade_samples=config.cascade_samples, sim_duration_s=config.sim_duration_s,
-                )
+                ), qps_weights=tuple(float(w) for w in range_time_shares(config, n_ranges)))
                 try:
                     plan = planner(problem, np.random.default_rng(0))
                     row = {"system": system, "gpus": gpus, "slo_s": slo, "accuracy": plan_accuracy(plan, config),
@@ -158,17 +175,28 @@ def run_spiky(config: Config, log: Any, tb_root: Path) -> dict[str, Any]:
     env = gym.make("servegym/Cascade-v0", scenario=scenario, judge_latency_s=0.0)
     batched_env = gym.make("servegym/Cascade-v0", scenario=scenario, judge_latency_s=0.0,
                            min_queue_lengths=MIN_QUEUE_LENGTHS)
+    reduced = reduced_deployment(scenario)
     qps_max = max(config.spike_rates_rps)
     plans = {}
-    for label, n_ranges in (("cascadeserve", 6), ("static_cascade", 1)):
-        problem = problem_for_scenario(scenario, np.random.default_rng(0), qps_max=qps_max, n_ranges=n_ranges,
+    for label, deployment, n_ranges, planner in (
+        ("cascadeserve", scenario, 6, plan_gears), ("cascadeserve_fewer_gpus", reduced, 6, plan_gears),
+        ("model_switching", scenario, 6, plan_model_switching), ("static_cascade", scenario, 1, plan_gears),
+    ):
+        problem = problem_for_scenario(deployment, np.random.default_rng(0), qps_max=qps_max, n_ranges=n_ranges,
                                        fixed_placement=True, num_cascade_samples=config.cascade_samples,
                                        sim_duration_s=config.sim_duration_s)
-        plans[label] = plan_gears(problem, np.random.default_rng(0))
+        plans[label] = planner(problem, np.random.default_rng(0))
+    reduced_env = gym.make("servegym/Cascade-v0", scenario=reduced, judge_latency_s=0.0)
+    switching_env = gym.make("servegym/Cascade-v0", scenario=scenario, judge_latency_s=0.0,
+                             **gear_env_options(plans["model_switching"]))
     stages = len(scenario.cascade) - 1
     systems = {
         "cascadeserve": (env, baselines.make("cascadeserve", env, plan=plans["cascadeserve"])),
         "cascadeserve_batched": (batched_env, baselines.make("cascadeserve", batched_env, plan=plans["cascadeserve"])),
+        "cascadeserve_fewer_gpus": (reduced_env, baselines.make("cascadeserve", reduced_env,
+                                                                   plan=plans["cascadeserve_fewer_gpus"])),
+        "model_switching": (switching_env, baselines.make("model_switching", switching_env,
+                                                          plan=plans["model_switching"])),
         "static_cascade": (env, lambda obs: np.array(plans["static_cascade"].gears[0].cascade.levels)),
         "most_accurate": (env, lambda obs: np.full(stages, 10)),
         "single_3b": (env, lambda obs: np.zeros(stages, dtype=np.int64)),
@@ -202,11 +230,14 @@ def run_spiky(config: Config, log: Any, tb_root: Path) -> dict[str, Any]:
         writer.add_scalar("summary/quality_mean", metrics["quality_mean"], 0)
         writer.close()
         results[name] = {"e2e_p95_s": metrics["e2e_p95_s"], "quality_mean": metrics["quality_mean"],
-                         "slo_attainment": metrics["slo_attainment"], "windows": windows}
+                         "slo_attainment": metrics["slo_attainment"], "windows": windows,
+                         "gpus": sum(g.count * g.config.num_gpus for g in system_env.unwrapped.scenario.instances)}
         log(f"  {name:15s} p95 {metrics['e2e_p95_s']:.3f} s quality {metrics['quality_mean']:.2f}")
     results["plan_time_s"] = plans["cascadeserve"].planning_time_s
     results["gears"] = [[g.qps_high, list(g.cascade.levels), round(g.cascade.quality, 2), g.min_queue_length]
                         for g in plans["cascadeserve"].gears]
+    results["switching_gears"] = [[g.qps_high, scenario.cascade[g.cascade.entry_stage], round(g.cascade.quality, 2)]
+                                  for g in plans["model_switching"].gears]
     return results
 
 
@@ -244,6 +275,12 @@ def plot(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Path)
     plt.close(fig)
 
 
+def worst_window(result: dict[str, Any], key: str, pick: Any) -> float:
+    """The lowest (``min``) or highest (``max``) value of ``key`` over the 2 s windows that finished requests."""
+    values = [w[key] for w in result["windows"] if np.isfinite(w[key])]
+    return float(pick(values)) if values else float("nan")
+
+
 def report(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Path) -> None:
     rows = grid["rows"]
     lines = ["# CascadeServe reproduction (cascadeserve.txt)", "",
@@ -269,19 +306,30 @@ def report(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Pat
                   f"{sum(s >= 2 for s in savings)} of {len(savings)} cells >= 2x."]
     times = [r["planning_time_s"] for r in rows if r.get("planning_time_s") is not None]
     lines += ["", f"Planning time: {min(times):.1f}-{max(times):.1f} s per plan ({PAPER['planning_time']}).",
-              "", "## Fig. 8-9: spiky trace in servegym/Cascade-v0 (16 V100, fixed deployment)", "",
+              "", "## Fig. 8-9: spiky trace in servegym/Cascade-v0 (fixed deployments)", "",
               f"Paper: {PAPER['spiky']}.", "", f"Trace: {list(config.spike_rates_rps)} req/s, {config.segment_s:g} s each.",
               f"CascadeServe gears (QPS upper bound, levels, accuracy, minimum queue length): {spiky['gears']}; "
               f"planned in {spiky['plan_time_s']:.1f} s.",
-              "", "| system | p95 E2E (s) | mean score | SLO attainment |", "|---|---|---|---|"]
+              f"Model switching gears (QPS upper bound, model, accuracy): {spiky['switching_gears']}.",
+              "", "| system | GPUs | p95 E2E (s) | mean score | SLO attainment | worst 2 s-window score | worst 2 s-window p95 (s) |",
+              "|---|---|---|---|---|---|---|"]
     for name, r in spiky.items():
         if isinstance(r, dict):
-            lines.append(f"| {name} | {r['e2e_p95_s']:.3f} | {r['quality_mean']:.2f} | {r['slo_attainment']:.3f} |")
+            lines.append(f"| {name} | {r['gpus']} | {r['e2e_p95_s']:.3f} | {r['quality_mean']:.2f} | {r['slo_attainment']:.3f} "
+                         f"| {worst_window(r, 'quality', min):.2f} | {worst_window(r, 'p95_s', max):.3f} |")
+    switching, ours, fewer = spiky["model_switching"], spiky["cascadeserve"], spiky["cascadeserve_fewer_gpus"]
+    lines += ["", f"Paper (§6.4): {PAPER['model_switching']}.",
+              f"Ours: model switching on {switching['gpus']} GPUs: p95 {switching['e2e_p95_s']:.3f} s, worst window score "
+              f"{worst_window(switching, 'quality', min):.2f}; CascadeServe on {ours['gpus']} GPUs: p95 "
+              f"{ours['e2e_p95_s']:.3f} s, worst window score {worst_window(ours, 'quality', min):.2f}; on "
+              f"{fewer['gpus']} GPUs: p95 {fewer['e2e_p95_s']:.3f} s, worst window score "
+              f"{worst_window(fewer, 'quality', min):.2f}."]
     lines += ["", "## Left out", "",
               "- Model switching is planned with CascadeServe's placement and batching (§6.6 \"No cascade\"), not MS+'s",
-              "  Clipper batching and greedy co-location; it is not run on the spiky trace: Cascade-v0 requests enter",
-              "  the first model, so single models other than the first cannot serve alone there. Cocktail+ is not reproduced.",
-              "- Accuracy SLOs (Zipf QPS weighting, App. C.2) are not used here; only latency SLOs are planned.",
+              "  Clipper batching and greedy co-location; on the spiky trace it runs on the same 16-GPU deployment as",
+              "  CascadeServe (requests enter the gear's model), not on more GPUs. Cocktail+ is not reproduced.",
+              "- Accuracy SLOs are not used here; only latency SLOs are planned, the QPS ranges weighted by the spiky",
+              "  trace's time shares in Fig. 7 (App. C.2's measured distribution) and by Zipf in Fig. 8-9 (the default).",
               "- Minimum queue lengths (§4.5) are applied online only in ``cascadeserve_batched`` (a request waits",
               "  at most one 100 ms control interval for its batch to fill); the other systems batch continuously.",
               "- Co-location: servegym instances own their GPUs, so a replica's memory is its GPUs' whole memory.",

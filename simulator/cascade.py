@@ -65,9 +65,10 @@ def assign_cascade_quality(
 class CascadeRouter:
     """Routes arrivals to the first model and re-routes judged-out answers to the next one.
 
-    Give it to a cluster with ``Cluster(..., **router.cluster_options())``. Within a stage a
-    request goes to the serving instance of that model with the fewest requests (lowest id on
-    ties). When a stage-i answer completes, the judge takes ``judge_latency_s``; then the answer
+    Give it to a cluster with ``Cluster(..., **router.cluster_options())``. Arrivals enter the
+    entry stage, 0 unless ``set_entry_stage`` picks another (a model served alone, as model
+    switching does, cascadeserve.txt §6.2); within a stage a request goes to the serving
+    instance of that model with the fewest requests (lowest id on ties). When a stage-i answer completes, the judge takes ``judge_latency_s``; then the answer
     is accepted if the request's score for that model is >= ``thresholds[i]``, else the request
     is re-submitted to stage i + 1 as a new sequence: it queues and prefills again and its
     earlier output is discarded. The last stage always accepts, without a judge. The judge
@@ -97,6 +98,7 @@ class CascadeRouter:
         self._stage_of_model = {model: stage for stage, model in enumerate(self.models)}
         self.thresholds: tuple[float, ...] = ()
         self.set_thresholds(thresholds)
+        self.entry_stage = 0
         self.judge_signals: Mapping[int, Mapping[str, float]] | None = None
 
     def set_judge_signals(self, signals: Mapping[int, Mapping[str, float]] | None) -> None:
@@ -115,6 +117,12 @@ class CascadeRouter:
             if not 0.0 <= threshold <= SCORE_MAX:
                 raise ValueError(f"thresholds must be in [0, {SCORE_MAX:g}], got {threshold!r}")
         self.thresholds = tuple(float(t) for t in thresholds)
+
+    def set_entry_stage(self, stage: int) -> None:
+        """The stage arrivals enter from now on (requests already in the cascade keep going)."""
+        if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or not 0 <= stage < len(self.models):
+            raise ValueError(f"entry stage must be an integer in [0, {len(self.models) - 1}], got {stage!r}")
+        self.entry_stage = int(stage)
 
     def cluster_options(self) -> dict[str, Any]:
         return {"router": self.route, "completion_hook": self.on_complete}
@@ -156,7 +164,7 @@ class CascadeRouter:
         return best_id
 
     def route(self, cluster: Cluster, seq: Sequence) -> int:
-        return self.instance_for(cluster, 0)
+        return self.instance_for(cluster, self.entry_stage)
 
     def on_complete(self, cluster: Cluster, instance: Instance, seq: Sequence) -> bool:
         """The cluster's completion hook: always takes the request over (returns False)."""

@@ -11,7 +11,8 @@ def test_quick_reproduction(tmp_path):
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     for name in ("report.md", "fig7_gpus.png", "fig8_spiky.png", "results.json"):
         assert (tmp_path / name).stat().st_size > 0
-    systems = ("cascadeserve", "cascadeserve_batched", "static_cascade", "most_accurate", "single_3b")
+    systems = ("cascadeserve", "cascadeserve_batched", "cascadeserve_fewer_gpus", "model_switching", "static_cascade",
+               "most_accurate", "single_3b")
     assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == sorted(systems)
     spiky = json.loads((tmp_path / "results.json").read_text())["spiky"]
     # The 3B alone scores lowest; holding the most accurate cascade through the 50 req/s spike

@@ -30,6 +30,12 @@ class CascadeStats:
     stage_shares: tuple[float, ...]
     work_s: float
 
+    @property
+    def entry_stage(self) -> int:
+        """The first stage any request reaches (0 for a cascade; the served model for a single
+        model, ``model_switching``)."""
+        return next(i for i, share in enumerate(self.stage_shares) if share > 0)
+
     def demand_qps(self, models: Sequence[str], qps: float) -> dict[str, float]:
         """QPS_m of §4.4 footnote 2: the share forwarded to each model times the total QPS."""
         return {m: share * qps for m, share in zip(models, self.stage_shares) if share > 0}

@@ -3,7 +3,8 @@ simulator cluster directly, for experiments that serve a request list through
 ``simulator.cascade.CascadeRouter`` rather than through servegym/Cascade-v0.
 
 Every ``interval_s`` (100 ms, §3) the producer counts the arrivals of the last interval, looks
-up the gear of that QPS and sets its thresholds on the router, unless §5's hysteresis keeps the
+up the gear of that QPS and sets its thresholds (and the stage requests enter, its cascade's
+first: 0 except for model switching's single models) on the router, unless §5's hysteresis keeps the
 current gear (qps < α·Q₀, Q₀ the requests waiting at the cascade's first model). Ticks stop at
 the last arrival; the last gear then stays. The gear's minimum queue length (§4.5) is not
 applied: servegym instances batch continuously (as in the ``cascadeserve`` policy).
@@ -73,19 +74,23 @@ class GearSwitcher:
         self.qps = interval_qps(arrivals_s, interval_s)
         self.gear = plan.gear_index(0.0)
         self.gear_trace = [self.gear]
-        router.set_thresholds(gear_thresholds(plan, self.gear))
+        self.set_gear(self.gear)
         cluster.events.schedule(interval_s, self._tick, 0)
+
+    def set_gear(self, gear: int) -> None:
+        self.gear = gear
+        self.router.set_thresholds(gear_thresholds(self.plan, gear))
+        self.router.set_entry_stage(self.plan.gears[gear].cascade.entry_stage)
 
     def first_queue_length(self) -> int:
         """Q₀: requests waiting at the instances of the cascade's first model."""
-        first = self.plan.models[0]
+        first = self.plan.models[self.plan.gears[self.gear].cascade.entry_stage]
         return sum(len(i.waiting) for i in self.cluster.instances.values() if i.model.name == first)
 
     def _tick(self, index: int) -> None:
         qps = float(self.qps[index])
         if not keep_gear(qps, self.first_queue_length(), self.alpha):
-            self.gear = self.plan.gear_index(qps)
-            self.router.set_thresholds(gear_thresholds(self.plan, self.gear))
+            self.set_gear(self.plan.gear_index(qps))
         self.gear_trace.append(self.gear)
         if index + 1 < len(self.qps):
             self.cluster.events.schedule((index + 2) * self.interval_s, self._tick, index + 1)

@@ -2,7 +2,7 @@
 request with one model, picked by the measured QPS, planned with CascadeServe's own machinery.
 
 The gear planner (Alg. 1) runs unchanged except for SP1: instead of sampled cascades its
-candidates are the single models, each alone (``single_model_front``: the Pareto front of
+candidates (``plan_gears(..., candidates=...)``) are the single models, each alone (``single_model_front``: the Pareto front of
 accuracy vs work, cheapest first). SP2 then gives every QPS range the most accurate model and
 downgrades ranges on errors, SP3 places and load-balances the models (eq. 1-4) and SP4 tunes the
 minimum queue length (§4.5): MS with CascadeServe's placement and batching, as the §6.6 ablation
@@ -11,12 +11,10 @@ minimum queue length (§4.5): MS with CascadeServe's placement and batching, as 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from baselines.cascadeserve.cascade_search import CascadeStats, pareto_front
-from baselines.cascadeserve.planner import GearPlan, PlanningProblem, _Error, _Planner
+from baselines.cascadeserve.planner import GearPlan, PlanningProblem, plan_gears
 
 
 def single_model_cascade(problem: PlanningProblem, index: int) -> CascadeStats:
@@ -38,30 +36,8 @@ def single_model_front(problem: PlanningProblem) -> list[CascadeStats]:
     return pareto_front([single_model_cascade(problem, i) for i in range(len(problem.models))])
 
 
-class _ModelSwitchingPlanner(_Planner):
-    def search_cascades(self, error: _Error | None) -> _Error | None:
-        """SP1 restricted to single models; errors end planning as in Alg. 1."""
-        if not self.state.front:
-            self.state.front = single_model_front(self.p)
-        return super().search_cascades(error)
-
-
 def plan_model_switching(problem: PlanningProblem, rng: np.random.Generator) -> GearPlan:
-    """Alg. 1's loop (``planner.plan_gears``) over single-model candidates: a gear per QPS range,
-    each serving one model; raises ``PlanningInfeasibleError`` when even the cheapest model misses
+    """Alg. 1 (``planner.plan_gears``) over single-model candidates: a gear per QPS range, each
+    serving one model; raises ``PlanningInfeasibleError`` when even the cheapest model misses
     the SLO."""
-    planner = _ModelSwitchingPlanner(problem, rng)
-    modules = [planner.search_cascades, planner.assign_cascades, planner.place_models, planner.tune_batch_sizes]
-    start = time.perf_counter()
-    current, error, calls = 0, None, 0
-    while True:
-        error = modules[current](error)
-        calls += 1
-        if error is None and current == len(modules) - 1:
-            break
-        current = current + 1 if error is None else current - 1
-    s = planner.state
-    return GearPlan(
-        problem.models, problem.threshold_levels, tuple(s.gears), s.placement, time.perf_counter() - start, calls,
-        tuple(float(w) for w in planner.weights),
-    )
+    return plan_gears(problem, rng, candidates=single_model_front(problem))

@@ -9,7 +9,11 @@ Each module takes the error of the module after it (or None) and returns None ("
 error naming the QPS range (and, from SP4, the bottleneck model). On an error the previous module
 resolves it: SP3 adds a replica of the bottleneck model (a minimum replica count for pruning),
 SP2 downgrades the range's cascade, SP1 gives up and ``PlanningInfeasibleError`` reaches the user
-(Alg. 1 lines 6-7). Convergence: our SP1 samples once and SP2 only changes its assignment on an
+(Alg. 1 lines 6-7). When pruning fails (§4.4: "no placement can realize the given cascade") SP3
+names the range to downgrade: ranges join the placement in order of their time share (App. C.2:
+frequent ranges keep their cascades) and the first that cannot join is named
+(``_Planner.unplaceable_range``), so a memory conflict costs the least frequent range involved,
+not the range that needs the most GPU time. Convergence: our SP1 samples once and SP2 only changes its assignment on an
 error, so once SP4 accepts a plan another cycle would reproduce it; the loop stops there.
 
 With an accuracy SLO, SP2 starts from the least-load assignment meeting the SLO
@@ -39,7 +43,7 @@ from baselines.cascadeserve.accuracy_slo import (
     zipf_weights,
 )
 from baselines.cascadeserve.batch_tuning import tune_min_queue_length
-from baselines.cascadeserve.cascade_search import CascadeStats, search_cascades
+from baselines.cascadeserve.cascade_search import CascadeStats, pareto_front, search_cascades
 from baselines.cascadeserve.load_balancer import LoadBalancingError, balance_load, min_utilization
 from baselines.cascadeserve.profiles import Device, ModelProfile, Replica, full_replication
 from baselines.cascadeserve.pruning import PlacementError, prune_placement
@@ -165,31 +169,57 @@ class _State:
 
 
 class _Planner:
-    def __init__(self, problem: PlanningProblem, rng: np.random.Generator) -> None:
+    def __init__(self, problem: PlanningProblem, rng: np.random.Generator,
+                 candidates: Sequence[CascadeStats] | None) -> None:
         self.p = problem
         self.rng = rng
+        self.candidates = None if candidates is None else _checked_candidates(problem, candidates)
         self.ranges = qps_ranges(problem.qps_max, problem.n_ranges)
         self.weights = problem.range_weights()
+        self.priority = sorted(range(problem.n_ranges), key=lambda i: (-float(self.weights[i]), i))
         self.state = _State()
 
     def demands(self) -> list[dict[str, float]]:
         s = self.state
         return [s.front[a].demand_qps(self.p.models, high) for a, (_, high) in zip(s.assignment, self.ranges)]
 
-    def most_demanding(self, demands: Sequence[dict[str, float]]) -> _Error:
-        """A failed pruning names no range; we blame the one needing the most GPU-seconds per
-        second (Σ_m QPS_m · runtime_m · GPUs per replica) among those SP2 can still downgrade,
-        the first on ties."""
-        by_name = {p.name: p for p in self.p.profiles}
-        need = [
-            sum(q * by_name[m].runtime_per_sample_s * by_name[m].gpus_per_replica for m, q in d.items())
-            if self.state.assignment[i] > 0 else -1.0
-            for i, d in enumerate(demands)
-        ]
-        return _Error(int(np.argmax(need)))
+    def prune(self, ranges: Sequence[int], demands: Sequence[dict[str, float]],
+              min_replicas: dict[str, int]) -> tuple[Replica, ...] | None:
+        """§4.4's greedy pruning of the full placement for the cascades of ``ranges``; None when
+        no placement realises them (with at least ``min_replicas`` replicas per model)."""
+        p = self.p
+        full = full_replication(p.profiles, p.devices)
+        if any(n > sum(r.model == m for r in full) for m, n in min_replicas.items()):
+            return None
+        try:
+            return prune_placement(full, p.profiles, p.devices, [demands[i] for i in ranges], min_replicas)
+        except PlacementError:
+            return None
+
+    def unplaceable_range(self, demands: Sequence[dict[str, float]], error: _Error | None) -> _Error:
+        """The range SP3 names when pruning fails (§4.4: "no placement can realize the given
+        cascade"). Ranges join the placement in order of their time share (App. C.2: a downgrade
+        is weighed by how often its range occurs; the lower QPS first on ties), the extra
+        replicas an SP4 ``error`` asked for from when its range joins; the first range whose
+        cascade cannot join is named. When it already has the cheapest cascade, the latest
+        joined range before it that SP2 can still downgrade is named instead (none: it, and
+        SP2 passes the error on)."""
+        s = self.state
+        owner = None if error is None else error.range_index
+        joined: list[int] = []
+        for i in self.priority[:-1]:
+            joined.append(i)
+            constraint = s.min_replicas if owner is None or owner in joined else {}
+            if self.prune(joined, demands, constraint) is None:
+                break
+        else:
+            joined.append(self.priority[-1])
+        downgradable = [j for j in reversed(joined) if s.assignment[j] > 0]
+        return _Error(downgradable[0] if downgradable else joined[-1])
 
     def search_cascades(self, error: _Error | None) -> _Error | None:
-        """SP1 (§4.2); an error here means even the cheapest cascade misses the latency SLO, or no
+        """SP1 (§4.2): sampled cascades, or the given candidates, cut to their Pareto front; an
+        error here means even the cheapest cascade misses the latency SLO, or no
         assignment of cascades reaches the accuracy SLO."""
         if error is not None:
             if self.p.accuracy_slo is not None:
@@ -200,7 +230,10 @@ class _Planner:
             )
         if not self.state.front:
             p = self.p
-            self.state.front = search_cascades(p.scores, p.threshold_levels, p.profiles, p.num_cascade_samples, self.rng)
+            self.state.front = (
+                search_cascades(p.scores, p.threshold_levels, p.profiles, p.num_cascade_samples, self.rng)
+                if self.candidates is None else pareto_front(self.candidates)
+            )
         return None
 
     def accuracy_error(self, error: _Error) -> str:
@@ -252,19 +285,15 @@ class _Planner:
         if error is not None:
             if p.fixed_placement is not None or error.model is None:
                 return error
-            current = sum(r.model == error.model for r in s.placement)
-            s.min_replicas[error.model] = current + 1
+            s.min_replicas[error.model] = sum(r.model == error.model for r in s.placement) + 1
         demands = self.demands()
         if p.fixed_placement is not None:
             s.placement = tuple(p.fixed_placement)
         else:
-            full = full_replication(p.profiles, p.devices)
-            if any(n > sum(r.model == m for r in full) for m, n in s.min_replicas.items()):
-                return error or self.most_demanding(demands)
-            try:
-                s.placement = prune_placement(full, p.profiles, p.devices, demands, s.min_replicas)
-            except PlacementError:
-                return error or self.most_demanding(demands)
+            placement = self.prune(range(p.n_ranges), demands, s.min_replicas)
+            if placement is None:
+                return self.unplaceable_range(demands, error)
+            s.placement = placement
         s.utilizations = []
         for i, demand in enumerate(demands):
             try:
@@ -299,9 +328,23 @@ class _Planner:
         return None
 
 
-def plan_gears(problem: PlanningProblem, rng: np.random.Generator) -> GearPlan:
-    """Alg. 1: alternate the four submodules, backtracking on errors, until a plan is accepted."""
-    planner = _Planner(problem, rng)
+def _checked_candidates(problem: PlanningProblem, candidates: Sequence[CascadeStats]) -> list[CascadeStats]:
+    stages = len(problem.models)
+    bad = [c for c in candidates if len(c.levels) != stages - 1 or len(c.stage_shares) != stages]
+    if not candidates or bad:
+        raise ValueError(
+            f"candidates must be a non-empty list of cascades over the {stages} models {list(problem.models)}, "
+            f"got {len(candidates)} with mismatched ones {[c.levels for c in bad]}"
+        )
+    return list(candidates)
+
+
+def plan_gears(problem: PlanningProblem, rng: np.random.Generator,
+               candidates: Sequence[CascadeStats] | None = None) -> GearPlan:
+    """Alg. 1: alternate the four submodules, backtracking on errors, until a plan is accepted.
+    ``candidates`` replaces SP1's random sampling (§4.2) by a fixed set of cascades (model
+    switching's single models, §6.6 "No cascade"); their Pareto front is used."""
+    planner = _Planner(problem, rng, candidates)
     modules = [planner.search_cascades, planner.assign_cascades, planner.place_models, planner.tune_batch_sizes]
     start = time.perf_counter()
     current, error, calls = 0, None, 0

@@ -1,4 +1,5 @@
-"""``cascadeserve``: online gear switching on servegym/Cascade-v0 (cascadeserve.txt §3, §5).
+"""``cascadeserve``: online gear switching on servegym/Cascade-v0 (cascadeserve.txt §3, §5), and
+``model_switching`` (MS, §6.2), the same QPS lookup over a plan of single models.
 
 Every control interval (100 ms in the ``cascadeserve`` scenario) the producer measures the QPS
 by counting the arrivals of the last interval (from the observation's episode progress, which
@@ -15,6 +16,9 @@ continuously, as vLLM does.
 
 Without a ``plan`` the policy plans on the env's own deployment (``fixed_placement``) with the
 scenario's E2E SLO and ``qps_max`` (default 3x the workload's mean rate).
+
+``model_switching`` drives Cascade-v0 in gear mode, built with ``gear_env_options(plan)`` for a
+``model_switching.plan_model_switching`` plan: each gear's requests enter its one model.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from baselines.cascadeserve.cascade_search import thresholds
 from baselines.cascadeserve.planner import Gear, GearPlan, plan_gears
 from baselines.cascadeserve.scenario_inputs import problem_for_scenario
 from baselines.policy import Policy, register
@@ -43,6 +49,22 @@ def unsquash(value: float, scale: float) -> float:
 def choice_index(choices: Sequence[int], length: int) -> int:
     """Index of the largest choice <= ``length`` (0 when every choice is larger)."""
     return max(0, bisect.bisect_right(list(choices), length) - 1)
+
+
+def arrived_requests(observation: dict[str, np.ndarray], episode_requests: int) -> int:
+    """Arrivals so far, from the observation's episode progress (arrived / episode_requests)."""
+    return int(round(float(observation["context"][CONTEXT_PROGRESS]) * episode_requests))
+
+
+def gear_env_options(plan: GearPlan) -> dict[str, Any]:
+    """Cascade-v0 options serving ``plan`` in gear mode: each gear's thresholds and the stage its
+    requests enter (its cascade's first; a single model's own stage)."""
+    return {
+        "action": "gear",
+        "gears": [thresholds(g.cascade.levels, plan.threshold_levels) for g in plan.gears],
+        "entry_stages": [g.cascade.entry_stage for g in plan.gears],
+        "threshold_levels": plan.threshold_levels,
+    }
 
 
 def keep_gear(qps: float, first_queue_length: float, alpha: float = ALPHA) -> bool:
@@ -94,11 +116,10 @@ class CascadeServePolicy(Policy):
 
     def measure(self, observation: dict[str, np.ndarray]) -> tuple[float, float]:
         """(QPS over the last interval, Q₀) from the observation."""
-        context = observation["context"]
-        arrived = int(round(float(context[CONTEXT_PROGRESS]) * self.episode_requests))
+        arrived = arrived_requests(observation, self.episode_requests)
         qps = max(0, arrived - self.arrived) / self.interval_s
         self.arrived = arrived
-        return qps, unsquash(float(context[CONTEXT_STAGES]), COUNT_SCALE)
+        return qps, unsquash(float(observation["context"][CONTEXT_STAGES]), COUNT_SCALE)
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         qps, first_queue = self.measure(observation)
@@ -114,5 +135,45 @@ class CascadeServePolicy(Policy):
 
     def planned_min_queue_lengths(self, gear: Gear) -> list[int]:
         """§4.5: the gear's minimum queue length for the cascade's first model, 1 for the others."""
-        first = next(i for i, share in enumerate(gear.cascade.stage_shares) if share > 0)
+        first = gear.cascade.entry_stage
         return [gear.min_queue_length if i == first else 1 for i in range(len(self.plan.models))]
+
+
+@register
+class ModelSwitchingPolicy(Policy):
+    """MS (cascadeserve.txt §6.2, [72]): "switches between single models based on the measured
+    QPS". Every control interval (100 ms) the measured QPS picks the gear of a model-switching
+    plan (one model per QPS range, ``model_switching.plan_model_switching``); requests enter
+    that model (Cascade-v0 built with ``gear_env_options(plan)``). No α hysteresis (§5 is
+    CascadeServe's); instances batch continuously (MS+'s Clipper batching is not modelled)."""
+
+    name = "model_switching"
+    env_ids = ("servegym/Cascade-v0",)
+
+    def __init__(self, env: gym.Env, plan: GearPlan | None = None) -> None:
+        super().__init__(env)
+        if plan is None:
+            raise ValueError("model_switching needs plan=, a model-switching gear plan "
+                             "(baselines.cascadeserve.model_switching.plan_model_switching), and a Cascade-v0 "
+                             "built with gear_env_options(plan)")
+        expected = gear_env_options(plan)
+        actual = {"action": self.env.action_mode, "gears": [list(g) for g in self.env.gears],
+                  "entry_stages": list(self.env.entry_stages), "threshold_levels": self.env.threshold_levels}
+        if plan.models != tuple(self.env.models) or actual != expected:
+            raise ValueError(f"build Cascade-v0 with gear_env_options(plan) for this plan: it needs {expected}, "
+                             f"the env has {actual} for {list(self.env.models)}")
+        self.plan = plan
+        self.interval_s = self.env.scenario.control_interval_s
+        self.episode_requests = self.env.scenario.episode_requests
+        self.reset()
+
+    def reset(self) -> None:
+        self.arrived = 0
+        self.gear_trace: list[int] = []
+
+    def act(self, observation: dict[str, np.ndarray]) -> int:
+        arrived = arrived_requests(observation, self.episode_requests)
+        gear = self.plan.gear_index(max(0, arrived - self.arrived) / self.interval_s)
+        self.arrived = arrived
+        self.gear_trace.append(gear)
+        return gear

@@ -2,9 +2,11 @@
 ranges and give each a cascade from the Pareto front (cheapest first).
 
 With a latency SLO the non-SLO metric is accuracy, so every range starts with the most accurate
-cascade; an infeasibility error for range i *downgrades* it to the next cheaper cascade. Our one
-addition: ranges above i are capped at i's new cascade, so a higher QPS never gets a costlier
-cascade than a lower one (the error at i would recur at any higher QPS with a costlier cascade).
+cascade; an infeasibility error for range i *downgrades* it to the next cheaper cascade. Which
+range an error names is the later submodules' call (SP4: the range missing the SLO; SP3: the
+first range, by time share, whose cascade cannot be placed, ``planner``). Our one addition:
+ranges above i are capped at i's new cascade, so a higher QPS never gets a costlier cascade than
+a lower one (the error at i would recur at any higher QPS with a costlier cascade).
 """
 
 from __future__ import annotations
