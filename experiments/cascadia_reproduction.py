@@ -61,16 +61,14 @@ from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 import baselines  # noqa: E402
 import envs  # noqa: F401, E402  (registers the IDs)
 from agents.rollout import run_episode  # noqa: E402
-from baselines.cascadeserve.accuracy_slo import measured_weights  # noqa: E402
-from baselines.cascadeserve.cluster_gears import GearSwitcher, gear_thresholds, interval_qps, single_measurement_gear  # noqa: E402
+from baselines.cascadeserve.cluster_gears import GearSwitcher, gear_thresholds, single_measurement_gear  # noqa: E402
 from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, PlanningProblem, plan_gears  # noqa: E402
-from baselines.cascadeserve.profiles import Device, ModelProfile  # noqa: E402
-from baselines.cascadia.parallelism import ModelLatencyTable, ReplicaTable, TableSettings, load_cached_tables, model_table  # noqa: E402
+from baselines.cascadeserve.table_inputs import accuracy_slo_problem, instance_groups  # noqa: E402
+from baselines.cascadia.parallelism import ModelLatencyTable, TableSettings, load_cached_tables, model_table  # noqa: E402
 from baselines.cascadia.planner import CascadePlan, CascadiaPlanner  # noqa: E402
 from baselines.cascadia.thresholds import QualityProfile  # noqa: E402
 from envs.scenario import InstanceGroup  # noqa: E402
 from envs.scenarios.cascadia import CASCADIA_MODELS  # noqa: E402
-from hardware.gpus import get_gpu  # noqa: E402
 from simulator.cascade import CascadeRouter, assign_cascade_quality  # noqa: E402
 from simulator.cluster import Cluster  # noqa: E402
 from simulator.instance import InstanceConfig  # noqa: E402
@@ -215,37 +213,15 @@ def standalone(trace: Trace, quality_min: float, tables: list[ModelLatencyTable]
     return index, strategy.instance_groups(GPU, tables[index].model, tables[index].dtype)
 
 
-def cascadeserve_shapes(tables: list[ModelLatencyTable]) -> list[ReplicaTable]:
-    """Per model, the TP-only replica shape with the highest sustainable rate per GPU (fewer GPUs
-    on ties): CascadeServe replicates models but has no parallelism search of its own."""
-    return [max((t for t in table.replicas if t.shape.pp == 1 and t.capacity_rps > 0),
-                key=lambda t: (t.capacity_rps / t.shape.num_gpus, -t.shape.tp)) for table in tables]
-
-
 def cascadeserve_problem(trace: Trace, quality_min: float, tables: list[ModelLatencyTable], profile: QualityProfile,
                          settings: Settings) -> PlanningProblem:
     """CascadeServe's Alg. 1 inputs on the 32-GPU testbed with ``quality_min`` as accuracy SLO
     (module docstring, item 2); QPS weights from the profiling requests' arrivals."""
-    memory_gb = get_gpu(GPU).memory_gb
-    profiles = tuple(
-        ModelProfile(table.model, tuple(b / shape.capacity_rps for b in range(1, CASCADESERVE_MAX_BATCH + 1)), memory_gb, shape.shape.tp)
-        for table, shape in zip(tables, cascadeserve_shapes(tables))
-    )
-    devices = tuple(Device(i, i // GPUS_PER_SERVER, memory_gb) for i in range(TOTAL_GPUS))
-    qps = interval_qps([r.arrival_s for r in trace_requests(trace, CASCADIA_MODELS, settings.profile_requests, seed=7)])
-    qps_max = float(qps.max())
-    weights = measured_weights(qps, qps_max, CASCADESERVE_RANGES)
-    return PlanningProblem(CASCADIA_MODELS, profiles, devices, profile.scores, CASCADESERVE_LEVELS, qps_max, CASCADESERVE_RANGES,
-                           None, num_cascade_samples=settings.cascadeserve_samples, sim_duration_s=settings.cascadeserve_sim_s,
-                           accuracy_slo=quality_min, qps_weights=tuple(float(w) for w in weights))
-
-
-def cascadeserve_groups(plan: GearPlan, tables: list[ModelLatencyTable]) -> tuple[InstanceGroup, ...]:
-    """The gear plan's placement as instance groups (one per model, its replica shape)."""
-    counts = plan.replica_counts()
-    shapes = cascadeserve_shapes(tables)
-    return tuple(InstanceGroup(InstanceConfig(gpu=GPU, model=t.model, tp=s.shape.tp, dtype=t.dtype), counts[t.model])
-                 for t, s in zip(tables, shapes))
+    arrivals_s = [r.arrival_s for r in trace_requests(trace, CASCADIA_MODELS, settings.profile_requests, seed=7)]
+    return accuracy_slo_problem(tables, profile.scores, arrivals_s, quality_min, gpu=GPU, total_gpus=TOTAL_GPUS,
+                                gpus_per_server=GPUS_PER_SERVER, threshold_levels=CASCADESERVE_LEVELS, n_ranges=CASCADESERVE_RANGES,
+                                max_batch=CASCADESERVE_MAX_BATCH, num_cascade_samples=settings.cascadeserve_samples,
+                                sim_duration_s=settings.cascadeserve_sim_s)
 
 
 def measure(outcomes: list[RequestOutcome], makespan_s: float, base_s: float) -> dict[str, float]:
@@ -279,7 +255,7 @@ def run_case(trace: Trace, quality_min: float, tables: list[ModelLatencyTable], 
         cells["cascadeserve_error"] = str(error)
     else:
         burst_gear = single_measurement_gear(gears, quality_min)
-        systems["CascadeServe"] = (cascadeserve_groups(gears, tables), CASCADIA_MODELS, gear_thresholds(gears, burst_gear), gears)
+        systems["CascadeServe"] = (instance_groups(gears, tables, GPU), CASCADIA_MODELS, gear_thresholds(gears, burst_gear), gears)
         cells["cascadeserve_plan"] = gear_plan_row(gears, burst_gear)
     index, groups = standalone(trace, quality_min, tables, profile)
     systems["Stand-alone"] = (groups, (CASCADIA_MODELS[index],), (), None)

@@ -1,5 +1,6 @@
 """Cascadia under a fluctuating workload (cascadia.txt §4.4, Fig. 11): the trace 1 -> 2 -> 3
-stream, the shift detector, the rolling update (App. G) and a quick end-to-end run."""
+stream, the shift detector on that stream and a quick end-to-end run (the re-scheduling pieces
+themselves: tests/test_cascadia_rescheduling.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,11 @@ import math
 import numpy as np
 import pytest
 
-from experiments import cascadia_fluctuating as cf
-from experiments.cascadia_reproduction import GPU, TRACES, trace_requests
-from envs.scenario import InstanceGroup
+from baselines.cascadia.rescheduling import ShiftDetector, WorkloadStats
 from envs.scenarios.cascadia import CASCADIA_MODELS
-from simulator.cascade import CascadeRouter
-from simulator.cluster import Cluster
-from simulator.instance import InstanceConfig, Lifecycle
+from experiments import cascadia_fluctuating as cf
+from experiments.cascadia_reproduction import TRACES, trace_requests
 from simulator.workloads import PARAMETRIC_PRESETS
-
-SMALL, MEDIUM, LARGE = CASCADIA_MODELS
 
 
 def test_stream_phases_have_the_traces_rates_lengths_and_difficulty():
@@ -53,112 +49,24 @@ def test_bad_settings_raise():
         cf.Settings((40.0, 40.0, 40.0), 20.0, 0.0, 100, 11, (90.0,))
 
 
-def stats(rate: float, prompt: float, output: float, scores: np.ndarray) -> cf.WorkloadStats:
-    return cf.WorkloadStats(rate, prompt, output, scores)
-
-
-def test_detector_reasons_on_hand_made_windows():
-    rng = np.random.default_rng(0)
-    base = rng.uniform(0, 100, size=(200, 3))
-    detector = cf.ShiftDetector(stats(50.0, 290.0, 207.0, base))
-    assert detector.reasons(stats(62.0, 290.0, 207.0, base)) == []  # +24%
-    assert detector.reasons(stats(63.0, 290.0, 207.0, base)) == ["rate"]  # +26%
-    assert detector.reasons(stats(50.0, 702.0, 42.0, base)) == ["prompt_tokens", "output_tokens"]
-    harder = np.clip(base - 20.0, 0, 100)  # mean -20 points, standard error ~4 -> z ~ 5
-    assert detector.reasons(stats(50.0, 290.0, 207.0, harder)) == ["complexity"]
-    assert detector.reasons(stats(50.0, 290.0, 207.0, np.clip(base - 5.0, 0, 100))) == []
-    assert detector.reasons(stats(50.0, 290.0, 207.0, harder[:10])) == []  # too few to judge
-
-
-def test_detector_pools_quiet_windows_and_resets_on_a_shift():
-    scores = np.full((30, 3), 50.0) + np.arange(30)[:, None]
-    detector = cf.ShiftDetector(stats(40.0, 100.0, 100.0, scores))
-    assert detector.observe(stats(44.0, 110.0, 90.0, scores)) == []
-    assert detector.reference.rate_rps == pytest.approx(42.0)
-    assert detector.reference.mean_prompt_tokens == pytest.approx(105.0)
-    assert detector.reference.scores.shape == (60, 3)
-    assert detector.observe(stats(80.0, 110.0, 90.0, scores)) == ["rate"]
-    assert detector.reference.rate_rps == 80.0 and detector.windows_pooled == 1
-
-
 @pytest.mark.parametrize("settings", [cf.QUICK, cf.FULL], ids=["quick", "full"])
 def test_rescheduling_triggers_once_after_each_shift_and_never_otherwise(settings):
     """The monitor's windows over the real stream: a shift is found in the first window of
     trace 2 and of trace 3, in no other window."""
     requests, phases = cf.fluctuating_stream(settings.segment_s, settings.seed)
     profiled = trace_requests(TRACES[0], CASCADIA_MODELS, settings.profile_requests, seed=7)
-    reference = cf.WorkloadStats.of(profiled, 1.0, [True] * len(profiled))
-    detector = cf.ShiftDetector(cf.WorkloadStats(TRACES[0].rate_rps, reference.mean_prompt_tokens,
-                                                 reference.mean_output_tokens, reference.scores))
+    reference = WorkloadStats.of(profiled, 1.0, [True] * len(profiled), CASCADIA_MODELS)
+    detector = ShiftDetector(WorkloadStats(TRACES[0].rate_rps, reference.mean_prompt_tokens,
+                                           reference.mean_output_tokens, reference.scores))
     subsampled = np.random.default_rng(settings.seed + 7).random(len(requests)) < settings.subsample_fraction
     arrivals = np.array([r.arrival_s for r in requests])
     triggered = []
     for end_s in np.arange(settings.window_s, phases[-1].end_s + 1e-9, settings.window_s):
         lo, hi = np.searchsorted(arrivals, [end_s - settings.window_s, end_s])
-        window = cf.WorkloadStats.of(requests[lo:hi], settings.window_s, subsampled[lo:hi].tolist())
+        window = WorkloadStats.of(requests[lo:hi], settings.window_s, subsampled[lo:hi].tolist(), CASCADIA_MODELS)
         if detector.observe(window):
             triggered.append(float(end_s))
     assert triggered == [phases[1].start_s + settings.window_s, phases[2].start_s + settings.window_s]
-
-
-def test_nearest_lengths_picks_the_cached_distribution():
-    empty = np.zeros((0, 3))
-    names = ["sharegpt_cauchy", "cnn_dailymail"]
-    assert cf.nearest_lengths(stats(1.0, 690.0, 45.0, empty), names) == "cnn_dailymail"
-    assert cf.nearest_lengths(stats(1.0, 280.0, 220.0, empty), names) == "sharegpt_cauchy"
-
-
-def test_needed_models_follow_the_thresholds():
-    assert cf.needed_models(CASCADIA_MODELS, (50.0, 50.0)) == set(CASCADIA_MODELS)
-    assert cf.needed_models(CASCADIA_MODELS, (50.0, 0.0)) == {SMALL, MEDIUM}
-    assert cf.needed_models(CASCADIA_MODELS, (0.0, 80.0)) == {SMALL}
-
-
-def group(model: str, tp: int, count: int) -> InstanceGroup:
-    return InstanceGroup(InstanceConfig(gpu=GPU, model=model, tp=tp, dtype="int4" if model == LARGE else "fp16"), count)
-
-
-def rolled(start: tuple[InstanceGroup, ...], target: tuple[InstanceGroup, ...], thresholds: tuple[float, float]):
-    """Serve 40 s of trace 1 at 10 req/s on ``start``, roll to ``target`` at t = 10 s."""
-    requests = trace_requests(TRACES[0], CASCADIA_MODELS, 400, seed=5)
-    for r in requests:
-        r.arrival_s *= TRACES[0].rate_rps / 10.0
-    router = CascadeRouter(CASCADIA_MODELS, (50.0, 50.0))
-    cluster = Cluster({GPU: 32}, provisioning_s=2.0, **router.cluster_options())
-    for g in start:
-        for _ in range(g.count):
-            cluster.deploy(g.config, ready_now=True)
-    updates = []
-
-    def begin(_):
-        updates.append(cf.RollingUpdate(cluster, router, target, thresholds))
-        updates[0].run()
-
-    cluster.events.schedule(10.0, begin, None)
-    outcomes = cluster.run(requests)  # raises if a needed model ever had no serving replica
-    live = sorted(cf.config_key(i.config) for i in cluster.instances.values() if i.lifecycle != Lifecycle.STOPPED)
-    return updates[0], router, live, outcomes
-
-
-def test_rolling_update_reaches_the_target_one_replica_at_a_time():
-    start = (group(SMALL, 1, 1), group(MEDIUM, 4, 3), group(LARGE, 8, 2))
-    target = (group(SMALL, 1, 1), group(MEDIUM, 8, 2), group(LARGE, 8, 1))
-    update, router, live, outcomes = rolled(start, target, (60.0, 40.0))
-    assert live == sorted([(SMALL, 1, 1, "fp16"), (MEDIUM, 8, 1, "fp16"), (MEDIUM, 8, 1, "fp16"), (LARGE, 8, 1, "int4")])
-    assert (update.removed, update.added, update.abandoned) == (4, 2, False)  # 3 x 70B TP4 and a 671B out
-    assert router.thresholds == (60.0, 40.0) and update.thresholds_applied_s == pytest.approx(10.0)
-    assert update.finished_s is not None and update.finished_s > 10.0
-    assert all(o.completed for o in outcomes) and len(outcomes) == 400
-
-
-def test_rolling_update_drops_a_model_the_plan_gives_no_gpus():
-    start = (group(SMALL, 1, 2), group(MEDIUM, 8, 2), group(LARGE, 8, 1))
-    target = (group(SMALL, 1, 4), group(MEDIUM, 8, 3), group(LARGE, 8, 0))
-    update, router, live, outcomes = rolled(start, target, (60.0, 40.0))
-    assert router.thresholds == (60.0, 0.0)  # nothing is forwarded to the 671B any more
-    assert live == sorted([(SMALL, 1, 1, "fp16")] * 4 + [(MEDIUM, 8, 1, "fp16")] * 3)
-    assert update.removed == 1 and update.added == 3
-    assert all(o.completed for o in outcomes)
 
 
 def test_quick_run_writes_the_report_and_reschedules_at_the_shifts(tmp_path):
@@ -179,8 +87,55 @@ def test_quick_run_writes_the_report_and_reschedules_at_the_shifts(tmp_path):
     final_gpus = cell[cf.RESCHEDULING]["gpus_timeline"][-1][1]
     assert final_gpus == last["target_gpus"] and sum(final_gpus) <= 32  # the last plan is deployed
     assert cell[cf.THRESHOLDS_ONLY]["gpus_timeline"][-1][1] == cell[cf.RESCHEDULING]["gpus_timeline"][0][1]
-    for system in cf.SYSTEMS:
+    report = (tmp_path / "report.md").read_text()
+    served = [system for system in cf.SYSTEMS if "error" not in cell[system]]
+    assert set(cf.SYSTEMS) - set(served) <= {cf.CASCADESERVE}  # only CascadeServe's Alg. 1 may find no plan
+    if cf.CASCADESERVE not in served:  # q = 90 on 32 GPUs: the accuracy SLO is infeasible (Alg. 1 line 7)
+        assert "unattainable" in cell[cf.CASCADESERVE]["error"] and "not deployed" in report
+        assert math.isnan(results["headline"]["slo_scale_q90_cascadeserve"])
+    for system in served:
         assert cell[system]["total"]["lost"] == 0
         assert len(cell[system]["windows"]["p95_e2e_s"]) == len(results["window_edges_s"]) - 1
-    report = (tmp_path / "report.md").read_text()
-    assert "8.99" in report and "Fig. 11" in report and "goodput_gain_mean" in report
+    assert "8.99" in report and "13.55" in report and "Fig. 11" in report and "goodput_gain_mean" in report
+
+
+def test_cascadeserve_switches_gears_with_the_load():
+    """CascadeServe at q = 80 (feasible on 32 GPUs): its plan meets the accuracy SLO, serves every
+    request, and the 100 ms gear lookups pick higher-QPS gears in trace 3 (60 req/s) than in
+    trace 2 (25 req/s)."""
+    cell = cf.run_cell(cf.QUICK, 80.0, cf.CASCADESERVE)
+    plan = cell["gear_plan"]
+    assert plan["planned_accuracy"] >= 80.0 - 1e-6
+    assert cell["total"]["lost"] == 0 and cell["reschedules"] == []
+    shares = np.array(plan["gear_share_by_phase"])
+    assert shares.shape == (3, len(plan["gears"])) and np.allclose(shares.sum(axis=1), 1.0)
+    mean_gear = shares @ np.arange(len(plan["gears"]))
+    assert mean_gear[2] > mean_gear[1]
+    uppers = [g[0] for g in plan["gears"]]
+    assert uppers == sorted(uppers)
+
+
+def total(goodput_rps: float, min_slo_scale: float) -> dict[str, dict[str, float]]:
+    return {"total": {"goodput_rps": goodput_rps, "min_slo_scale": min_slo_scale}}
+
+
+def test_headline_ratios_by_hand():
+    """Fig. 11's gain pools CascadeServe (where it has a plan) and stand-alone; Table 5 at q = 90."""
+    event = {"error": "", "algorithm_runtime_s": 0.4, "applied_s": 100.0, "rollout_done_s": 130.0}
+    failed = {"error": "infeasible", "algorithm_runtime_s": 9.0, "applied_s": None, "rollout_done_s": None}
+    runs = {
+        "q90": {cf.RESCHEDULING: {**total(40.0, 5.0), "reschedules": [event, failed]}, cf.THRESHOLDS_ONLY: total(30.0, 6.0),
+                cf.STATIC: total(20.0, 8.0), cf.CASCADESERVE: {"error": "accuracy SLO 90 unattainable"},
+                cf.STANDALONE: total(10.0, 10.0)},
+        "q80": {cf.RESCHEDULING: {**total(30.0, 4.0), "reschedules": []}, cf.THRESHOLDS_ONLY: total(30.0, 4.0),
+                cf.STATIC: total(30.0, 4.0), cf.CASCADESERVE: total(15.0, 8.0), cf.STANDALONE: total(15.0, 6.0)},
+    }
+    values = cf.headline(runs)
+    assert values["goodput_gain_mean"] == pytest.approx((4.0 + 2.0 + 2.0) / 3)  # standalone q90, q80; CascadeServe q80
+    assert values["goodput_gain_max"] == pytest.approx(4.0)
+    assert values["goodput_gain_vs_cascadeserve_mean"] == pytest.approx(2.0)
+    assert values["goodput_gain_vs_static_mean"] == pytest.approx((2.0 + 1.0) / 2)
+    assert values["slo_scale_q90_cascadia"] == 5.0 and values["slo_scale_q90_standalone"] == 10.0
+    assert values["slo_scale_reduction_vs_standalone_q90"] == pytest.approx(0.5)
+    assert math.isnan(values["slo_scale_q90_cascadeserve"]) and math.isnan(values["slo_scale_reduction_vs_cascadeserve_q90"])
+    assert values["planning_time_s"] == 0.4 and values["reconfiguration_s"] == 30.0  # the failed re-plan is not counted
