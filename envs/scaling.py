@@ -173,6 +173,16 @@ class ScalingEnv(ServingEnv):
     def _units_in(self, kind: int, lifecycle: Lifecycle) -> list[DeployedUnit]:
         return [u for u in self._deployed if u.kind == kind and self.unit_lifecycle(u) == lifecycle]
 
+    def _lifecycle_counts(self) -> np.ndarray:
+        """(kinds x 3) units serving, starting and draining, in one pass over the units."""
+        counts = np.zeros((len(self.units), len(KIND_FEATURES)), dtype=np.int64)
+        columns = {Lifecycle.SERVING: 0, Lifecycle.STARTING: 1, Lifecycle.DRAINING: 2}
+        for unit in self._deployed:
+            column = columns.get(self.unit_lifecycle(unit))
+            if column is not None:
+                counts[unit.kind, column] += 1
+        return counts
+
     def _free_slots(self) -> list[int]:
         assert self.cluster is not None
         instances = self.cluster.instances
@@ -183,7 +193,7 @@ class ScalingEnv(ServingEnv):
         return {gpu: n - self.cluster.gpus_in_use.get(gpu, 0) for gpu, n in self.cluster.gpu_inventory.items()}
 
     def _serving_total(self) -> int:
-        return sum(self.unit_lifecycle(u) == Lifecycle.SERVING for u in self._deployed)
+        return int(self._lifecycle_counts()[:, 0].sum())
 
     def _fits(self, kinds: list[int], free_slots: int, free_gpus: dict[str, int]) -> bool:
         """Whether adding one unit of each of ``kinds`` fits the free slots and GPUs."""
@@ -199,10 +209,10 @@ class ScalingEnv(ServingEnv):
     def action_masks(self) -> np.ndarray:
         mask = np.zeros((len(self.units), 3), dtype=bool)
         mask[:, HOLD] = True
-        serving_total = self._serving_total()
+        serving = self._lifecycle_counts()[:, 0]
         free_slots, free_gpus = len(self._free_slots()), self._free_gpus()
         for kind in range(len(self.units)):
-            mask[kind, REMOVE] = serving_total >= 2 and bool(self._units_in(kind, Lifecycle.SERVING))
+            mask[kind, REMOVE] = serving.sum() >= 2 and serving[kind] > 0
             mask[kind, ADD] = self._fits([kind], free_slots, free_gpus)
         return mask.reshape(-1)
 
@@ -256,8 +266,5 @@ class ScalingEnv(ServingEnv):
         vector[5] = met / len(finished) if finished else 0.0
         vector[6] = squash(len(finished), COUNT_SCALE)
         vector[7] = cluster.arrived / self.scenario.episode_requests
-        slots = self.scenario.max_instances
-        for kind in range(len(self.units)):
-            for offset, lifecycle in enumerate((Lifecycle.SERVING, Lifecycle.STARTING, Lifecycle.DRAINING)):
-                vector[8 + len(KIND_FEATURES) * kind + offset] = len(self._units_in(kind, lifecycle)) / slots
+        vector[8:] = (self._lifecycle_counts() / self.scenario.max_instances).reshape(-1)
         return vector
