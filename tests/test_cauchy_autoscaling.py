@@ -4,6 +4,7 @@ profiled-arrival scenario both systems run on, and the quick reproduction end to
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -217,13 +218,23 @@ def test_a_disaggregated_combo_is_added_and_removed_whole():
 
 
 def test_arrivals_go_to_the_unit_with_fewest_requests_per_goodput():
-    env = combo_env({Combo("H800-SXM", 1): 1, Combo("H800-SXM", 1, "H20-NVL", 3): 1})
+    # two combos deployed in kind order, the first with the smaller goodput, so the lowest
+    # entry id (what an unweighted least-outstanding router picks among idle units) is wrong
+    combos = scaling_combos(LONGWRITER)
+    goodputs = load_goodput_table().combo_goodputs("longwriter")
+    first, second = next(
+        (a, b) for i, a in enumerate(combos) for b in combos[i + 1:] if goodputs[a.name] < goodputs[b.name]
+    )
+    env = combo_env({first: 1, second: 1})
     env.reset(seed=0)
-    weights = {u.name: u.routing_weight for u in env.units}
-    entries = {env.units[u.kind].name: u.instance_ids[0] for u in env._deployed}
-    # both idle: (0 + 1) / goodput is lowest for the larger goodput
-    best = max(entries, key=lambda name: weights[name])
-    assert env.route(env.cluster, None) == entries[best]
+    entries = [u.instance_ids[0] for u in env._deployed]
+    assert [env.units[u.kind].name for u in env._deployed] == [first.name, second.name]
+    assert env.route(env.cluster, None) == entries[1]  # (0 + 1) / goodput is lowest for the second
+    # with n requests queued on the second, the first wins once (n + 1) / g2 > 1 / g1
+    n = int(goodputs[second.name] / goodputs[first.name])
+    for request_id in range(n):
+        env.cluster.instances[entries[1]].waiting.append(SimpleNamespace(request_id=request_id))  # queued, not run
+    assert env.route(env.cluster, None) == entries[0]
 
 
 @pytest.mark.parametrize("system", ["cauchy_autoscaler", "cauchy_aggregated"])

@@ -90,7 +90,7 @@ def test_combo_policies_need_a_combo_scenario():
     with pytest.raises(ValueError, match="not a ComboScenario"):
         baselines.make("cauchy_gwrr", env)
     scenario = combo_scenario("cauchy", COMBOS)
-    with pytest.raises(ValueError, match="instances must be exactly the combos' instances"):
+    with pytest.raises(ValueError, match="instances must be exactly the deployed combos' instances"):
         dataclasses.replace(scenario, combos=scenario.combos[:2], combo_goodput_rps=(1.0, 1.0))
     with pytest.raises(ValueError, match="unknown instance scheduler 'fifo'"):
         combo_scenario("cauchy", COMBOS, instance_scheduler="fifo")

@@ -32,6 +32,36 @@ def combo_instance_groups(combos: Sequence[Combo], model: str = MODEL) -> tuple[
     return tuple(groups)
 
 
+def check_combo_deployment(
+    scenario: Scenario, combos: Sequence[Combo], goodput_rps: Sequence[float], instance_scheduler: str,
+    deployed: Sequence[Combo], model: str,
+) -> None:
+    """Validate a combo scenario: one positive goodput per combo, a known instance scheduler,
+    and ``scenario.instances`` exactly the instances of the ``deployed`` combos."""
+    if len(goodput_rps) != len(combos):
+        raise ValueError(f"{len(goodput_rps)} goodputs for {len(combos)} combos")
+    for combo, goodput in zip(combos, goodput_rps):
+        if not (math.isfinite(goodput) and goodput > 0):
+            raise ValueError(f"goodput of {combo.name} must be positive and finite, got {goodput!r}")
+    if instance_scheduler not in INSTANCE_SCHEDULERS:
+        raise ValueError(f"unknown instance scheduler {instance_scheduler!r}; known: {list(INSTANCE_SCHEDULERS)}")
+    if scenario.instances != combo_instance_groups(deployed, model):
+        raise ValueError(f"scenario {scenario.name!r}: instances must be exactly the deployed combos' instances")
+
+
+def build_combo_cluster(
+    scenario: Scenario, deployed: Sequence[Combo], model: str, instance_scheduler: str, **cluster_options: Any
+) -> ComboCluster:
+    """A ``ComboCluster`` with the scenario's inventory and the ``deployed`` combos serving."""
+    cluster = ComboCluster(
+        scenario.gpu_inventory, instance_scheduler=instance_scheduler, provisioning_s=scenario.provisioning_s,
+        record_token_curves=scenario.record_token_curves, **cluster_options,
+    )
+    for combo in deployed:
+        cluster.deploy_combo(combo, model, ready_now=True)
+    return cluster
+
+
 @dataclass(frozen=True)
 class ComboScenario(Scenario):
     """``combos`` with their profiled goodputs (req/s), served by ``instance_scheduler``."""
@@ -45,15 +75,7 @@ class ComboScenario(Scenario):
         super().__post_init__()
         if not self.combos:
             raise ValueError(f"scenario {self.name!r} deploys no combo")
-        if len(self.combo_goodput_rps) != len(self.combos):
-            raise ValueError(f"{len(self.combo_goodput_rps)} goodputs for {len(self.combos)} combos")
-        for combo, goodput in zip(self.combos, self.combo_goodput_rps):
-            if not (math.isfinite(goodput) and goodput > 0):
-                raise ValueError(f"goodput of {combo.name} must be positive and finite, got {goodput!r}")
-        if self.instance_scheduler not in INSTANCE_SCHEDULERS:
-            raise ValueError(f"unknown instance scheduler {self.instance_scheduler!r}; known: {list(INSTANCE_SCHEDULERS)}")
-        if self.instances != combo_instance_groups(self.combos, self.model):
-            raise ValueError(f"scenario {self.name!r}: instances must be exactly the combos' instances")
+        check_combo_deployment(self, self.combos, self.combo_goodput_rps, self.instance_scheduler, self.combos, self.model)
 
     def entry_slots(self) -> list[int]:
         """Observation / action slot of each combo's entry instance (deployment order)."""
@@ -69,13 +91,7 @@ class ComboScenario(Scenario):
         return slots
 
     def build_cluster(self, **cluster_options: Any) -> ComboCluster:
-        cluster = ComboCluster(
-            self.gpu_inventory, instance_scheduler=self.instance_scheduler, provisioning_s=self.provisioning_s,
-            record_token_curves=self.record_token_curves, **cluster_options,
-        )
-        for combo in self.combos:
-            cluster.deploy_combo(combo, self.model, ready_now=True)
-        return cluster
+        return build_combo_cluster(self, self.combos, self.model, self.instance_scheduler, **cluster_options)
 
 
 def combo_scenario(

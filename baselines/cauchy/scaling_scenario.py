@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from baselines.cauchy.combo_cluster import INSTANCE_SCHEDULERS, ComboCluster
+from baselines.cauchy.combo_cluster import ComboCluster
 from baselines.cauchy.combos import AGGREGATED_SIZES, Combo
-from baselines.cauchy.deployment import combo_instance_groups
+from baselines.cauchy.deployment import build_combo_cluster, check_combo_deployment, combo_instance_groups
 from baselines.cauchy.goodput import load_goodput_table
 from baselines.cauchy.ilp import ComboPlan, plan_combos
 from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
@@ -193,17 +193,14 @@ class ComboScalingScenario(ProfiledScenario):
         super().__post_init__()
         if not self.combos or len(set(self.combos)) != len(self.combos):
             raise ValueError(f"scenario {self.name!r}: combos must be distinct and non-empty, got {self.combos!r}")
-        if len(self.initial_counts) != len(self.combos) or len(self.combo_goodput_rps) != len(self.combos):
-            raise ValueError(f"{len(self.initial_counts)} counts and {len(self.combo_goodput_rps)} goodputs for {len(self.combos)} combos")
-        for combo, count, goodput in zip(self.combos, self.initial_counts, self.combo_goodput_rps):
+        if len(self.initial_counts) != len(self.combos):
+            raise ValueError(f"{len(self.initial_counts)} counts for {len(self.combos)} combos")
+        for combo, count in zip(self.combos, self.initial_counts):
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise ValueError(f"count of {combo.name} must be a non-negative integer, got {count!r}")
-            if not (math.isfinite(goodput) and goodput > 0):
-                raise ValueError(f"goodput of {combo.name} must be positive and finite, got {goodput!r}")
-        if self.instance_scheduler not in INSTANCE_SCHEDULERS:
-            raise ValueError(f"unknown instance scheduler {self.instance_scheduler!r}; known: {list(INSTANCE_SCHEDULERS)}")
-        if self.instances != combo_instance_groups(self.initial_combos(), self.model):
-            raise ValueError(f"scenario {self.name!r}: instances must be exactly the initial combos' instances")
+        check_combo_deployment(
+            self, self.combos, self.combo_goodput_rps, self.instance_scheduler, self.initial_combos(), self.model
+        )
         _positive("time_compression", self.time_compression)
 
     def initial_combos(self) -> list[Combo]:
@@ -216,13 +213,7 @@ class ComboScalingScenario(ProfiledScenario):
         )
 
     def build_cluster(self, **cluster_options: Any) -> ComboCluster:
-        cluster = ComboCluster(
-            self.gpu_inventory, instance_scheduler=self.instance_scheduler, provisioning_s=self.provisioning_s,
-            record_token_curves=self.record_token_curves, **cluster_options,
-        )
-        for combo in self.initial_combos():
-            cluster.deploy_combo(combo, self.model, ready_now=True)
-        return cluster
+        return build_combo_cluster(self, self.initial_combos(), self.model, self.instance_scheduler, **cluster_options)
 
     def deploy_unit(self, cluster: ComboCluster, unit: int, *, ready_now: bool = False) -> tuple[int, ...]:
         deployed = cluster.combos[cluster.deploy_combo(self.combos[unit], self.model, ready_now=ready_now)]
