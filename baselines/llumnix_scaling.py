@@ -53,6 +53,7 @@ class FreenessBandScaling(Policy):
     """Average a freeness feature over the serving instances and apply ``band_decision``."""
 
     env_ids: ClassVar[tuple[str, ...]] = (SCALING_ENV_ID,)
+    action_modes: ClassVar[tuple[str, ...]] = ("per_kind",)
     freeness_feature: ClassVar[str] = ""
 
     def __init__(self, env: gym.Env, scale_out_below: float, scale_in_above: float) -> None:

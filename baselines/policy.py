@@ -21,6 +21,7 @@ class Policy:
 
     name: ClassVar[str] = ""
     env_ids: ClassVar[tuple[str, ...]] = ()
+    action_modes: ClassVar[tuple[str, ...]] = ()  # the env's ``action_mode`` values it drives; () = any
 
     def __init__(self, env: gym.Env) -> None:
         unwrapped = env.unwrapped
@@ -29,6 +30,9 @@ class Policy:
         env_id = unwrapped.env_id
         if self.env_ids and env_id not in self.env_ids:
             raise ValueError(f"policy {self.name!r} drives {list(self.env_ids)}, not {env_id}")
+        mode = getattr(unwrapped, "action_mode", None)
+        if self.action_modes and mode not in self.action_modes:
+            raise ValueError(f"policy {self.name!r} drives {env_id} with action in {list(self.action_modes)}, not {mode!r}")
         self.env = unwrapped
         self.action_space = env.action_space
         self.feature_index = {name: i for i, name in enumerate(unwrapped.features.names)}

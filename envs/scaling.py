@@ -19,6 +19,7 @@ from simulator.sequence import Sequence
 
 REMOVE, HOLD, ADD = 0, 1, 2
 KIND_FEATURES = ("serving", "starting", "draining")
+ACTION_MODES = ("per_kind", "one_unit")
 
 
 @dataclass
@@ -46,16 +47,20 @@ class ScalingEnv(ServingEnv):
     clock starts at 0 at reset; the first window runs after the first action.
 
     ## Action space
-    ``MultiDiscrete([3] * kinds)``, per kind: 0 = remove one (drain the most recently added
-    serving unit of that kind: its instances take no new request and stop, freeing their GPUs,
-    once their requests are done), 1 = hold, 2 = add one (GPUs are held and paid from now; an
+    ``action="per_kind"`` (default): ``MultiDiscrete([3] * kinds)``, per kind: 0 = remove one
+    (drain the most recently added serving unit of that kind: its instances take no new request
+    and stop, freeing their GPUs, once their requests are done), 1 = hold, 2 = add one (GPUs are held and paid from now; an
     instance serves after its weight-load time plus the scenario's ``provisioning_s``).
     ``action_masks()`` is the concatenation of per-kind masks [remove, hold, add]: remove needs
     a serving unit of that kind and at least two serving units overall; add needs free
     inventory GPUs of its types and a free slot per instance; hold is always valid. An action
     is also invalid when its parts together would remove every serving unit or exceed the free
-    GPUs or slots. An invalid action becomes hold for every kind, costs
-    ``invalid_action_penalty`` and sets ``info["invalid_action"]``; ``strict=True`` raises.
+    GPUs or slots: per-kind masks cannot show these joint limits.
+    ``action="one_unit"``: ``Discrete(1 + 2 * kinds)``, one change a window: 0 = hold, 1 + k =
+    add one unit of kind k, 1 + kinds + k = remove one of kind k, under the same rules; its
+    mask (hold, adds, removes) is exact, so a masked policy never acts invalidly.
+    An invalid action becomes hold for every kind, costs ``invalid_action_penalty`` and sets
+    ``info["invalid_action"]``; ``strict=True`` raises.
 
     ## Observation space
     ``Dict``: ``instances`` (max_instances x features, ``envs.observation``; an instance keeps
@@ -78,10 +83,12 @@ class ScalingEnv(ServingEnv):
     ended; never terminated. The last step's ``info["episode_metrics"]`` holds the summary.
 
     ## Arguments
-    ``scenario`` (name or ``Scenario``), ``scaling_window_s`` (seconds; default the scenario's
-    ``control_interval_s``, e.g. 120 s, the autoscaler window of cauchy.txt §3.5, for ``cauchy``),
-    ``reward``, ``reference_tokens_per_usd`` (``cost`` reward only), ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
-    workload overrides as keywords (e.g. ``gpu_inventory``, ``max_instances``, ``rate_rps``).
+    ``scenario`` (name or ``Scenario``), ``action`` (``"per_kind"`` or ``"one_unit"``),
+    ``scaling_window_s`` (seconds; default the scenario's ``control_interval_s``, e.g. 120 s,
+    the autoscaler window of cauchy.txt §3.5, for ``cauchy``), ``reward``,
+    ``reference_tokens_per_usd`` (``cost`` reward only), ``strict``, ``invalid_action_penalty``,
+    ``render_mode="ansi"``, and scenario / workload overrides as keywords (e.g.
+    ``gpu_inventory``, ``max_instances``, ``rate_rps``).
 
     ## Scenarios
     Any with aggregated instances, or one that defines its own ``scaling_units`` (the GPU-combo
@@ -95,11 +102,15 @@ class ScalingEnv(ServingEnv):
         self,
         scenario: Any = "default",
         *,
+        action: str = "per_kind",
         scaling_window_s: float | None = None,
         reward: str = "cost",
         reference_tokens_per_usd: float | None = None,
         **kwargs: Any,
     ) -> None:
+        if action not in ACTION_MODES:
+            raise ValueError(f"unknown action mode {action!r}; known: {list(ACTION_MODES)}")
+        self.action_mode = action
         if scaling_window_s is not None and not (scaling_window_s > 0 and math.isfinite(scaling_window_s)):
             raise ValueError(f"scaling_window_s must be positive and finite, got {scaling_window_s!r}")
         super().__init__(scenario, reward=reward, **kwargs)
@@ -111,7 +122,8 @@ class ScalingEnv(ServingEnv):
         self.units: tuple[ScalingUnit, ...] = self.scenario.scaling_units()
         self.kind_names = tuple(u.name for u in self.units)
         self._unit_gpus = [u.gpu_counts() for u in self.units]
-        self.action_space = spaces.MultiDiscrete([3] * len(self.units))
+        kinds = len(self.units)
+        self.action_space = spaces.MultiDiscrete([3] * kinds) if action == "per_kind" else spaces.Discrete(1 + 2 * kinds)
         self._slots: list[int | None] = []
         self._deployed: list[DeployedUnit] = []
         self._until_s = 0.0
@@ -121,7 +133,8 @@ class ScalingEnv(ServingEnv):
         return 8 + len(KIND_FEATURES) * len(self.scenario.scaling_units())
 
     def mask_size(self) -> int:
-        return 3 * len(self.scenario.scaling_units())
+        kinds = len(self.scenario.scaling_units())
+        return 3 * kinds if self.action_mode == "per_kind" else 1 + 2 * kinds
 
     def cluster_options(self) -> dict[str, Any]:
         return {"router": self.route}
@@ -214,10 +227,26 @@ class ScalingEnv(ServingEnv):
         for kind in range(len(self.units)):
             mask[kind, REMOVE] = serving.sum() >= 2 and serving[kind] > 0
             mask[kind, ADD] = self._fits([kind], free_slots, free_gpus)
+        if self.action_mode == "one_unit":
+            return np.concatenate(([True], mask[:, ADD], mask[:, REMOVE]))
         return mask.reshape(-1)
 
+    def per_kind_choices(self, action: Any) -> list[int]:
+        """The action as one choice (remove / hold / add) per kind, in either action mode."""
+        if self.action_mode == "per_kind":
+            return [int(a) for a in action]
+        kinds, index = len(self.units), int(action)
+        choices = [HOLD] * kinds
+        if 1 <= index <= kinds:
+            choices[index - 1] = ADD
+        elif index > kinds:
+            choices[index - 1 - kinds] = REMOVE
+        return choices
+
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:
-        choices = [int(a) for a in action]
+        if self.action_mode == "one_unit":
+            return bool(mask[int(action)])
+        choices = self.per_kind_choices(action)
         per_kind = mask.reshape(len(self.units), 3)
         if not all(per_kind[kind, choice] for kind, choice in enumerate(choices)):
             return False
@@ -226,12 +255,16 @@ class ScalingEnv(ServingEnv):
         adds = [kind for kind, choice in enumerate(choices) if choice == ADD]
         return self._fits(adds, len(self._free_slots()), self._free_gpus())
 
-    def fallback_action(self) -> np.ndarray:
-        return np.full(len(self.units), HOLD, dtype=np.int64)
+    def hold_action(self) -> Any:
+        """The action that changes nothing, in this env's action mode."""
+        return np.full(len(self.units), HOLD, dtype=np.int64) if self.action_mode == "per_kind" else 0
+
+    def fallback_action(self) -> Any:
+        return self.hold_action()
 
     def apply(self, action: Any, valid: bool) -> None:
         assert self.cluster is not None
-        for kind, choice in enumerate(int(a) for a in action):
+        for kind, choice in enumerate(self.per_kind_choices(action)):
             if choice == REMOVE:
                 unit = self._units_in(kind, Lifecycle.SERVING)[-1]
                 for instance_id in unit.instance_ids:

@@ -57,6 +57,21 @@ def test_bad_recipes_are_rejected(tmp_path):
     (tmp_path / "steps.yml").write_text(re.sub(r"^timesteps: \d+", "timesteps: -3", text, flags=re.M))
     with pytest.raises(ValueError, match="timesteps must be >= 1, got -3"):
         load_recipe("steps", directory=tmp_path)
+    (tmp_path / "own.yml").write_text(text + "agent_env_kwargs: {rate_rps: 1.0}\n")
+    with pytest.raises(ValueError, match=r"agent_env_kwargs may set only \['action'\].*not \['rate_rps'\]"):
+        load_recipe("own", directory=tmp_path)
+
+
+def test_cauchy_agent_acts_one_unit_a_step_on_the_heuristics_simulation():
+    recipe = load_recipe("cauchy", quick=True)
+    assert recipe.agent_env == {**recipe.env_kwargs, "action": "one_unit"} and "action" not in recipe.env_kwargs
+    assert 'env_kwargs.action="one_unit"' in recipe.overrides()
+    agent_env = gym.make(recipe.env_id, scenario=recipe.scenario, **recipe.agent_env)
+    heuristic_env = gym.make(recipe.env_id, scenario=recipe.scenario, **recipe.env_kwargs)
+    kinds = len(heuristic_env.unwrapped.units)
+    assert agent_env.action_space == spaces.Discrete(1 + 2 * kinds)
+    assert heuristic_env.action_space == spaces.MultiDiscrete([3] * kinds)
+    assert choose_heuristics(recipe).compared == "cauchy_autoscaler"
 
 
 def test_tier_headline_metrics_summarize_that_tiers_requests():

@@ -125,3 +125,17 @@ def test_bad_options_raise(env):
         baselines.make("cauchy_autoscaler", env, goodput_rps=GOODPUT, ratio=-0.2)
     with pytest.raises(ValueError, match=r"no positive goodput for <2xH20-NVL>"):
         baselines.make("cauchy_autoscaler", env, goodput_rps={"<2xH800-SXM>": 1.0, "<2xA800-PCIe>": 1.0})
+
+
+def test_one_unit_action_mode_static_holds_and_multi_change_policies_refuse_it():
+    def make(action: str) -> gym.Env:
+        return gym.make("servegym/Scaling-v0", scenario="cauchy", action=action, scaling_window_s=30.0,
+                        episode_requests=50)
+
+    one_unit, per_kind = make("one_unit"), make("per_kind")
+    static = baselines.make("cauchy_static", one_unit)
+    assert static.predict(FakeCluster().observation(500.0))[0] == 0  # Discrete hold
+    assert run_episode(one_unit, static, seed=0) == run_episode(per_kind, baselines.make("cauchy_static", per_kind), seed=0)
+    for name in ("cauchy_autoscaler", "cauchy_aggregated", "llumnix_scaling"):
+        with pytest.raises(ValueError, match=rf"policy '{name}' drives servegym/Scaling-v0 with action in \['per_kind'\], not 'one_unit'"):
+            baselines.make(name, one_unit)

@@ -260,3 +260,60 @@ def test_reference_tokens_per_usd_prices_each_window_against_the_reference():
         make(reward="cost", reference_tokens_per_usd=-1.0)
     with pytest.raises(ValueError, match="applies to reward='cost' only, got reward='slo'"):
         make(reward="slo", reference_tokens_per_usd=2e6)
+
+
+def test_one_unit_mode_space_and_mask_layout():
+    env = make(action="one_unit", rate_rps=0.001)
+    obs, _ = env.reset(seed=0)
+    assert env.action_space == gym.spaces.Discrete(5)  # hold, add A100, add L40S, remove A100, remove L40S
+    per_kind = make(rate_rps=0.001)
+    per_kind.reset(seed=0)
+    grid = per_kind.action_masks().reshape(2, 3)
+    assert env.action_masks().tolist() == [True, *grid[:, ADD].tolist(), *grid[:, REMOVE].tolist()]
+    assert obs["action_mask"].shape == (5,)
+
+
+def test_one_unit_actions_replay_the_per_kind_trajectory_bit_for_bit():
+    one_unit, per_kind = make(action="one_unit"), make()
+    pairs = [(1, [ADD, HOLD]), (0, [HOLD, HOLD]), (4, [HOLD, REMOVE]), (2, [HOLD, ADD]), (3, [REMOVE, HOLD])]
+    one_unit.reset(seed=4)
+    per_kind.reset(seed=4)
+    for index, choices in pairs * 2:
+        a = one_unit.step(index)
+        b = per_kind.step(np.array(choices))
+        assert a[1] == b[1] and a[4]["invalid_action"] == b[4]["invalid_action"]
+        assert np.array_equal(a[0]["instances"], b[0]["instances"])
+        assert np.array_equal(a[0]["context"], b[0]["context"])
+    assert sorted(one_unit.cluster.instances) == sorted(per_kind.cluster.instances)
+
+
+def test_one_unit_mask_is_exact_where_per_kind_masks_miss_a_joint_limit():
+    """One A100 and one L40S free: each add fits alone, both together do not fit the one free slot."""
+    options = {"gpu_inventory": {"A100-80GB": 5, "L40S": 5}, "max_instances": 9, "rate_rps": 0.001}
+    per_kind, one_unit = make(**options), make(action="one_unit", **options)
+    per_kind.reset(seed=0)
+    one_unit.reset(seed=0)
+    assert per_kind.action_masks().reshape(2, 3)[:, ADD].tolist() == [True, True]
+    assert per_kind.step(np.array([ADD, ADD]))[4]["invalid_action"]
+    mask = one_unit.action_masks()
+    assert mask[1] and mask[2]
+    assert not one_unit.step(2)[4]["invalid_action"]
+    assert one_unit.action_masks()[1:3].tolist() == [False, False]  # the slot is taken now
+
+
+def test_one_unit_mask_never_allows_an_invalid_action():
+    env = make(action="one_unit", gpu_inventory={"A100-80GB": 6, "L40S": 5}, max_instances=10, rate_rps=0.5)
+    env.reset(seed=1)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        mask = env.action_masks()
+        assert mask[0]
+        _, _, _, truncated, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        assert not info["invalid_action"]
+        if truncated:
+            break
+
+
+def test_unknown_action_mode_raises():
+    with pytest.raises(ValueError, match="unknown action mode 'one'"):
+        make(action="one")

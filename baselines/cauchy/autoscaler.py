@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -68,8 +69,8 @@ class CauchyStatic(Policy):
     name = "cauchy_static"
     env_ids = (SCALING_ENV_ID,)
 
-    def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        return np.full(self.action_space.shape, HOLD, dtype=np.int64)
+    def act(self, observation: dict[str, np.ndarray]) -> Any:
+        return self.env.hold_action()
 
 
 @register
@@ -81,6 +82,7 @@ class CauchyAutoscaler(Policy):
 
     name = "cauchy_autoscaler"
     env_ids = (SCALING_ENV_ID,)
+    action_modes = ("per_kind",)
 
     def __init__(
         self,

@@ -17,8 +17,10 @@ from agents.config import as_int, deep_merge, get_algorithm, load_yaml
 RECIPES_DIR = Path(__file__).resolve().parent.parent.parent / "agents" / "recipes"
 KEYS = frozenset({
     "paper", "env_id", "scenario", "algo", "timesteps", "budget_minutes", "n_envs", "env_kwargs", "hyperparams",
-    "heuristics", "references", "headline", "eval_seeds", "quick",
+    "heuristics", "references", "headline", "eval_seeds", "quick", "agent_env_kwargs",
 })
+AGENT_ONLY_ENV_KEYS = frozenset({"action"})  # the agent's action interface; the simulation stays the heuristics'
+
 HEADLINE_KEYS = frozenset({"metric", "title", "source", "also"})
 QUICK_KEYS = frozenset({"timesteps", "n_envs", "eval_seeds", "env_kwargs", "hyperparams"})
 
@@ -46,7 +48,9 @@ class Recipe:
 
     ``heuristics``: the paper's best heuristic first, then fall-backs, tried in order (the first
     registered for ``env_id`` is the comparison); ``references``: more heuristics shown beside.
-    ``env_kwargs`` (reward included) serve training and evaluation alike. ``timesteps`` is the
+    ``env_kwargs`` (reward included) serve training and evaluation alike; ``agent_env_kwargs``
+    (only ``AGENT_ONLY_ENV_KEYS``) set the agent's action interface where the heuristics drive
+    another one, e.g. Scaling-v0's exactly masked ``action="one_unit"``. ``timesteps`` is the
     full budget, ``budget_minutes`` its measured wall time on two CPU cores (at most 60)."""
 
     name: str
@@ -63,15 +67,22 @@ class Recipe:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     hyperparams: dict[str, Any] = field(default_factory=dict)
     eval_seeds: int = 5
+    agent_env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def agent_env(self) -> dict[str, Any]:
+        """The agent's env arguments: ``env_kwargs`` and its ``agent_env_kwargs``."""
+        return {**self.env_kwargs, **self.agent_env_kwargs}
 
     @property
     def reward(self) -> str:
         return str(self.env_kwargs.get("reward", "slo"))
 
     def overrides(self) -> list[str]:
-        """``agents.config.build_config`` overrides: hyper-parameters and ``env_kwargs.*`` (values as JSON, which YAML reads)."""
+        """``agents.config.build_config`` overrides for training: hyper-parameters and the agent's
+        ``env_kwargs.*`` (values as JSON, which YAML reads)."""
         return [f"{k}={json.dumps(v)}" for k, v in self.hyperparams.items()] + [
-            f"env_kwargs.{k}={json.dumps(v)}" for k, v in self.env_kwargs.items()
+            f"env_kwargs.{k}={json.dumps(v)}" for k, v in self.agent_env.items()
         ]
 
 
@@ -113,6 +124,7 @@ def load_recipe(name: str, quick: bool = False, directory: Path = RECIPES_DIR) -
         env_kwargs=dict(data.get("env_kwargs") or {}),
         hyperparams=dict(data.get("hyperparams") or {}),
         eval_seeds=as_int("eval_seeds", data.get("eval_seeds", 5), minimum=2),
+        agent_env_kwargs=dict(data.get("agent_env_kwargs") or {}),
     )
     _check_recipe(path, recipe)
     return recipe
@@ -128,6 +140,10 @@ def _check_recipe(path: Path, recipe: Recipe) -> None:
         raise ValueError(f"{path}: budget_minutes must be in (0, 60], got {recipe.budget_minutes!r}")
     if not recipe.heuristics:
         raise ValueError(f"{path}: heuristics must name at least the paper's best heuristic")
+    other = sorted(set(recipe.agent_env_kwargs) - AGENT_ONLY_ENV_KEYS)
+    if other:
+        raise ValueError(f"{path}: agent_env_kwargs may set only {sorted(AGENT_ONLY_ENV_KEYS)} (the agent's action "
+                         f"interface), not {other}: the agent and the heuristics must run the same simulation")
 
 
 def _required(path: Path, data: Mapping[str, Any], key: str) -> Any:

@@ -109,7 +109,9 @@ def _markdown(recipe: Recipe, choice: HeuristicChoice, heuristic: str | None, re
         f"{'higher' if better_when_higher(headline.metric) else 'lower'} is better).",
         "",
         f"- Agent: {recipe.algo} on `{recipe.env_id}`, scenario `{recipe.scenario}`, reward `{recipe.reward}`, "
-        f"env overrides `{recipe.env_kwargs}`; trained {trained.num_timesteps:,} env steps "
+        f"env overrides `{recipe.env_kwargs}`"
+        + (f", for the agent alone `{recipe.agent_env_kwargs}`" if recipe.agent_env_kwargs else "")
+        + f"; trained {trained.num_timesteps:,} env steps "
         f"(recipe budget {recipe.timesteps:,}, about {recipe.budget_minutes:g} min on two CPU cores) in "
         f"{trained.wall_s / 60:.1f} min ({trained.steps_per_s:.0f} steps/s); final model, deterministic actions.",
         f"- Compared with: `{heuristic}` ({choice.note})." if heuristic else f"- Compared with: nothing ({choice.note}).",

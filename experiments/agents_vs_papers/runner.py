@@ -68,8 +68,8 @@ def choose_heuristics(recipe: Recipe) -> HeuristicChoice:
 
 
 def action_space_of(recipe: Recipe) -> gym.spaces.Space:
-    """The action space of the recipe's env (for the report's entropy diagnostic)."""
-    env = make_env(recipe.env_id, recipe.scenario, recipe.env_kwargs, flat=False)
+    """The action space of the agent's env (for the report's entropy diagnostic)."""
+    env = make_env(recipe.env_id, recipe.scenario, recipe.agent_env, flat=False)
     space = env.action_space
     env.close()
     return space
@@ -103,16 +103,17 @@ def evaluate_all(recipe: Recipe, model_path: Path, heuristics: Sequence[str],
     """Per policy label (``agent`` and each heuristic), its episode rows on ``seeds``; prints a line per policy."""
     results: dict[str, list[dict[str, float]]] = {}
     plain = make_env(recipe.env_id, recipe.scenario, recipe.env_kwargs, flat=False)
-    flat = make_env(recipe.env_id, recipe.scenario, recipe.env_kwargs, flat=True)
+    flat = TrainConfig.load(config_path_for(model_path)).flat_observation
+    agent_env = make_env(recipe.env_id, recipe.scenario, recipe.agent_env, flat=flat)
     for label in [AGENT_LABEL, *heuristics]:
         started = time.perf_counter()
         if label == AGENT_LABEL:
-            env = flat if TrainConfig.load(config_path_for(model_path)).flat_observation else plain
+            env = agent_env
             policy, _ = load_agent(model_path, env)
         else:
             env, policy = plain, baselines.make(label, plain)
         results[label] = episode_rows(recipe, env, policy, seeds)
         print(f"  evaluated {label:<24} {len(seeds)} episodes in {time.perf_counter() - started:5.1f} s", flush=True)
     plain.close()
-    flat.close()
+    agent_env.close()
     return results
