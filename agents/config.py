@@ -29,6 +29,7 @@ from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize
 
+from agents.noop_prior import NoOpPriorPolicy
 from agents.policies import InstanceScoringPolicy, MaskableInstanceScoringPolicy
 
 HYPERPARAMS_DIR = Path(__file__).parent / "hyperparams"
@@ -66,6 +67,7 @@ class Algorithm:
 # servegym's own policies by the name a hyper-parameter file gives (``policy: InstanceScoringPolicy``);
 # the algorithms below know them as SB3 knows its ``MultiInputPolicy``.
 INSTANCE_SCORING = "InstanceScoringPolicy"
+NOOP_PRIOR = "NoOpPriorPolicy"
 
 
 class ServegymPPO(PPO):
@@ -81,9 +83,11 @@ class ServegymA2C(A2C):
 
 
 class ServegymMaskablePPO(MaskablePPO):
-    """MaskablePPO that also knows ``InstanceScoringPolicy`` (its maskable variant) by name."""
+    """MaskablePPO that also knows ``InstanceScoringPolicy`` (its maskable variant) and
+    ``NoOpPriorPolicy`` (``agents.noop_prior``) by name."""
 
-    policy_aliases = {**MaskablePPO.policy_aliases, INSTANCE_SCORING: MaskableInstanceScoringPolicy}
+    policy_aliases = {**MaskablePPO.policy_aliases, INSTANCE_SCORING: MaskableInstanceScoringPolicy,
+                      NOOP_PRIOR: NoOpPriorPolicy}
 
 
 _ALL_SPACES = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
