@@ -20,7 +20,6 @@ KEYS = frozenset({
     "heuristics", "references", "headline", "eval_seeds", "quick", "agent_env_kwargs",
 })
 AGENT_ONLY_ENV_KEYS = frozenset({"action"})  # the agent's action interface; the simulation stays the heuristics'
-
 HEADLINE_KEYS = frozenset({"metric", "title", "source", "also"})
 QUICK_KEYS = frozenset({"timesteps", "n_envs", "eval_seeds", "env_kwargs", "hyperparams"})
 
