@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, squash
-from envs.rewards import LatencyConstrainedQualityReward, QualityReward
+from envs.rewards import EpisodeQualityReward, LatencyConstrainedQualityReward, QualityReward
 from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality
 from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
 
@@ -81,7 +81,8 @@ class CascadeEnv(ServingEnv):
     μ · max(0, q_min − Q) / (z₁ − z₂), cascadia.txt §3.3's J(θ) negated, with Q the interval's
     mean accepted score, z₁ / z₂ the mean scores of the last / first model
     (``stage_mean_scores``), q_min = ``quality_min`` (default 80), μ = ``quality_penalty_mu``
-    (default 100). ``reward="quality_latency"``: cascadia.txt App. C negated, Q / 100 −
+    (default 100). ``reward="quality_episode"``: the same latency term, the quality constraint
+    on the episode's running mean score (``envs.rewards``). ``reward="quality_latency"``: cascadia.txt App. C negated, Q / 100 −
     ν · max(0, L − L_max) / L_max with L_max = ``latency_max_s`` (default: the scenario's E2E
     SLO) and ν = ``latency_penalty_nu`` (default 1). ``"slo"``, ``"latency"`` and ``"cost"`` as
     in ``envs.rewards``. Every reward counts the requests that finished during the step.
@@ -143,8 +144,9 @@ class CascadeEnv(ServingEnv):
         if action == "gear" and not self.gears:
             raise ValueError("action='gear' needs at least one gear")
         super().__init__(scenario, reward=reward, **kwargs)
-        if reward == "quality":
-            self.reward_fn = QualityReward(self.scenario, quality_min=quality_min, penalty_mu=quality_penalty_mu,
+        if reward in ("quality", "quality_episode"):
+            reward_class = QualityReward if reward == "quality" else EpisodeQualityReward
+            self.reward_fn = reward_class(self.scenario, quality_min=quality_min, penalty_mu=quality_penalty_mu,
                                            kind=quality_kind, difficulty_mean=difficulty_mean)
         elif reward == "quality_latency":
             self.reward_fn = LatencyConstrainedQualityReward(self.scenario, latency_max_s=latency_max_s,

@@ -21,11 +21,21 @@ and from the cluster's cost, so a reward is never credited twice:
   ``reference_tokens_per_usd`` R the reward is (SLO-meeting output tokens − R · dollars) / 1,000,
   the parametric form of the ratio objective (Dinkelbach, Management Science 1967): a window
   earns a positive reward exactly when its SLO-meeting tokens per USD beat R, so maximising it
-  from R = a heuristic's ratio can only raise the ratio.
+  from R = a heuristic's ratio can only raise the ratio. With ``waiting_potential`` c > 0 it adds
+  potential-based shaping Φ(s') − Φ(s), Φ = −c · (requests waiting in the cluster) (Ng, Harada &
+  Russell, ICML 1999, γ = 1): a decision that makes the queue grow pays at once instead of when
+  the delayed requests miss their SLOs tens of steps later, and the episode's shaping sums to
+  Φ(end) − Φ(start) = 0 (nothing waits at either end).
 - ``quality`` (cascade scenarios): −J(θ) of cascadia.txt §3.3, −L − μ · max(0, q_min − Q) /
   (z₁ − z₂), with L the p95 E2E (seconds) of the completed requests, Q their mean accepted
   score (a rejected request scores 0), z₁ / z₂ the mean scores of the cascade's last / first
   model (``simulator.cascade_quality.stage_mean_scores``); 0 when nothing finished.
+- ``quality_episode`` (cascade scenarios): −J(θ) with the quality constraint on the *episode's*
+  mean score, as §3.3 states it for a workload, instead of each interval's: −L − μ · ΔD /
+  ((z₁ − z₂) · r), D = max(0, q_min · n − Σ scores) the running deficit over the n requests
+  finished so far, r the requests an interval (rate × control interval). The penalties telescope
+  to μ · (intervals) · max(0, q_min − Q_episode) / (z₁ − z₂): a noisy interval below q_min costs
+  nothing while the episode stays above it.
 - ``quality_latency`` (cascade scenarios): cascadia.txt App. C's latency-constrained objective,
   negated: Q / 100 − ν · max(0, L − L_max) / (z_lat,max − z_lat,min), with L and Q as above,
   L_max the latency budget and z_lat,min = 0, z_lat,max = L_max unless given; 0 when nothing
@@ -36,6 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,8 +94,13 @@ class LatencyReward(RewardFunction):
 
 
 class CostReward(RewardFunction):
-    def __init__(self, scenario: Scenario, reference_tokens_per_usd: float | None = None) -> None:
+    def __init__(self, scenario: Scenario, reference_tokens_per_usd: float | None = None,
+                 waiting_potential: float = 0.0) -> None:
         super().__init__(scenario)
+        if not (isinstance(waiting_potential, (int, float)) and 0.0 <= waiting_potential < math.inf):
+            raise ValueError(f"waiting_potential must be a finite number >= 0, got {waiting_potential!r}")
+        self.waiting_potential = float(waiting_potential)
+        self._potential = 0.0
         if reference_tokens_per_usd is None:
             full_rate_usd_per_h = sum(get_gpu(g).price_per_hour_usd * n for g, n in scenario.gpu_inventory.items())
             self.usd_weight = 1000.0 / full_rate_usd_per_h
@@ -95,14 +111,20 @@ class CostReward(RewardFunction):
             raise ValueError(f"reference_tokens_per_usd must be a positive finite number, got {reference_tokens_per_usd!r}")
         self._last_cost_usd = 0.0
 
+    def potential(self, cluster: Cluster) -> float:
+        return -self.waiting_potential * sum(len(i.waiting) for i in cluster.instances.values())
+
     def reset(self, cluster: Cluster) -> None:
         self._last_cost_usd = cluster.cost_usd()
+        self._potential = self.potential(cluster)
 
     def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
         cost = cluster.cost_usd()
         spent, self._last_cost_usd = cost - self._last_cost_usd, cost
         good_tokens = sum(o.output_tokens for o in finished if meets_slo(o))
-        return good_tokens / 1000.0 - self.usd_weight * spent
+        potential = self.potential(cluster)
+        shaping, self._potential = potential - self._potential, potential
+        return good_tokens / 1000.0 - self.usd_weight * spent + shaping
 
 
 class DenseLatencyReward(RewardFunction):
@@ -201,6 +223,31 @@ class QualityReward(RewardFunction):
         return -latency_s - self.penalty_mu * shortfall
 
 
+class EpisodeQualityReward(QualityReward):
+    """``quality_episode``: ``quality``'s latency term per interval, its quality constraint on the
+    episode's running mean, charged as the running deficit grows (and refunded as it shrinks)."""
+
+    def __init__(self, scenario: Scenario, **kwargs: Any) -> None:
+        super().__init__(scenario, **kwargs)
+        self.requests_per_interval = scenario.workload.rate_rps * scenario.control_interval_s
+        self._finished = 0
+        self._score_sum = 0.0
+        self._deficit = 0.0
+
+    def reset(self, cluster: Cluster) -> None:
+        self._finished, self._score_sum, self._deficit = 0, 0.0, 0.0
+
+    def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
+        if not finished:
+            return 0.0
+        latency_s, quality = _interval_latency_and_quality(finished, "quality_episode")
+        self._finished += len(finished)
+        self._score_sum += quality * len(finished)
+        deficit = max(0.0, self.quality_min * self._finished - self._score_sum)
+        grown, self._deficit = deficit - self._deficit, deficit
+        return -latency_s - self.penalty_mu * grown / ((self.utopia - self.nadir) * self.requests_per_interval)
+
+
 class LatencyConstrainedQualityReward(RewardFunction):
     """cascadia.txt App. C, negated: maximise quality under a latency budget. ``latency_max_s``
     (L_max) defaults to the scenario's tier-0 E2E SLO; ``latency_span_s`` (z_lat,max − z_lat,min)
@@ -237,5 +284,5 @@ class LatencyConstrainedQualityReward(RewardFunction):
 REWARDS: dict[str, type[RewardFunction]] = {
     "slo": SLOReward, "latency": LatencyReward, "latency_dense": DenseLatencyReward,
     "latency_balance": BalancedDenseLatencyReward, "cost": CostReward, "quality": QualityReward,
-    "quality_latency": LatencyConstrainedQualityReward,
+    "quality_episode": EpisodeQualityReward, "quality_latency": LatencyConstrainedQualityReward,
 }

@@ -75,7 +75,9 @@ class ScalingEnv(ServingEnv):
     ## Rewards
     ``reward="cost"`` (default: SLO-meeting output tokens against dollars spent, cauchy.txt
     §3.2's tokens per USD; with ``reference_tokens_per_usd`` R, positive exactly when the
-    window beats R tokens per USD), ``"slo"`` or ``"latency"``: see ``envs.rewards``, over the
+    window beats R tokens per USD; with ``waiting_potential`` c, plus the shaping
+    c · (requests waiting before the window − after it), which sums to 0 over an episode),
+    ``"slo"`` or ``"latency"``: see ``envs.rewards``, over the
     requests that finished during the window and the dollars spent in it.
 
     ## Episode end
@@ -86,7 +88,7 @@ class ScalingEnv(ServingEnv):
     ``scenario`` (name or ``Scenario``), ``action`` (``"per_kind"`` or ``"one_unit"``),
     ``scaling_window_s`` (seconds; default the scenario's ``control_interval_s``, e.g. 120 s,
     the autoscaler window of cauchy.txt §3.5, for ``cauchy``), ``reward``,
-    ``reference_tokens_per_usd`` (``cost`` reward only), ``strict``, ``invalid_action_penalty``,
+    ``reference_tokens_per_usd`` and ``waiting_potential`` (``cost`` reward only), ``strict``, ``invalid_action_penalty``,
     ``render_mode="ansi"``, and scenario / workload overrides as keywords (e.g.
     ``gpu_inventory``, ``max_instances``, ``rate_rps``).
 
@@ -106,6 +108,7 @@ class ScalingEnv(ServingEnv):
         scaling_window_s: float | None = None,
         reward: str = "cost",
         reference_tokens_per_usd: float | None = None,
+        waiting_potential: float = 0.0,
         **kwargs: Any,
     ) -> None:
         if action not in ACTION_MODES:
@@ -114,10 +117,11 @@ class ScalingEnv(ServingEnv):
         if scaling_window_s is not None and not (scaling_window_s > 0 and math.isfinite(scaling_window_s)):
             raise ValueError(f"scaling_window_s must be positive and finite, got {scaling_window_s!r}")
         super().__init__(scenario, reward=reward, **kwargs)
-        if reference_tokens_per_usd is not None:
+        if reference_tokens_per_usd is not None or waiting_potential != 0.0:
             if reward != "cost":
-                raise ValueError(f"reference_tokens_per_usd applies to reward='cost' only, got reward={reward!r}")
-            self.reward_fn = CostReward(self.scenario, reference_tokens_per_usd)
+                raise ValueError(f"reference_tokens_per_usd and waiting_potential apply to reward='cost' only, "
+                                 f"got reward={reward!r}")
+            self.reward_fn = CostReward(self.scenario, reference_tokens_per_usd, waiting_potential)
         self.scaling_window_s = float(scaling_window_s or self.scenario.control_interval_s)
         self.units: tuple[ScalingUnit, ...] = self.scenario.scaling_units()
         self.kind_names = tuple(u.name for u in self.units)

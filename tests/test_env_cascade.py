@@ -11,7 +11,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs  # noqa: F401  (registers the IDs)
 from envs.base import InvalidActionError
 from envs.cascade import CascadeEnv
-from envs.rewards import LatencyConstrainedQualityReward, QualityReward
+from envs.rewards import EpisodeQualityReward, LatencyConstrainedQualityReward, QualityReward
 from envs.scenario import InstanceGroup, Scenario, Workload
 from simulator.cascade import expected_quality
 from simulator.instance import InstanceConfig
@@ -359,6 +359,38 @@ def test_env_with_latency_constrained_reward():
         if truncated:
             break
     assert checked > 5
+
+
+def test_episode_quality_reward_charges_the_running_deficit():
+    """r = 4 rps x 1 s = 4 requests an interval; penalty μ · Δdeficit / ((z1 - z2) · r) = 10 · Δ / 80."""
+    reward = EpisodeQualityReward(tiny_cascade(), quality_min=80.0, penalty_mu=10.0)
+    reward.utopia, reward.nadir = 95.0, 75.0
+    reward.reset(None)
+    assert reward(None, [outcome(2.0, 70.0)] * 4) == pytest.approx(-2.0 - 10.0 * 40.0 / 80.0)  # deficit 0 -> 40
+    assert reward(None, [outcome(3.0, 90.0)] * 4) == pytest.approx(-3.0 + 10.0 * 40.0 / 80.0)  # mean 80: refunded
+    assert reward(None, []) == 0.0
+    assert reward(None, [outcome(1.0, 75.0)] * 4) == pytest.approx(-1.0 - 10.0 * 20.0 / 80.0)  # deficit 0 -> 20
+    assert reward(None, [outcome(1.0, 95.0)] * 4) == pytest.approx(-1.0 + 10.0 * 20.0 / 80.0)  # above target: no credit beyond 0
+    assert reward(None, [outcome(1.0, 79.0)] * 4) == pytest.approx(-1.0)  # the interval is short, the episode is not
+
+
+def test_episode_quality_env_returns_latency_plus_the_episode_shortfall():
+    """Over an episode the quality penalties telescope to μ · deficit(end) / ((z1 - z2) · r)."""
+    shaped = CascadeEnv(tiny_cascade(), reward="quality_episode", quality_min=90.0, quality_penalty_mu=10.0)
+    latency_only = CascadeEnv(tiny_cascade(), reward="quality", quality_penalty_mu=0.0)
+    totals = []
+    for env in (shaped, latency_only):
+        env.reset(seed=2)
+        total, truncated = 0.0, False
+        while not truncated:
+            _, reward, _, truncated, _ = env.step(np.array([3]))
+            total += reward
+        totals.append(total)
+    scores = [o.quality if o.completed else 0.0 for o in shaped.cluster.outcomes]
+    deficit = max(0.0, 90.0 * len(scores) - sum(scores))
+    assert deficit > 0
+    spread = shaped.reward_fn.utopia - shaped.reward_fn.nadir
+    assert totals[0] - totals[1] == pytest.approx(-10.0 * deficit / (spread * 4.0), rel=1e-9)
 
 
 def test_correct_kind_scores_accuracy_and_routes_on_certainty():

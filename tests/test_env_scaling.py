@@ -258,8 +258,38 @@ def test_reference_tokens_per_usd_prices_each_window_against_the_reference():
         assert reward == pytest.approx((good_tokens - 2e6 * spent) / 1000.0, rel=1e-9, abs=1e-9)
     with pytest.raises(ValueError, match="reference_tokens_per_usd must be a positive finite number, got -1.0"):
         make(reward="cost", reference_tokens_per_usd=-1.0)
-    with pytest.raises(ValueError, match="applies to reward='cost' only, got reward='slo'"):
+    with pytest.raises(ValueError, match="apply to reward='cost' only, got reward='slo'"):
         make(reward="slo", reference_tokens_per_usd=2e6)
+
+
+def waiting(env):
+    return sum(len(i.waiting) for i in env.cluster.instances.values())
+
+
+def test_waiting_potential_shapes_each_window_and_sums_to_zero():
+    plain = make(rate_rps=40.0, reward="cost")
+    shaped = make(rate_rps=40.0, reward="cost", waiting_potential=0.5)
+    plain.reset(seed=3)
+    shaped.reset(seed=3)
+    totals, most_waiting, truncated = [0.0, 0.0], 0, False
+    while not truncated:
+        before = waiting(shaped)
+        _, plain_reward, _, _, _ = plain.step(np.array([HOLD, HOLD]))
+        _, shaped_reward, _, truncated, _ = shaped.step(np.array([HOLD, HOLD]))
+        assert shaped_reward - plain_reward == pytest.approx(0.5 * (before - waiting(shaped)), abs=1e-9)
+        totals[0] += plain_reward
+        totals[1] += shaped_reward
+        most_waiting = max(most_waiting, before)
+    assert most_waiting > 0
+    assert totals[1] == pytest.approx(totals[0], abs=1e-6)  # nothing waits at either end
+
+
+@pytest.mark.parametrize("bad", [-0.5, float("nan"), float("inf")])
+def test_bad_waiting_potential_raises(bad):
+    with pytest.raises(ValueError, match="waiting_potential must be a finite number >= 0"):
+        make(reward="cost", waiting_potential=bad)
+    with pytest.raises(ValueError, match="apply to reward='cost' only, got reward='latency'"):
+        make(reward="latency", waiting_potential=0.5)
 
 
 def test_one_unit_mode_space_and_mask_layout():
