@@ -20,8 +20,8 @@ from agents.rollout import run_episode
 from experiments.agents_vs_papers.__main__ import main
 from experiments.agents_vs_papers.headline import base_metric, compare, headline_values
 from experiments.agents_vs_papers.recipe import RECIPES_DIR, load_recipe, recipe_names
-from experiments.agents_vs_papers.report import pick_best, training_diagnostics
-from experiments.agents_vs_papers.runner import choose_heuristics, usable_policies
+from experiments.agents_vs_papers.report import headline_verdict, pick_best, training_diagnostics
+from experiments.agents_vs_papers.runner import AGENT_LABEL, choose_heuristics, usable_policies
 
 PAPER_SCENARIOS = ["cascadeserve", "cascadia", "cauchy", "multitier", "pascal"]
 
@@ -35,6 +35,30 @@ def test_one_recipe_per_paper_scenario_within_an_hour():
         assert recipe.heuristics and recipe.headline.metric == recipe.headline.metrics[0]
         assert "reward" in recipe.env_kwargs and recipe.reward == quick.reward
         assert f'env_kwargs.reward="{recipe.reward}"' in recipe.overrides()
+
+
+def test_an_agent_below_the_quality_target_wins_nothing(tmp_path):
+    recipe = load_recipe("cascadia")
+    assert recipe.headline.constraint == ("quality_mean", 80.0)
+    faster_below = {AGENT_LABEL: [{"e2e_p95_s": 24.0, "quality_mean": 76.0}, {"e2e_p95_s": 23.0, "quality_mean": 79.0},
+                                  {"e2e_p95_s": 25.0, "quality_mean": 77.0}],
+                    "cascadia": [{"e2e_p95_s": 27.0, "quality_mean": 81.0}, {"e2e_p95_s": 26.0, "quality_mean": 81.0},
+                                 {"e2e_p95_s": 28.0, "quality_mean": 80.5}]}
+    verdicts = [compare("e2e_p95_s", [r["e2e_p95_s"] for r in faster_below[AGENT_LABEL]],
+                        [r["e2e_p95_s"] for r in faster_below["cascadia"]])]
+    assert verdicts[0].verdict == "win"  # 3 s faster on every seed...
+    assert headline_verdict(recipe, faster_below, verdicts) == \
+        "loss (the agent's mean quality_mean 77.33 misses the target >= 80)"  # ...at quality 77.3
+    for row in faster_below[AGENT_LABEL]:
+        row["quality_mean"] = 80.5
+    assert headline_verdict(recipe, faster_below, verdicts) == "win"
+    text = (RECIPES_DIR / "cascadia.yml").read_text()
+    for bad, match in [("{metric: quality_mean, min: .nan}", "min must be a finite number"),
+                       ("{metric: quality_mean}", "exactly \\['metric', 'min'\\]"),
+                       ("{metric: ttft_p99_s, min: 1.0}", "'ttft_p99_s' must be one of the reported 'also' metrics")]:
+        (tmp_path / "bad.yml").write_text(text.replace("{metric: quality_mean, min: 80.0}", bad))
+        with pytest.raises(ValueError, match=match):
+            load_recipe("bad", directory=tmp_path)
 
 
 def test_quick_section_overrides_key_by_key():

@@ -5,6 +5,7 @@ heuristic and its headline metric), read strictly."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,14 +21,16 @@ KEYS = frozenset({
     "heuristics", "references", "headline", "eval_seeds", "quick", "agent_env_kwargs",
 })
 AGENT_ONLY_ENV_KEYS = frozenset({"action"})  # the agent's action interface; the simulation stays the heuristics'
-HEADLINE_KEYS = frozenset({"metric", "title", "source", "also"})
+HEADLINE_KEYS = frozenset({"metric", "title", "source", "also", "constraint"})
+CONSTRAINT_KEYS = frozenset({"metric", "min"})
 QUICK_KEYS = frozenset({"timesteps", "n_envs", "eval_seeds", "env_kwargs", "hyperparams"})
 
 
 @dataclass(frozen=True)
 class Headline:
-    """The paper's headline metric (``metric``, the win / loss criterion) and the other
-    metrics reported beside it (``also``). Names are episode metrics (``simulator.metrics``
+    """The paper's headline metric (``metric``, the win / loss criterion), the other
+    metrics reported beside it (``also``) and the target the agent must meet for a win
+    (``constraint``). Names are episode metrics (``simulator.metrics``
     flat names, and ``return``: the summed reward, i.e. the agent's training objective) or
     ``tier<k>.<name>`` for priority tier k (``experiments.agents_vs_papers.headline``)."""
 
@@ -35,6 +38,12 @@ class Headline:
     title: str
     source: str
     also: tuple[str, ...] = ()
+    constraint: tuple[str, float] | None = None
+
+    def misses_constraint(self, agent_mean: float) -> bool:
+        """Whether the agent's mean of the constraint metric is below its target (``constraint``:
+        (metric, minimum), e.g. Cascadia's quality target): such an agent wins nothing."""
+        return self.constraint is not None and not agent_mean >= self.constraint[1]
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -117,7 +126,7 @@ def load_recipe(name: str, quick: bool = False, directory: Path = RECIPES_DIR) -
         budget_minutes=float(_required(path, data, "budget_minutes")),
         n_envs=as_int("n_envs", data.get("n_envs", 2), minimum=1),
         headline=Headline(str(headline["metric"]), str(headline["title"]), str(headline["source"]),
-                          tuple(headline.get("also") or ())),
+                          tuple(headline.get("also") or ()), _constraint(path, headline)),
         heuristics=tuple(_required(path, data, "heuristics")),
         references=tuple(data.get("references") or ()),
         env_kwargs=dict(data.get("env_kwargs") or {}),
@@ -127,6 +136,22 @@ def load_recipe(name: str, quick: bool = False, directory: Path = RECIPES_DIR) -
     )
     _check_recipe(path, recipe)
     return recipe
+
+
+def _constraint(path: Path, headline: Mapping[str, Any]) -> tuple[str, float] | None:
+    constraint = headline.get("constraint")
+    if constraint is None:
+        return None
+    if not isinstance(constraint, Mapping) or set(constraint) != CONSTRAINT_KEYS:
+        raise ValueError(f"{path} headline constraint must be a mapping with exactly {sorted(CONSTRAINT_KEYS)}, "
+                         f"got {constraint!r}")
+    minimum = constraint["min"]
+    if isinstance(minimum, bool) or not isinstance(minimum, (int, float)) or not math.isfinite(minimum):
+        raise ValueError(f"{path} headline constraint min must be a finite number, got {minimum!r}")
+    metric = str(constraint["metric"])
+    if metric not in headline.get("also", ()):
+        raise ValueError(f"{path} headline constraint metric {metric!r} must be one of the reported 'also' metrics")
+    return metric, float(minimum)
 
 
 def _check_recipe(path: Path, recipe: Recipe) -> None:

@@ -38,6 +38,19 @@ def comparisons(recipe: Recipe, results: Mapping[str, Sequence[Mapping[str, floa
             for metric in recipe.headline.metrics]
 
 
+def headline_verdict(recipe: Recipe, results: Mapping[str, Sequence[Mapping[str, float]]],
+                     verdicts: Sequence[Comparison]) -> str:
+    """The paired verdict on the headline metric, unless the agent misses the headline's
+    constraint on average: then "loss", whatever the headline metric says."""
+    constraint = recipe.headline.constraint
+    if constraint is not None:
+        metric, minimum = constraint
+        agent_mean = mean_ci([row[metric] for row in results[AGENT_LABEL]])[0]
+        if recipe.headline.misses_constraint(agent_mean):
+            return f"loss (the agent's mean {metric} {agent_mean:.4g} misses the target >= {minimum:g})"
+    return verdicts[0].verdict
+
+
 def write_report(out_dir: Path, recipe: Recipe, choice: HeuristicChoice, results: Mapping[str, Sequence[Mapping[str, float]]],
                  seeds: Sequence[int], trained: TrainResult, quick: bool, action_space: spaces.Space) -> str:
     """Write ``report.md``, ``results.json`` and ``episodes.csv`` into ``out_dir``; return the markdown."""
@@ -56,6 +69,7 @@ def write_report(out_dir: Path, recipe: Recipe, choice: HeuristicChoice, results
         "metrics": {label: {m: _stats(rows, m) for m in recipe.headline.metrics} for label, rows in results.items()},
         "comparisons": [{"metric": c.metric, "mean_difference": c.mean_difference, "ci95": c.half_width, "n": c.n,
                          "verdict": c.verdict} for c in verdicts],
+        "headline_verdict": headline_verdict(recipe, results, verdicts) if verdicts else None,
     }
     (out_dir / "results.json").write_text(json.dumps(summary, indent=1, allow_nan=True))
     rows = [{"policy": label, "seed": seed, **row} for label, episodes in results.items() for seed, row in zip(seeds, episodes)]
@@ -133,7 +147,7 @@ def _markdown(recipe: Recipe, choice: HeuristicChoice, heuristic: str | None, re
             "|---|---:|---|",
         ]
         lines += [f"| {c.metric} | {c.mean_difference:+.4g} ± {c.half_width:.2g} | {c.verdict} |" for c in verdicts]
-        lines += ["", f"**Headline verdict: {verdicts[0].verdict}** on {headline.title}."]
+        lines += ["", f"**Headline verdict: {headline_verdict(recipe, results, verdicts)}** on {headline.title}."]
     lines += ["", f"Training: {diagnostics}."]
     lines += ["", f"Training run (TensorBoard: `tensorboard --logdir {trained.run_dir}`): `{trained.run_dir}`.", ""]
     return "\n".join(lines)
