@@ -34,7 +34,8 @@ and from the cluster's cost, so a reward is never credited twice:
   mean score, as §3.3 states it for a workload, instead of each interval's: −L − μ · ΔD /
   ((z₁ − z₂) · r), D = max(0, q_min · n − Σ scores) the running deficit over the n requests
   finished so far, r the requests an interval (rate × control interval). The penalties telescope
-  to μ · (intervals) · max(0, q_min − Q_episode) / (z₁ − z₂): a noisy interval below q_min costs
+  to μ · (N / r) · max(0, q_min − Q_episode) / (z₁ − z₂), N the episode's requests and N / r its
+  intervals at the mean rate: a noisy interval below q_min costs
   nothing while the episode stays above it.
 - ``quality_latency`` (cascade scenarios): cascadia.txt App. C's latency-constrained objective,
   negated: Q / 100 − ν · max(0, L − L_max) / (z_lat,max − z_lat,min), with L and Q as above,
