@@ -7,8 +7,9 @@ look wasted, and PPO settled twice on scaling in as far as allowed (agents/recip
 ``noop_logit`` is added to the no-op's initial logit (the action net's bias), so the first
 policy holds with probability about e^b / (e^b + n − 1) and explores changes one at a time
 around the plan, as the heuristics act (Algorithm 1 changes nothing until a full window is out
-of its band). The bias is an ordinary trained parameter afterwards. On the Cauchy recipe it
-did not prevent the scale-in optimum (docs/agents_vs_papers.md).
+of its band). The bias is an ordinary trained parameter afterwards. Alone (bias 5 or 8) it
+did not prevent the scale-in optimum; with the queue shaping of ``waiting_potential`` and no
+entropy bonus the Cauchy recipe learns to hold (docs/agents_vs_papers.md).
 """
 
 from __future__ import annotations

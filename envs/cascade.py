@@ -82,8 +82,8 @@ class CascadeEnv(ServingEnv):
     mean accepted score, z₁ / z₂ the mean scores of the last / first model
     (``stage_mean_scores``), q_min = ``quality_min`` (default 80), μ = ``quality_penalty_mu``
     (default 100). ``reward="quality_episode"``: the same latency term, the quality constraint
-    on the episode's running mean score (``envs.rewards``). ``reward="quality_latency"``: cascadia.txt App. C negated, Q / 100 −
-    ν · max(0, L − L_max) / L_max with L_max = ``latency_max_s`` (default: the scenario's E2E
+    on the episode's running mean score (``envs.rewards``). ``reward="quality_latency"``:
+    cascadia.txt App. C negated, Q / 100 − ν · max(0, L − L_max) / L_max with L_max = ``latency_max_s`` (default: the scenario's E2E
     SLO) and ν = ``latency_penalty_nu`` (default 1). ``"slo"``, ``"latency"`` and ``"cost"`` as
     in ``envs.rewards``. Every reward counts the requests that finished during the step.
 

@@ -35,8 +35,8 @@ and from the cluster's cost, so a reward is never credited twice:
   ((z₁ − z₂) · r), D = max(0, q_min · n − Σ scores) the running deficit over the n requests
   finished so far, r the requests an interval (rate × control interval). The penalties telescope
   to μ · (N / r) · max(0, q_min − Q_episode) / (z₁ − z₂), N the episode's requests and N / r its
-  intervals at the mean rate: a noisy interval below q_min costs
-  nothing while the episode stays above it.
+  intervals at the mean rate: a noisy interval below q_min costs nothing while the episode
+  stays above it.
 - ``quality_latency`` (cascade scenarios): cascadia.txt App. C's latency-constrained objective,
   negated: Q / 100 − ν · max(0, L − L_max) / (z_lat,max − z_lat,min), with L and Q as above,
   L_max the latency budget and z_lat,min = 0, z_lat,max = L_max unless given; 0 when nothing
@@ -113,6 +113,8 @@ class CostReward(RewardFunction):
         self._last_cost_usd = 0.0
 
     def potential(self, cluster: Cluster) -> float:
+        if not self.waiting_potential:
+            return 0.0
         return -self.waiting_potential * sum(len(i.waiting) for i in cluster.instances.values())
 
     def reset(self, cluster: Cluster) -> None:

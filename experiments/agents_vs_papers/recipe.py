@@ -38,12 +38,7 @@ class Headline:
     title: str
     source: str
     also: tuple[str, ...] = ()
-    constraint: tuple[str, float] | None = None
-
-    def misses_constraint(self, agent_mean: float) -> bool:
-        """Whether the agent's mean of the constraint metric is below its target (``constraint``:
-        (metric, minimum), e.g. Cascadia's quality target): such an agent wins nothing."""
-        return self.constraint is not None and not agent_mean >= self.constraint[1]
+    constraint: tuple[str, float] | None = None  # (metric, minimum), e.g. Cascadia's quality target
 
     @property
     def metrics(self) -> tuple[str, ...]:

@@ -46,7 +46,7 @@ def headline_verdict(recipe: Recipe, results: Mapping[str, Sequence[Mapping[str,
     if constraint is not None:
         metric, minimum = constraint
         agent_mean = mean_ci([row[metric] for row in results[AGENT_LABEL]])[0]
-        if recipe.headline.misses_constraint(agent_mean):
+        if not agent_mean >= minimum:
             return f"loss (the agent's mean {metric} {agent_mean:.4g} misses the target >= {minimum:g})"
     return verdicts[0].verdict
 
