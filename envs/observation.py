@@ -3,7 +3,9 @@
 Each instance slot (``max_instances`` rows) gets ``INSTANCE_FEATURES`` columns, all float32
 in [-1, 1]. Counts and sizes are squashed with ``x / (x + scale)`` (so they stay bounded
 without clipping, and 0.5 means "x equals scale"); freeness, which can be negative or
-infinite, with ``x / (|x| + scale)``. An empty slot is all zeros.
+infinite, with ``x / (|x| + scale)``. An empty slot is all zeros. A squashed count saturates
+under a burst (200 and 250 waiting requests are 0.926 and 0.940), so the load is also given
+scale-free: each instance's share of the cluster's requests and of each tier's requests.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ BASE_FEATURES = (
 
 
 def instance_feature_names(num_tiers: int) -> tuple[str, ...]:
-    return BASE_FEATURES + tuple(f"tier_{k}" for k in range(num_tiers))
+    return (BASE_FEATURES + tuple(f"tier_{k}" for k in range(num_tiers)) + ("request_share",)
+            + tuple(f"tier_{k}_share" for k in range(num_tiers)))
 
 
 def squash(x: float, scale: float) -> float:
@@ -106,6 +109,7 @@ class InstanceFeatures:
         self.tpot_target_s = tpot_target_s
         self.fresh_quantum_tokens = fresh_quantum_tokens
         self.matrix = np.zeros((max_instances, len(self.names)), dtype=np.float32)
+        self._counts = np.zeros((max_instances, 1 + num_tiers))  # requests and per-tier requests of each row
         self._cluster: Cluster | None = None  # the caches below belong to this cluster
         self._static: dict[int, list[float]] = {}
         self._service_seen = 0
@@ -114,8 +118,9 @@ class InstanceFeatures:
     def fill(self, cluster: Cluster, slots: Sequence[int | None] | None = None) -> np.ndarray:
         """Row k describes instance ``slots[k]`` (an instance id, or None for an empty slot);
         by default instance k of the cluster. Stopped instances leave their row empty."""
-        matrix = self.matrix
+        matrix, counts = self.matrix, self._counts
         matrix.fill(0.0)
+        counts.fill(0.0)
         if slots is None:
             slots = list(cluster.instances)
         if len(slots) > self.max_instances:
@@ -127,8 +132,21 @@ class InstanceFeatures:
             if instance_id is not None:
                 instance = cluster.instances[instance_id]
                 if instance.lifecycle != Lifecycle.STOPPED:
-                    matrix[slot] = self.row(instance)
+                    row = self.row(instance)
+                    matrix[slot, :len(row)] = row
+                    counts[slot] = [instance.num_requests, *row[-self.num_tiers:]]
+        self._fill_shares(matrix, counts)
         return matrix
+
+    def _fill_shares(self, matrix: np.ndarray, counts: np.ndarray) -> None:
+        """``request_share`` and ``tier_k_share``: a row's part of the column total over the
+        filled rows (0 where the total is 0). Per-tier counts are recovered exactly enough
+        from their squashed features (x = s · scale / (1 − s))."""
+        tiers = counts[:, 1:]
+        counts[:, 1:] = tiers * COUNT_SCALE / (1.0 - tiers)
+        totals = counts.sum(axis=0)
+        shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+        matrix[:, -(1 + self.num_tiers):] = shares
 
     def _update_service_time(self, cluster: Cluster) -> None:
         """Fold the requests completed since the last call into each instance's EWMA of service

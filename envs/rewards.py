@@ -11,6 +11,14 @@ and from the cluster's cost, so a reward is never credited twice:
   total (rejected requests counted by their time until rejection), but paid while the time
   accrues: a decision that lengthens queues costs at once, and postponing a request's end
   (which the delayed ``slo`` / ``latency`` rewards favour under discounting) saves nothing.
+- ``ttft_dense``: −Σ over tiers k of (w_k / max w) · ∫ W_k(t) dt over the step / 1 s, W_k the
+  tier-k requests that have arrived and have no first token yet. By Little's law the episode's
+  sum is −Σ over requests of (w_tier / max w) · TTFT / 1 s (a rejected request counted until its
+  rejection): the tier-weighted prefill latency of multitier-llumnix.txt §5.1, paid while the
+  wait accrues rather than when the request finishes.
+- ``ttft_balance``: ``ttft_dense`` plus the shaping of ``latency_balance``. Under a burst the
+  dense TTFT alone cannot tell a good placement from a bad one within a discounted horizon (a
+  request waits in either queue until long after), the shaping charges the queue it joins at once.
 - ``latency_balance``: ``latency_dense`` plus potential-based shaping (Ng, Harada & Russell,
   ICML 1999, with γ = 1) Φ(s') − Φ(s), Φ = −Σ over instances of (requests on it / 16)²: routing
   to an instance with n requests costs (2n + 1) / 256 at once, and the shaping terms of an
@@ -158,26 +166,72 @@ class DenseLatencyReward(RewardFunction):
         return -request_s / self.E2E_SCALE_S
 
 
-class BalancedDenseLatencyReward(DenseLatencyReward):
-    """``latency_balance``: ``latency_dense`` + Φ(s') − Φ(s), Φ = −Σ_k (n_k / ``COUNT_SCALE``)²."""
+class DenseTTFTReward(RewardFunction):
+    """``ttft_dense``: the tier-weighted ∫ W_k(t) dt of the step, from each waiting request's
+    overlap with the step, [max(last step, arrival), min(now, first token or rejection)]."""
+
+    TTFT_SCALE_S = 1.0
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        top = max(scenario.tier_weights)
+        if top <= 0:
+            raise ValueError(f"tier_weights must have a positive entry, got {scenario.tier_weights}")
+        self.weights = [w / top for w in scenario.tier_weights]
+        self._last_s = 0.0
+        self._seen = 0
+        self._waiting: list[Any] = []  # simulator Sequences without a first token at the last step
+
+    def reset(self, cluster: Cluster) -> None:
+        self._last_s = cluster.events.now_s
+        self._seen = len(cluster.arrived_sequences)
+        self._waiting = list(cluster.arrived_sequences)
+
+    def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
+        now_s, last_s = cluster.events.now_s, self._last_s
+        rejected_s = {o.request_id: o.finish_s for o in finished if not o.completed}
+        candidates = self._waiting + cluster.arrived_sequences[self._seen:]
+        waited_s, still = 0.0, []
+        for seq in candidates:
+            end_s = seq.first_token_s
+            if math.isnan(end_s):
+                end_s = rejected_s.get(seq.request_id, math.inf)
+            if end_s > now_s:
+                still.append(seq)
+            waited_s += self.weights[seq.tier] * max(0.0, min(end_s, now_s) - max(last_s, seq.arrival_s))
+        self._last_s, self._seen, self._waiting = now_s, len(cluster.arrived_sequences), still
+        return -waited_s / self.TTFT_SCALE_S
+
+
+class LoadBalanceShaping:
+    """Mixin adding potential-based shaping Φ(s') − Φ(s), Φ = −Σ_k (n_k / ``COUNT_SCALE``)² over the
+    instances' request counts, to a reward: joining a queue of n costs (2n + 1) / 256 at once."""
 
     COUNT_SCALE = 16.0  # requests, as ``envs.observation.COUNT_SCALE``
 
     def __init__(self, scenario: Scenario) -> None:
-        super().__init__(scenario)
+        super().__init__(scenario)  # type: ignore[call-arg]
         self._potential = 0.0
 
     def potential(self, cluster: Cluster) -> float:
         return -sum((i.num_requests / self.COUNT_SCALE) ** 2 for i in cluster.instances.values())
 
     def reset(self, cluster: Cluster) -> None:
-        super().reset(cluster)
+        super().reset(cluster)  # type: ignore[misc]
         self._potential = self.potential(cluster)
 
     def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
         potential = self.potential(cluster)
         shaping, self._potential = potential - self._potential, potential
-        return super().__call__(cluster, finished) + shaping
+        return super().__call__(cluster, finished) + shaping  # type: ignore[misc]
+
+
+class BalancedDenseLatencyReward(LoadBalanceShaping, DenseLatencyReward):
+    """``latency_balance``: ``latency_dense`` + the load-balance shaping."""
+
+
+class BalancedDenseTTFTReward(LoadBalanceShaping, DenseTTFTReward):
+    """``ttft_balance``: ``ttft_dense`` + the load-balance shaping."""
 
 
 def _interval_latency_and_quality(finished: Sequence[RequestOutcome], reward_name: str) -> tuple[float, float]:
@@ -286,6 +340,7 @@ class LatencyConstrainedQualityReward(RewardFunction):
 
 REWARDS: dict[str, type[RewardFunction]] = {
     "slo": SLOReward, "latency": LatencyReward, "latency_dense": DenseLatencyReward,
-    "latency_balance": BalancedDenseLatencyReward, "cost": CostReward, "quality": QualityReward,
+    "latency_balance": BalancedDenseLatencyReward, "ttft_dense": DenseTTFTReward,
+    "ttft_balance": BalancedDenseTTFTReward, "cost": CostReward, "quality": QualityReward,
     "quality_episode": EpisodeQualityReward, "quality_latency": LatencyConstrainedQualityReward,
 }

@@ -104,6 +104,7 @@ class Cluster:
         self.record_token_curves = record_token_curves
         self.outcomes: list[RequestOutcome] = []
         self.arrived = 0
+        self.arrived_sequences: list[Sequence] = []  # every arrival's live state, in arrival order
         self._requests: SequenceOf[Request] = ()
         self._next_request = 0
         self._decision: Decision | None = None
@@ -219,6 +220,7 @@ class Cluster:
     def _on_arrival(self, request: Request) -> None:
         self.arrived += 1
         seq = Sequence(request, self.record_token_curves)
+        self.arrived_sequences.append(seq)
         self._schedule_next_arrival()
         if self.router is None:
             self._decision = Decision("route", seq)

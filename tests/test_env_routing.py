@@ -138,3 +138,24 @@ def test_maskable_ppo_and_flat_ppo_train_briefly():
     model.learn(total_timesteps=256)
     flat = FlattenServingObservation(RoutingEnv(**SMALL))
     PPO("MlpPolicy", flat, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu").learn(total_timesteps=128)
+
+
+def test_load_shares_stay_exact_when_squashed_counts_saturate():
+    """Under multitier's burst the squashed counts of 200-odd waiting requests differ in the third
+    decimal; ``request_share`` and ``tier_k_share`` give each instance's part of the cluster's
+    requests (and of each tier's) exactly."""
+    env = RoutingEnv("multitier", episode_requests=600)
+    obs, _ = env.reset(seed=2)
+    for step in range(500):
+        obs, *_ = env.step(0 if step % 3 == 0 else step % 4)
+    names = env.features.names
+    instances = list(env.cluster.instances.values())
+    counts = np.array([i.num_requests for i in instances], dtype=float)
+    assert counts.min() > 80  # saturated: squash(80, 16) = 0.83
+    np.testing.assert_allclose(obs["instances"][:4, names.index("request_share")], counts / counts.sum(), rtol=1e-5)
+    for tier in range(4):
+        per_tier = np.array([sum(s.tier == tier for s in i.sequences()) for i in instances], dtype=float)
+        np.testing.assert_allclose(obs["instances"][:4, names.index(f"tier_{tier}_share")], per_tier / per_tier.sum(),
+                                   rtol=1e-4)
+    empty, _ = env.reset(seed=2)
+    assert not empty["instances"][:, names.index("request_share")].any()  # nothing arrived yet: no shares
