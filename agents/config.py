@@ -7,6 +7,8 @@ env's section overrides ``defaults`` key by key (nested dicts are merged). Keys:
 ``n_envs``, ``vec_env`` (``subproc``: one process per env when n_envs > 1, the default;
 ``dummy``: all in this process), ``n_timesteps``, ``normalize`` (false, true or VecNormalize
 keyword arguments),
+``learning_rate``, ``clip_range`` and ``clip_range_vf`` may be ``lin_<value>`` (RL Zoo's linear
+schedule: ``value`` at the start of training, 0 at its end);
 ``env_kwargs``, ``policy_kwargs`` and the algorithm's own constructor arguments.
 """
 
@@ -27,6 +29,7 @@ from gymnasium import spaces
 from sb3_contrib import MaskablePPO, RecurrentPPO
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import VecNormalize
 
 from agents.noop_prior import NoOpPriorPolicy
@@ -45,6 +48,8 @@ ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU
 # Observation keys VecNormalize scales; the 0/1 action mask is left as it is.
 NORMALIZED_OBS_KEYS = ["instances", "context"]
 DEVICES = ("cpu", "cuda", "auto")
+SCHEDULE_ARGS = ("learning_rate", "clip_range", "clip_range_vf")  # take ``lin_<value>``
+LINEAR_SCHEDULE = re.compile(r"lin_(.+)")
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,9 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"unknown hyper-parameter(s) {unknown} for {self.algo}; known: "
                              f"{sorted([*RUN_KEYS, *algorithm.constructor_args()])}")
+        for name in SCHEDULE_ARGS:
+            if isinstance(self.algo_kwargs.get(name), str):
+                linear_schedule(name, self.algo_kwargs[name])
         if self.normalize is not None:
             bad = sorted(set(self.normalize) - set(inspect.signature(VecNormalize.__init__).parameters) - {"self", "venv"})
             if bad:
@@ -195,6 +203,11 @@ class TrainConfig:
         if "activation_fn" in kwargs:
             kwargs["activation_fn"] = ACTIVATIONS[kwargs["activation_fn"]]
         return kwargs
+
+    def sb3_algo_kwargs(self) -> dict[str, Any]:
+        """``algo_kwargs`` with each ``lin_<value>`` schedule made SB3's ``LinearSchedule``."""
+        return {name: linear_schedule(name, value) if name in SCHEDULE_ARGS and isinstance(value, str) else value
+                for name, value in self.algo_kwargs.items()}
 
     def vec_normalize_kwargs(self) -> dict[str, Any]:
         """VecNormalize arguments: the action mask is not scaled; gamma follows the algorithm's."""
@@ -283,6 +296,18 @@ def build_config(
         vec_env=vec_env or hyperparams.get("vec_env", "subproc"),
         torch_threads=torch_threads,
     )
+
+
+def linear_schedule(name: str, text: str) -> LinearSchedule:
+    """``lin_<value>`` (RL Zoo): ``value`` at the start of training, linearly down to 0 at the end."""
+    match = LINEAR_SCHEDULE.fullmatch(text)
+    try:
+        start = float(match[1]) if match else math.nan
+    except ValueError:
+        start = math.nan
+    if not (math.isfinite(start) and start > 0):
+        raise ValueError(f"{name} must be a number or 'lin_<positive number>', got {text!r}")
+    return LinearSchedule(start, 0.0, 1.0)
 
 
 def load_hyperparams(algo: str, env_id: str, path: Path | None = None) -> dict[str, Any]:

@@ -135,7 +135,7 @@ def train(config: TrainConfig, run_root: Path = Path("runs"), *, progress_bar: b
             venv = VecNormalize(venv, **config.vec_normalize_kwargs())
         model = get_algorithm(config.algo).cls(
             config.policy, venv, seed=config.seed, device=device, verbose=verbose,
-            policy_kwargs=config.sb3_policy_kwargs(), **config.algo_kwargs,
+            policy_kwargs=config.sb3_policy_kwargs(), **config.sb3_algo_kwargs(),
         )
         logger = _logger(run_dir, verbose)
         model.set_logger(logger)

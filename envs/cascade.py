@@ -16,7 +16,7 @@ from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
 
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
 BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
-ACTION_MODES = ("thresholds", "gear")
+ACTION_MODES = ("thresholds", "gear", "continuous")
 CONTEXT_PROGRESS = 2  # context index of the episode progress (arrived / episode_requests)
 CONTEXT_STAGES = 7  # context index of the first stage's waiting requests; stage i's at 7 + 3i
 
@@ -44,14 +44,19 @@ class CascadeEnv(ServingEnv):
     ..., 100); level 0 accepts every answer, the top level only perfect scores. Thresholds
     start at level 0. ``action="gear"``: ``Discrete(len(gears))``, gear g sets the thresholds
     ``gears[g]`` (a CascadeServe gear plan's cascades, cascadeserve.txt §3); the episode starts
-    in gear 0. With ``entry_stages`` (gear mode only) gear g's arrivals enter stage
+    in gear 0. ``action="continuous"``: ``Box(-1, 1, (stages - 1,), float32)``, entry a_i sets
+    h_i = 50 · (a_i + 1), any real threshold in [0, 100] (the symmetric, normalised box SB3
+    recommends for Gaussian policies; thresholds are ordinal, so a Gaussian explores
+    neighbouring thresholds where a categorical treats every level as unrelated); thresholds start
+    at 0 (a_i = −1). With ``entry_stages`` (gear mode only) gear g's arrivals enter stage
     ``entry_stages[g]`` instead of the first (a model served alone: model switching,
     cascadeserve.txt §6.2); thresholds of earlier stages then do not matter. Mask
     (``action_masks()``): a threshold above 0 at stage i needs a serving instance of model
     i + 1 (threshold mode: per-stage masks concatenated, level 0 always allowed; gear mode: one
-    entry per gear, which also needs its entry stage's model served when that stage is not 0). A masked-out action keeps the current thresholds
-    (no-op), costs ``invalid_action_penalty`` and sets ``info["invalid_action"]``;
-    ``strict=True`` raises.
+    entry per gear, which also needs its entry stage's model served when that stage is not 0;
+    continuous mode: one entry per stage but the last, True when h_i above 0 is allowed). A
+    masked-out action keeps the current thresholds (no-op), costs ``invalid_action_penalty``
+    and sets ``info["invalid_action"]``; ``strict=True`` raises.
 
     Batching (optional, threshold mode only): with ``min_queue_lengths`` (strictly increasing
     positive integers, e.g. ``(1, 2, 4, 8, 16)``) the action gets one more entry per model,
@@ -73,8 +78,8 @@ class CascadeEnv(ServingEnv):
     p95 E2E (squashed by 10 s), [6] their mean accepted score / 100 (rejected count 0); then
     per stage i, at 7 + 3i: waiting and running requests on its instances (squashed by 16),
     share of the interval's finished requests accepted there; then the current thresholds /
-    100; in gear mode last the current gear / (gears − 1) (0 with one gear); with batching last
-    each model's minimum queue length / the largest choice.
+    100 (any mode but gear); in gear mode last the current gear / (gears − 1) (0 with one
+    gear); with batching last each model's minimum queue length / the largest choice.
 
     ## Rewards
     ``reward="quality"`` (default): −(p95 E2E of the interval's requests in seconds) −
@@ -95,8 +100,8 @@ class CascadeEnv(ServingEnv):
     ## Arguments
     ``scenario`` (name or ``Scenario`` with a ``cascade`` of at least two models, each served by
     one of its instance groups, the first with at least one instance), ``action``
-    (``"thresholds"`` | ``"gear"``), ``threshold_levels``, ``gears`` (list of threshold vectors,
-    required for and only for ``action="gear"``), ``quality_kind``, ``difficulty_mean`` (δ of
+    (``"thresholds"`` | ``"gear"`` | ``"continuous"``), ``threshold_levels``, ``gears`` (list of
+    threshold vectors, required for and only for ``action="gear"``), ``quality_kind``, ``difficulty_mean`` (δ of
     the difficulty model; ``TRACE_DIFFICULTY_MEAN`` has cascadia.txt's traces), ``quality_min``,
     ``quality_penalty_mu``, ``latency_max_s``, ``latency_penalty_nu``, ``judge_latency_s``, ``entry_stages``,
     ``min_queue_lengths``, ``max_queue_wait_s``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
@@ -133,7 +138,7 @@ class CascadeEnv(ServingEnv):
             raise ValueError(f"threshold_levels must be an integer >= 2, got {threshold_levels!r}")
         if action not in ACTION_MODES:
             raise ValueError(f"unknown action mode {action!r}; known: {list(ACTION_MODES)}")
-        if (gears is None) != (action == "thresholds"):
+        if (gears is None) == (action == "gear"):
             raise ValueError(f"gears are required for action='gear' and only for it; got action={action!r}, gears={gears!r}")
         if quality_kind not in QUALITY_KINDS:
             raise ValueError(f"unknown quality_kind {quality_kind!r}; known: {list(QUALITY_KINDS)}")
@@ -164,11 +169,14 @@ class CascadeEnv(ServingEnv):
             self.router.set_thresholds(gear)  # validates each gear's length and range
         if action == "gear":
             self.action_space = spaces.Discrete(len(self.gears))
+        elif action == "continuous":
+            self.action_space = spaces.Box(-1.0, 1.0, shape=(len(self.models) - 1,), dtype=np.float32)
         else:
             self.action_space = spaces.MultiDiscrete(
                 [threshold_levels] * (len(self.models) - 1) + [len(self.min_queue_lengths or ())] * self._batch_entries()
             )
         self._levels = np.zeros(len(self.models) - 1, dtype=np.int64)
+        self._continuous_thresholds = [0.0] * (len(self.models) - 1)
         self._queue_choices = np.zeros(self._batch_entries(), dtype=np.int64)
         self._gear = 0
         self._until_s = 0.0
@@ -202,6 +210,8 @@ class CascadeEnv(ServingEnv):
     def mask_size(self) -> int:
         if self.action_mode == "gear":
             return len(self.gears)
+        if self.action_mode == "continuous":
+            return len(self.scenario.cascade) - 1
         batch = len(self.min_queue_lengths or ()) * self._batch_entries()
         return self.threshold_levels * max(len(self.scenario.cascade) - 1, 0) + batch
 
@@ -214,6 +224,7 @@ class CascadeEnv(ServingEnv):
                                          kind=self.quality_kind, difficulty_mean=self.difficulty_mean)
         self.router.set_judge_signals(signals)
         self._levels = np.zeros(len(self.models) - 1, dtype=np.int64)
+        self._continuous_thresholds = [0.0] * (len(self.models) - 1)
         self._gear = 0
         self.router.set_thresholds(self.thresholds())
         self.router.set_entry_stage(self.entry_stage())
@@ -226,6 +237,8 @@ class CascadeEnv(ServingEnv):
         """The current thresholds h_1..h_{C-1} (scores 0-100)."""
         if self.action_mode == "gear":
             return list(self.gears[self._gear])
+        if self.action_mode == "continuous":
+            return list(self._continuous_thresholds)
         return [SCORE_MAX * int(k) / (self.threshold_levels - 1) for k in self._levels]
 
     def entry_stage(self) -> int:
@@ -271,6 +284,8 @@ class CascadeEnv(ServingEnv):
                 and all(h == 0.0 or ok for stage, (h, ok) in enumerate(zip(gear, allowed)) if stage >= entry)
                 for gear, entry in zip(self.gears, entries)
             ], dtype=bool)
+        if self.action_mode == "continuous":
+            return np.array(allowed, dtype=bool)
         mask = np.zeros((len(self.models) - 1, self.threshold_levels), dtype=bool)
         mask[:, 0] = True
         for stage, ok in enumerate(allowed):
@@ -281,6 +296,8 @@ class CascadeEnv(ServingEnv):
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:
         if self.action_mode == "gear":
             return bool(mask[int(action)])
+        if self.action_mode == "continuous":
+            return all(h == 0.0 or ok for h, ok in zip(_box_to_thresholds(action), mask))
         stages = len(self.models) - 1
         per_stage = mask[:stages * self.threshold_levels].reshape(stages, self.threshold_levels)
         return all(per_stage[stage, int(level)] for stage, level in enumerate(action[:stages]))
@@ -288,12 +305,17 @@ class CascadeEnv(ServingEnv):
     def fallback_action(self) -> Any:
         if self.action_mode == "gear":
             return self._gear
+        if self.action_mode == "continuous":
+            return np.array([h / (SCORE_MAX / 2) - 1.0 for h in self._continuous_thresholds], dtype=np.float32)
         return np.concatenate([self._levels, self._queue_choices])
 
     def apply(self, action: Any, valid: bool) -> None:
         assert self.cluster is not None
         if self.action_mode == "gear":
             self._gear = int(action)
+        elif self.action_mode == "continuous":
+            if valid:  # a masked action keeps the thresholds exactly (no float round trip)
+                self._continuous_thresholds = _box_to_thresholds(action)
         else:
             stages = len(self.models) - 1
             self._levels = np.array([int(level) for level in action[:stages]], dtype=np.int64)
@@ -341,6 +363,11 @@ class CascadeEnv(ServingEnv):
             largest = self.min_queue_lengths[-1]
             vector[-stages:] = [self.min_queue_lengths[int(k)] / largest for k in self._queue_choices]
         return vector
+
+
+def _box_to_thresholds(action: Any) -> list[float]:
+    """Continuous mode: a_i in [-1, 1] -> h_i = 50 · (a_i + 1) in [0, 100]."""
+    return [SCORE_MAX / 2 * (float(a) + 1.0) for a in np.asarray(action).reshape(-1)]
 
 
 def _check_entry_stages(stages: SequenceOf[int] | None, gears: int, models: int) -> tuple[int, ...]:

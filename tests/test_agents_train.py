@@ -233,6 +233,17 @@ def test_overrides_take_precedence_and_parse_yaml_values(tmp_path):
     assert run_name(config, "20250101-000000") == "servegym_Routing-v0__default__ppo__3__20250101-000000"
 
 
+def test_linear_schedule_anneals_the_learning_rate_to_zero(tmp_path):
+    """``lin_1e-3`` (RL Zoo): SB3 updates the rate before each of the two updates of a 128-step
+    run with 64-step rollouts, at progress remaining 1 - 64/128 and then 0."""
+    config = tiny_config("ppo", extra=("learning_rate=lin_1e-3",))
+    assert config.algo_kwargs["learning_rate"] == "lin_1e-3"  # config.yml keeps the text
+    run_dir = train(config, tmp_path).run_dir
+    with open(run_dir / "progress.csv") as handle:
+        rates = [float(row["train/learning_rate"]) for row in csv.DictReader(handle) if row.get("train/learning_rate")]
+    assert rates == [pytest.approx(5e-4), 0.0]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -247,6 +258,9 @@ def test_overrides_take_precedence_and_parse_yaml_values(tmp_path):
         ({"seed": -1}, "seed must be >= 0, got -1"),
         ({"device": "tpu"}, "unknown device 'tpu'"),
         ({"eval_freq": 100}, "needs at least one evaluation seed"),
+        ({"overrides": ["learning_rate=lin_fast"]}, "learning_rate must be a number or 'lin_<positive number>', got 'lin_fast'"),
+        ({"overrides": ["clip_range=lin_-0.2"]}, "clip_range must be a number or 'lin_<positive number>', got 'lin_-0.2'"),
+        ({"overrides": ["learning_rate=cosine"]}, "learning_rate must be a number or 'lin_<positive number>', got 'cosine'"),
     ],
 )
 def test_bad_configuration_is_rejected(kwargs, message):

@@ -30,7 +30,8 @@ def test_one_recipe_per_paper_scenario_within_an_hour():
     assert recipe_names() == PAPER_SCENARIOS
     for name in PAPER_SCENARIOS:
         recipe, quick = load_recipe(name), load_recipe(name, quick=True)
-        assert recipe.scenario.startswith(name) and recipe.algo == "maskable_ppo"  # cauchy: cauchy_autoscaling
+        assert recipe.scenario.startswith(name)  # cauchy: cauchy_autoscaling
+        assert recipe.algo == ("ppo" if name == "cascadia" else "maskable_ppo")  # cascadia: Gaussian thresholds
         assert 0 < recipe.budget_minutes <= 60 and recipe.timesteps > quick.timesteps
         assert recipe.heuristics and recipe.headline.metric == recipe.headline.metrics[0]
         assert "reward" in recipe.env_kwargs and recipe.reward == quick.reward
@@ -179,6 +180,13 @@ def test_quick_run_reports_agent_against_the_papers_heuristic(tmp_path, capsys):
         differences = [float(a[metric]) - float(h[metric]) for a, h in zip(per_policy["agent"], per_policy["llumnix_migration"])]
         assert comparison["mean_difference"] == pytest.approx(np.mean(differences), nan_ok=True)
         assert results["metrics"]["agent"][metric]["n"] == 2
+    # each reference is paired with the agent on the headline metric too
+    (beside,) = results["reference_comparisons"]
+    assert beside["reference"] == "llumnix_migration_public" and beside["metric"] == "tier0.ttft_p99_s"
+    differences = [float(a["tier0.ttft_p99_s"]) - float(r["tier0.ttft_p99_s"])
+                   for a, r in zip(per_policy["agent"], per_policy["llumnix_migration_public"])]
+    assert beside["mean_difference"] == pytest.approx(np.mean(differences))
+    assert "| `llumnix_migration_public` | " in report
 
 
 def test_training_diagnostics_compare_entropy_with_the_uniform_policy(tmp_path):
@@ -189,3 +197,10 @@ def test_training_diagnostics_compare_entropy_with_the_uniform_policy(tmp_path):
     assert "entropy 1.04 nats, 50% of the uniform policy's 2.08" in text
     multi = training_diagnostics(tmp_path, spaces.MultiDiscrete([5, 5]))  # uniform: 2 ln 5 = 3.2189
     assert f"{1.0397207708399179 / (2 * math.log(5)):.0%} of the uniform policy's 3.22" in multi
+
+
+def test_training_diagnostics_give_a_gaussian_policys_final_spread(tmp_path):
+    (tmp_path / "progress.csv").write_text("rollout/ep_rew_mean,train/std\n-1300.0,\n-1290.0,0.2\n-1280.0,0.116\n")
+    text = training_diagnostics(tmp_path, spaces.Box(-1.0, 1.0, (2,)))
+    assert "return -1300 at the first log, -1280 at the last" in text
+    assert "final Gaussian std 0.116 (mean over action dimensions), 5.8% of the action range" in text

@@ -278,3 +278,10 @@ def test_cascadia_policy_uses_the_cached_tables_of_the_cascadia_scenario():
     assert [t.model for t in policy.planner.tables] == list(env.unwrapped.scenario.cascade)
     assert all(t.settings.lengths == "sharegpt_cauchy" for t in policy.planner.tables)
     assert env.action_space.contains(policy.act(env.reset(seed=0)[0]))
+
+
+@pytest.mark.parametrize("name", ["cascadia", "cascadeserve"])
+def test_threshold_policies_refuse_the_continuous_action_mode(name):
+    env = gym.make("servegym/Cascade-v0", scenario="cascadia", action="continuous")
+    with pytest.raises(ValueError, match=rf"policy '{name}' drives servegym/Cascade-v0 with action in \['thresholds'\], not 'continuous'"):
+        baselines.make(name, env)

@@ -316,11 +316,65 @@ def test_gear_mask_needs_the_next_stage_served():
     assert info["invalid_action"] and env.thresholds() == [0.0]
 
 
+def test_continuous_mode_maps_the_box_to_real_thresholds():
+    env = CascadeEnv(tiny_cascade(), action="continuous")
+    assert env.action_space == gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+    obs, _ = env.reset(seed=0)
+    assert env.thresholds() == [0.0] and obs["action_mask"].tolist() == [1.0]
+    for action, expected in (([0.5], 75.0), ([-0.5], 25.0), ([0.3], 65.0), ([-1.0], 0.0), ([1.0], 100.0)):
+        obs, *_ = env.step(np.array(action, dtype=np.float32))
+        assert env.thresholds() == [pytest.approx(expected, abs=1e-5)]
+        assert obs["context"][-1] == pytest.approx(expected / 100, abs=1e-6)
+    gym_check_env(CascadeEnv(tiny_cascade(episode_requests=30), action="continuous"))
+    sb3_check_env(CascadeEnv(tiny_cascade(episode_requests=30), action="continuous"))
+
+
+def test_continuous_action_equals_the_same_threshold_level():
+    continuous = CascadeEnv(tiny_cascade(), action="continuous")
+    levels = CascadeEnv(tiny_cascade(), threshold_levels=5)
+    continuous.reset(seed=3)
+    levels.reset(seed=3)
+    while True:
+        _, reward_box, _, done, _ = continuous.step(np.array([0.5], dtype=np.float32))  # h = 75
+        _, reward_level, _, _, _ = levels.step(np.array([3]))  # 100 * 3 / 4 = 75
+        assert reward_box == reward_level
+        if done:
+            break
+    assert [(o.request_id, o.quality, o.finish_s) for o in continuous.cluster.outcomes] == [
+        (o.request_id, o.quality, o.finish_s) for o in levels.cluster.outcomes]
+
+
+def test_continuous_mask_needs_the_next_stage_served():
+    env = CascadeEnv(tiny_cascade(large_instances=0), action="continuous", invalid_action_penalty=2.0)
+    twin = CascadeEnv(tiny_cascade(large_instances=0), action="continuous", invalid_action_penalty=2.0)
+    env.reset(seed=0)
+    twin.reset(seed=0)
+    assert env.action_masks().tolist() == [False]
+    _, reward_bad, _, _, info_bad = env.step(np.array([0.2], dtype=np.float32))
+    _, reward_ok, _, _, info_ok = twin.step(np.array([-1.0], dtype=np.float32))  # h = 0 is always allowed
+    assert info_bad["invalid_action"] and not info_ok["invalid_action"]
+    assert env.thresholds() == [0.0] and reward_bad == reward_ok - 2.0
+    strict = CascadeEnv(tiny_cascade(large_instances=0), action="continuous", strict=True)
+    strict.reset(seed=0)
+    with pytest.raises(InvalidActionError):
+        strict.step(np.array([-0.9], dtype=np.float32))
+
+
+@pytest.mark.parametrize("action", [[1.5], [-1.01], [np.nan], [0.0, 0.0]])
+def test_continuous_action_outside_the_box_raises(action):
+    env = CascadeEnv(tiny_cascade(), action="continuous")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="outside the action space"):
+        env.step(np.array(action, dtype=np.float32))
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
         ({"action": "gear"}, "gears are required"),
         ({"gears": GEARS}, "gears are required"),
+        ({"action": "continuous", "gears": GEARS}, "gears are required"),
+        ({"action": "continuous", "min_queue_lengths": (1, 2)}, "min_queue_lengths needs action='thresholds'"),
         ({"action": "gear", "gears": []}, "at least one gear"),
         ({"action": "gear", "gears": [[0.0, 5.0]]}, "need 1 thresholds"),
         ({"action": "gear", "gears": [[120.0]]}, "120"),

@@ -78,6 +78,7 @@ class CascadeServePolicy(Policy):
 
     name = "cascadeserve"
     env_ids = ("servegym/Cascade-v0",)
+    action_modes = ("thresholds",)
 
     def __init__(
         self,

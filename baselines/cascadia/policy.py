@@ -73,6 +73,7 @@ class CascadiaPolicy(Policy):
 
     name = "cascadia"
     env_ids = ("servegym/Cascade-v0",)
+    action_modes = ("thresholds",)
 
     def __init__(
         self,

@@ -38,6 +38,15 @@ def comparisons(recipe: Recipe, results: Mapping[str, Sequence[Mapping[str, floa
             for metric in recipe.headline.metrics]
 
 
+def reference_comparisons(recipe: Recipe, results: Mapping[str, Sequence[Mapping[str, float]]], heuristic: str | None,
+                          references: Sequence[str]) -> list[tuple[str, Comparison]]:
+    """Agent vs each reference heuristic (other than the compared one) on the headline metric,
+    paired by seed: whether the agent also beats the other registered policies."""
+    metric = recipe.headline.metric
+    agent = [r[metric] for r in results[AGENT_LABEL]]
+    return [(name, compare(metric, agent, [r[metric] for r in results[name]])) for name in references if name != heuristic]
+
+
 def headline_verdict(recipe: Recipe, results: Mapping[str, Sequence[Mapping[str, float]]],
                      verdicts: Sequence[Comparison]) -> str:
     """The paired verdict on the headline metric, unless the agent misses the headline's
@@ -59,8 +68,9 @@ def write_report(out_dir: Path, recipe: Recipe, choice: HeuristicChoice, results
     if heuristic is None and choice.references:
         heuristic = pick_best(recipe.headline.metric, results, choice.references)
     verdicts = comparisons(recipe, results, heuristic) if heuristic else []
+    beside = reference_comparisons(recipe, results, heuristic, choice.references)
     diagnostics = training_diagnostics(trained.run_dir, action_space)
-    text = _markdown(recipe, choice, heuristic, results, seeds, trained, verdicts, quick, diagnostics)
+    text = _markdown(recipe, choice, heuristic, results, seeds, trained, verdicts, quick, diagnostics, beside)
     (out_dir / "report.md").write_text(text)
     summary = {
         "scenario": recipe.name, "env_id": recipe.env_id, "algo": recipe.algo, "reward": recipe.reward,
@@ -70,6 +80,8 @@ def write_report(out_dir: Path, recipe: Recipe, choice: HeuristicChoice, results
         "comparisons": [{"metric": c.metric, "mean_difference": c.mean_difference, "ci95": c.half_width, "n": c.n,
                          "verdict": c.verdict} for c in verdicts],
         "headline_verdict": headline_verdict(recipe, results, verdicts) if verdicts else None,
+        "reference_comparisons": [{"reference": name, "metric": c.metric, "mean_difference": c.mean_difference,
+                                   "ci95": c.half_width, "n": c.n, "verdict": c.verdict} for name, c in beside],
     }
     (out_dir / "results.json").write_text(json.dumps(summary, indent=1, allow_nan=True))
     rows = [{"policy": label, "seed": seed, **row} for label, episodes in results.items() for seed, row in zip(seeds, episodes)]
@@ -88,12 +100,19 @@ def training_diagnostics(run_dir: Path, action_space: spaces.Space) -> str:
     with open(Path(run_dir) / "progress.csv") as handle:
         rows = list(csv.DictReader(handle))
     returns = [float(r["rollout/ep_rew_mean"]) for r in rows if r.get("rollout/ep_rew_mean")]
-    entropies = [-float(r["train/entropy_loss"]) for r in rows if r.get("train/entropy_loss")]
-    sizes = [action_space.n] if isinstance(action_space, spaces.Discrete) else list(action_space.nvec)
-    uniform = float(sum(math.log(n) for n in sizes))
     parts = []
     if returns:
         parts.append(f"mean training-episode return {returns[0]:.4g} at the first log, {returns[-1]:.4g} at the last")
+    if isinstance(action_space, spaces.Box):
+        stds = [float(r["train/std"]) for r in rows if r.get("train/std")]
+        if stds:
+            width = float((action_space.high - action_space.low).mean())
+            parts.append(f"final Gaussian std {stds[-1]:.3g} (mean over action dimensions), "
+                         f"{stds[-1] / width:.1%} of the action range")
+        return "; ".join(parts) if parts else "no training log"
+    entropies = [-float(r["train/entropy_loss"]) for r in rows if r.get("train/entropy_loss")]
+    sizes = [action_space.n] if isinstance(action_space, spaces.Discrete) else list(action_space.nvec)
+    uniform = float(sum(math.log(n) for n in sizes))
     if entropies:
         parts.append(f"final policy entropy {entropies[-1]:.3g} nats, {entropies[-1] / uniform:.0%} of the uniform "
                      f"policy's {uniform:.3g} (masked actions aside)")
@@ -113,7 +132,8 @@ def _cell(rows: Sequence[Mapping[str, float]], metric: str) -> str:
 
 
 def _markdown(recipe: Recipe, choice: HeuristicChoice, heuristic: str | None, results, seeds, trained: TrainResult,
-              verdicts: Sequence[Comparison], quick: bool, diagnostics: str) -> str:
+              verdicts: Sequence[Comparison], quick: bool, diagnostics: str,
+              beside: Sequence[tuple[str, Comparison]] = ()) -> str:
     headline = recipe.headline
     labels = [AGENT_LABEL, *([heuristic] if heuristic else []), *(r for r in choice.references if r != heuristic)]
     lines = [
@@ -148,6 +168,10 @@ def _markdown(recipe: Recipe, choice: HeuristicChoice, heuristic: str | None, re
         ]
         lines += [f"| {c.metric} | {c.mean_difference:+.4g} ± {c.half_width:.2g} | {c.verdict} |" for c in verdicts]
         lines += ["", f"**Headline verdict: {headline_verdict(recipe, results, verdicts)}** on {headline.title}."]
+    if beside:
+        lines += ["", f"Agent − each reference on `{headline.metric}`, paired by seed:", "",
+                  "| reference | agent − reference | verdict |", "|---|---:|---|"]
+        lines += [f"| `{name}` | {c.mean_difference:+.4g} ± {c.half_width:.2g} | {c.verdict} |" for name, c in beside]
     lines += ["", f"Training: {diagnostics}."]
     lines += ["", f"Training run (TensorBoard: `tensorboard --logdir {trained.run_dir}`): `{trained.run_dir}`.", ""]
     return "\n".join(lines)
