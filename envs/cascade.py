@@ -10,13 +10,15 @@ from gymnasium import spaces
 
 from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, squash
-from envs.rewards import EpisodeQualityReward, LatencyConstrainedQualityReward, QualityReward
+from envs.rewards import EpisodeQualityReward, EpisodeSLOQualityReward, LatencyConstrainedQualityReward, QualityReward
 from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality
 from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
 
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
 BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
 ACTION_MODES = ("thresholds", "gear", "continuous")
+QUALITY_REWARDS = {"quality": QualityReward, "quality_episode": EpisodeQualityReward,
+                   "slo_quality_episode": EpisodeSLOQualityReward}
 CONTEXT_PROGRESS = 2  # context index of the episode progress (arrived / episode_requests)
 CONTEXT_STAGES = 7  # context index of the first stage's waiting requests; stage i's at 7 + 3i
 
@@ -87,7 +89,9 @@ class CascadeEnv(ServingEnv):
     mean accepted score, z₁ / z₂ the mean scores of the last / first model
     (``stage_mean_scores``), q_min = ``quality_min`` (default 80), μ = ``quality_penalty_mu``
     (default 100). ``reward="quality_episode"``: the same latency term, the quality constraint
-    on the episode's running mean score (``envs.rewards``). ``reward="quality_latency"``:
+    on the episode's running mean score (``envs.rewards``). ``reward="slo_quality_episode"``:
+    ``quality_episode`` charging the interval's SLO misses instead of its p95 (maximise SLO
+    attainment at an accuracy target). ``reward="quality_latency"``:
     cascadia.txt App. C negated, Q / 100 − ν · max(0, L − L_max) / L_max with L_max = ``latency_max_s`` (default: the scenario's E2E
     SLO) and ν = ``latency_penalty_nu`` (default 1). ``"slo"``, ``"latency"`` and ``"cost"`` as
     in ``envs.rewards``. Every reward counts the requests that finished during the step.
@@ -149,8 +153,8 @@ class CascadeEnv(ServingEnv):
         if action == "gear" and not self.gears:
             raise ValueError("action='gear' needs at least one gear")
         super().__init__(scenario, reward=reward, **kwargs)
-        if reward in ("quality", "quality_episode"):
-            reward_class = QualityReward if reward == "quality" else EpisodeQualityReward
+        if reward in QUALITY_REWARDS:
+            reward_class = QUALITY_REWARDS[reward]
             self.reward_fn = reward_class(self.scenario, quality_min=quality_min, penalty_mu=quality_penalty_mu,
                                            kind=quality_kind, difficulty_mean=difficulty_mean)
         elif reward == "quality_latency":

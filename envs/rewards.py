@@ -45,6 +45,12 @@ and from the cluster's cost, so a reward is never credited twice:
   to μ · (N / r) · max(0, q_min − Q_episode) / (z₁ − z₂), N the episode's requests and N / r its
   intervals at the mean rate: a noisy interval below q_min costs nothing while the episode
   stays above it.
+- ``slo_quality_episode`` (cascade scenarios): ``quality_episode`` with the latency term
+  replaced by the interval's SLO misses per expected arrival, −m / r, m the finished requests
+  that missed their SLO (a rejected request misses). The episode's return is −(N / r) ·
+  ((1 − SLO attainment) + μ · max(0, q_min − Q_episode) / (z₁ − z₂)): maximise SLO attainment
+  subject to an accuracy target, CascadeServe's objective with an accuracy SLO
+  (cascadeserve.txt §3), in the penalty form of cascadia.txt §3.3.
 - ``quality_latency`` (cascade scenarios): cascadia.txt App. C's latency-constrained objective,
   negated: Q / 100 − ν · max(0, L − L_max) / (z_lat,max − z_lat,min), with L and Q as above,
   L_max the latency budget and z_lat,min = 0, z_lat,max = L_max unless given; 0 when nothing
@@ -302,7 +308,20 @@ class EpisodeQualityReward(QualityReward):
         self._score_sum += quality * len(finished)
         deficit = max(0.0, self.quality_min * self._finished - self._score_sum)
         grown, self._deficit = deficit - self._deficit, deficit
-        return -latency_s - self.penalty_mu * grown / ((self.utopia - self.nadir) * self.requests_per_interval)
+        penalty = self.penalty_mu * grown / ((self.utopia - self.nadir) * self.requests_per_interval)
+        return -self.latency_cost(latency_s, finished) - penalty
+
+    def latency_cost(self, latency_s: float, finished: Sequence[RequestOutcome]) -> float:
+        """The interval's latency term: its p95 E2E in seconds."""
+        return latency_s
+
+
+class EpisodeSLOQualityReward(EpisodeQualityReward):
+    """``slo_quality_episode``: ``quality_episode`` charging the interval's SLO misses per
+    expected arrival instead of its p95 E2E (module docstring)."""
+
+    def latency_cost(self, latency_s: float, finished: Sequence[RequestOutcome]) -> float:
+        return sum(1 for o in finished if not meets_slo(o)) / self.requests_per_interval
 
 
 class LatencyConstrainedQualityReward(RewardFunction):
@@ -342,5 +361,6 @@ REWARDS: dict[str, type[RewardFunction]] = {
     "slo": SLOReward, "latency": LatencyReward, "latency_dense": DenseLatencyReward,
     "latency_balance": BalancedDenseLatencyReward, "ttft_dense": DenseTTFTReward,
     "ttft_balance": BalancedDenseTTFTReward, "cost": CostReward, "quality": QualityReward,
-    "quality_episode": EpisodeQualityReward, "quality_latency": LatencyConstrainedQualityReward,
+    "quality_episode": EpisodeQualityReward, "slo_quality_episode": EpisodeSLOQualityReward,
+    "quality_latency": LatencyConstrainedQualityReward,
 }

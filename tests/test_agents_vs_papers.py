@@ -31,7 +31,7 @@ def test_one_recipe_per_paper_scenario_within_an_hour():
     for name in PAPER_SCENARIOS:
         recipe, quick = load_recipe(name), load_recipe(name, quick=True)
         assert recipe.scenario.startswith(name)  # cauchy: cauchy_autoscaling
-        assert recipe.algo == ("ppo" if name == "cascadia" else "maskable_ppo")  # cascadia: Gaussian thresholds
+        assert recipe.algo == ("ppo" if name in ("cascadia", "cascadeserve") else "maskable_ppo")  # Gaussian thresholds
         assert 0 < recipe.budget_minutes <= 60 and recipe.timesteps > quick.timesteps
         assert recipe.heuristics and recipe.headline.metric == recipe.headline.metrics[0]
         assert "reward" in recipe.env_kwargs and recipe.reward == quick.reward

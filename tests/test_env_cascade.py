@@ -11,7 +11,8 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs  # noqa: F401  (registers the IDs)
 from envs.base import InvalidActionError
 from envs.cascade import CascadeEnv
-from envs.rewards import EpisodeQualityReward, LatencyConstrainedQualityReward, QualityReward
+from envs.rewards import EpisodeQualityReward, EpisodeSLOQualityReward, LatencyConstrainedQualityReward, QualityReward
+from simulator.metrics import meets_slo
 from envs.scenario import InstanceGroup, Scenario, Workload
 from simulator.cascade import expected_quality
 from simulator.instance import InstanceConfig
@@ -135,12 +136,12 @@ def test_step_reward_is_the_negated_chebyshev_score():
     assert checked > 5
 
 
-def outcome(e2e_s: float, quality: float, rejected: bool = False) -> RequestOutcome:
+def outcome(e2e_s: float, quality: float, rejected: bool = False, slo: SLO = SLO()) -> RequestOutcome:
     return RequestOutcome(
         request_id=0, tier=0, instance_id=0, arrival_s=0.0, prompt_tokens=1, output_tokens=1, reasoning_tokens=0,
         first_scheduled_s=0.0, first_token_s=e2e_s, first_answer_token_s=e2e_s, reasoning_end_s=math.nan,
         finish_s=e2e_s, max_tbt_s=0.0, preempted_s=0.0, num_preemptions=0, num_migrations=0, token_curve=(),
-        slo=SLO(), rejected_reason="exceeds_kv_capacity" if rejected else None, quality=quality,
+        slo=slo, rejected_reason="exceeds_kv_capacity" if rejected else None, quality=quality,
     )
 
 
@@ -445,6 +446,37 @@ def test_episode_quality_env_returns_latency_plus_the_episode_shortfall():
     assert deficit > 0
     spread = shaped.reward_fn.utopia - shaped.reward_fn.nadir
     assert totals[0] - totals[1] == pytest.approx(-10.0 * deficit / (spread * 4.0), rel=1e-9)
+
+
+def test_slo_quality_reward_charges_misses_per_expected_arrival_and_the_deficit():
+    """r = 4 requests an interval; a miss costs 1 / r, the deficit as in quality_episode."""
+    reward = EpisodeSLOQualityReward(tiny_cascade(), quality_min=80.0, penalty_mu=10.0)
+    reward.utopia, reward.nadir = 95.0, 75.0
+    reward.reset(None)
+    slo = SLO(e2e_s=2.0)
+    late, on_time = outcome(3.0, 70.0, slo=slo), outcome(1.0, 70.0, slo=slo)
+    assert reward(None, [late, on_time, on_time, on_time]) == pytest.approx(-1.0 / 4.0 - 10.0 * 40.0 / 80.0)
+    rejected = outcome(0.5, 90.0, rejected=True, slo=slo)  # a rejection misses and scores 0
+    # 8 requests scoring 280 + 270: deficit 640 - 550 = 90, grown by 50
+    assert reward(None, [rejected] + [outcome(1.0, 90.0, slo=slo)] * 3) == pytest.approx(-1.0 / 4.0 - 10.0 * 50.0 / 80.0)
+
+
+def test_slo_quality_episode_return_is_misses_plus_the_episode_shortfall():
+    """Episode return = −(SLO misses) / r − μ · deficit(end) / ((z1 − z2) · r), r = 4."""
+    env = CascadeEnv(tiny_cascade(slo_by_tier=(SLO(e2e_s=5.0),)), reward="slo_quality_episode", quality_min=90.0,
+                     quality_penalty_mu=10.0)
+    env.reset(seed=2)
+    total, truncated = 0.0, False
+    while not truncated:
+        _, reward, _, truncated, _ = env.step(np.array([3]))
+        total += reward
+    outcomes = env.cluster.outcomes
+    misses = sum(1 for o in outcomes if not meets_slo(o))
+    scores = [o.quality if o.completed else 0.0 for o in outcomes]
+    deficit = max(0.0, 90.0 * len(scores) - sum(scores))
+    assert 0 < misses < len(outcomes) and deficit > 0
+    spread = env.reward_fn.utopia - env.reward_fn.nadir
+    assert total == pytest.approx(-misses / 4.0 - 10.0 * deficit / (spread * 4.0), rel=1e-9)
 
 
 def test_correct_kind_scores_accuracy_and_routes_on_certainty():
