@@ -132,18 +132,15 @@ class InstanceFeatures:
             if instance_id is not None:
                 instance = cluster.instances[instance_id]
                 if instance.lifecycle != Lifecycle.STOPPED:
-                    row = self.row(instance)
+                    row, tiers = self.row(instance)
                     matrix[slot, :len(row)] = row
-                    counts[slot] = [instance.num_requests, *row[-self.num_tiers:]]
+                    counts[slot] = [instance.num_requests, *tiers]
         self._fill_shares(matrix, counts)
         return matrix
 
     def _fill_shares(self, matrix: np.ndarray, counts: np.ndarray) -> None:
         """``request_share`` and ``tier_k_share``: a row's part of the column total over the
-        filled rows (0 where the total is 0). Per-tier counts are recovered exactly enough
-        from their squashed features (x = s · scale / (1 − s))."""
-        tiers = counts[:, 1:]
-        counts[:, 1:] = tiers * COUNT_SCALE / (1.0 - tiers)
+        filled rows (0 where the total is 0)."""
         totals = counts.sum(axis=0)
         shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
         matrix[:, -(1 + self.num_tiers):] = shares
@@ -177,7 +174,8 @@ class InstanceFeatures:
             self._static[instance.instance_id] = cached
         return cached
 
-    def row(self, instance: Instance) -> list[float]:
+    def row(self, instance: Instance) -> tuple[list[float], list[int]]:
+        """The instance's features before the shares, and its request count per tier."""
         lifecycle = instance.lifecycle
         kv = instance.kv
         pending = sum(seq.prefill_target_tokens - seq.kv_tokens for seq in instance.waiting)
@@ -241,4 +239,4 @@ class InstanceFeatures:
             signed_squash(f_normal, FREENESS_SCALE),
             squash(kv.total_blocks / batch, KV_BLOCKS_SCALE) if batch else 1.0,
             *(squash(t, COUNT_SCALE) for t in tiers),
-        ]
+        ], tiers
