@@ -1,5 +1,6 @@
-"""SB3 callbacks: serving metrics of training episodes on TensorBoard, and periodic evaluation
-of the agent against baseline policies on fixed seeds (best model kept)."""
+"""SB3 callbacks: serving metrics of training episodes on TensorBoard, periodic evaluation of
+the agent against baseline policies on fixed seeds (best model kept, the baselines' levels as
+reference lines), and the run's custom-scalars layout for the metrics the scenario has."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
 from stable_baselines3.common.vec_env import VecNormalize
 
 from agents.config import vecnormalize_path
-from agents.dashboard import EPISODE_METRICS, higher_is_better, metric_names, serving_scalars
+from agents.dashboard import EPISODE_METRICS, higher_is_better, metric_names, serving_scalars, training_layout
 from agents.rollout import run_episode
 from baselines import make as make_policy
 
@@ -49,15 +51,40 @@ class AgentPolicy:
                                   deterministic=deterministic, **kwargs)
 
 
+class TrainingLayout:
+    """Writes a training run's custom-scalars layout (``agents.dashboard.training_layout``) once,
+    for the serving metrics that the first finished episode or evaluation reports (not NaN):
+    a scenario's charts are those it has. TensorBoard keeps a run's first layout."""
+
+    def __init__(self, with_evaluation: bool) -> None:
+        self.with_evaluation = with_evaluation
+        self.written = False
+
+    def write(self, logger: Logger, metrics: Mapping[str, float]) -> None:
+        if self.written:
+            return
+        for output in logger.output_formats:
+            if isinstance(output, TensorBoardOutputFormat):
+                present = {k: v for k, v in metrics.items() if not math.isnan(v)}
+                output.writer.add_custom_scalars(training_layout(metric_names(present), self.with_evaluation))
+                self.written = True
+
+
 class ServingMetricsCallback(BaseCallback):
     """Logs each finished training episode's serving metrics (``info["episode_metrics"]``) as
     ``serving/<metric>``; episodes ending between two log dumps are averaged
-    (``Logger.record_mean``). Values still pending when training ends are dumped then."""
+    (``Logger.record_mean``). Values still pending when training ends are dumped then. The
+    first episode's metrics write ``layout``."""
+
+    def __init__(self, layout: TrainingLayout) -> None:
+        super().__init__()
+        self.layout = layout
 
     def _on_step(self) -> bool:
         for info in self.locals["infos"]:
             metrics = info.get("episode_metrics")
             if metrics is not None:
+                self.layout.write(self.logger, metrics)
                 for tag, value in serving_scalars(metrics).items():
                     self.logger.record_mean(tag, value)
         return True
@@ -68,10 +95,12 @@ class ServingMetricsCallback(BaseCallback):
 
 
 class BaselineEvalCallback(BaseCallback):
-    """Every ``eval_freq`` env steps, runs the agent (deterministic) for one episode per seed
-    of ``seeds`` on a separate env and logs the mean metrics as ``eval/agent/<metric>`` beside
-    ``eval/<baseline>/<metric>`` for each named baseline (baselines are evaluated once, at the
-    first evaluation: fixed seeds give fixed results). When the agent's mean ``metric`` beats
+    """At the start of training and every ``eval_freq`` env steps, runs the agent
+    (``deterministic`` or sampling, seeded by the episode seed) for one episode per seed of
+    ``seeds`` on a separate env and logs the mean metrics as ``eval/agent/<metric>`` beside
+    ``eval/<baseline>/<metric>`` for each named baseline: the agent's learning curve against the
+    baselines' levels as flat reference lines (baselines are evaluated once, at the first
+    evaluation: fixed seeds give fixed results). When the agent's mean ``metric`` beats
     the best so far (higher, or lower for latencies and costs: ``higher_is_better``), the model
     and its VecNormalize statistics are saved as ``best_model.zip`` (``save_model``). Every
     evaluation is appended to ``evaluations.json`` in ``run_dir``, which also restores the best
@@ -88,6 +117,8 @@ class BaselineEvalCallback(BaseCallback):
         n_envs: int,
         run_dir: Path,
         metric: str = "return",
+        deterministic: bool = True,
+        layout: TrainingLayout | None = None,
     ) -> None:
         super().__init__()
         if not seeds:
@@ -101,6 +132,8 @@ class BaselineEvalCallback(BaseCallback):
         self.every_calls = max(eval_freq // n_envs, 1)
         self.run_dir = Path(run_dir)
         self.metric = metric
+        self.deterministic = deterministic
+        self.layout = layout
         self.history_path = self.run_dir / "evaluations.json"
         self.history: list[dict[str, Any]] = (
             json.loads(self.history_path.read_text()) if self.history_path.exists() else []
@@ -108,6 +141,9 @@ class BaselineEvalCallback(BaseCallback):
         self.sign = 1.0 if higher_is_better(metric) else -1.0
         self.best = max((self.sign * entry[AGENT_LABEL][metric] for entry in self.history), default=-math.inf)
         self.baseline_means: dict[str, dict[str, float]] | None = None
+
+    def _on_training_start(self) -> None:
+        self.evaluate()
 
     def _on_step(self) -> bool:
         if self.n_calls % self.every_calls == 0:
@@ -124,9 +160,11 @@ class BaselineEvalCallback(BaseCallback):
             }
         vec_normalize = self.model.get_vec_normalize_env()
         agent = AgentPolicy(self.model, vec_normalize)
-        agent_means = mean_metrics([run_episode(self.agent_env, agent, seed) for seed in self.seeds])
+        agent_means = mean_metrics([run_episode(self.agent_env, agent, seed, self.deterministic) for seed in self.seeds])
         if self.metric not in agent_means:
             raise ValueError(f"evaluation metric {self.metric!r} is not an episode metric; known: {sorted(agent_means)}")
+        if self.layout is not None:
+            self.layout.write(self.logger, agent_means)
         means = {AGENT_LABEL: agent_means, **self.baseline_means}
         for label, values in means.items():
             for name in [*metric_names(values), *EPISODE_METRICS]:

@@ -48,6 +48,8 @@ ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU
 # Observation keys VecNormalize scales; the 0/1 action mask is left as it is.
 NORMALIZED_OBS_KEYS = ["instances", "context"]
 DEVICES = ("cpu", "cuda", "auto")
+# How a trained policy acts in evaluation: its most likely action, or a sampled one.
+EVAL_MODES = ("deterministic", "stochastic")
 SCHEDULE_ARGS = ("learning_rate", "clip_range", "clip_range_vf")  # take ``lin_<value>``
 LINEAR_SCHEDULE = re.compile(r"lin_(.+)")
 
@@ -135,8 +137,9 @@ class TrainConfig:
     """Everything a training run depends on; ``config.yml`` is ``to_dict()`` of this.
 
     ``normalize`` is None (no VecNormalize) or VecNormalize's keyword arguments.
-    ``eval_freq`` (env steps, 0 = off), ``eval_seeds``, ``eval_baselines`` and ``eval_metric``
-    (the mean episode metric that picks ``best_model.zip``) drive periodic evaluation;
+    ``eval_freq`` (env steps, 0 = off), ``eval_seeds``, ``eval_baselines``, ``eval_metric``
+    (the mean episode metric that picks ``best_model.zip``) and ``eval_mode`` (one of
+    ``EVAL_MODES``) drive periodic evaluation;
     ``checkpoint_freq`` (env steps, 0 = only the final one) drives checkpoints.
     ``torch_threads``: torch's intra-op threads (small MLPs on few cores train fastest on one).
     """
@@ -160,6 +163,7 @@ class TrainConfig:
     checkpoint_freq: int = 0
     vec_env: str = "subproc"
     torch_threads: int = 1
+    eval_mode: str = "deterministic"
 
     def __post_init__(self) -> None:
         algorithm = get_algorithm(self.algo)
@@ -168,6 +172,8 @@ class TrainConfig:
         for name in ("n_envs", "n_timesteps", "torch_threads"):
             object.__setattr__(self, name, as_int(name, getattr(self, name), minimum=1))
         object.__setattr__(self, "eval_seeds", [as_int("eval seed", s, minimum=0) for s in self.eval_seeds])
+        if self.eval_mode not in EVAL_MODES:
+            raise ValueError(f"unknown eval_mode {self.eval_mode!r}; known: {list(EVAL_MODES)}")
         if self.vec_env not in VEC_ENVS:
             raise ValueError(f"unknown vec_env {self.vec_env!r}; known: {list(VEC_ENVS)}")
         if self.device not in DEVICES:
@@ -258,6 +264,7 @@ def build_config(
     checkpoint_freq: int = 0,
     torch_threads: int = 1,
     vec_env: str | None = None,
+    eval_mode: str = "deterministic",
 ) -> TrainConfig:
     """Resolve a run's configuration: hyper-parameter file (``env_id`` section over
     ``defaults``), then ``overrides`` (``key=value``, dotted keys reach into dicts), then the
@@ -295,6 +302,7 @@ def build_config(
         checkpoint_freq=checkpoint_freq,
         vec_env=vec_env or hyperparams.get("vec_env", "subproc"),
         torch_threads=torch_threads,
+        eval_mode=eval_mode,
     )
 
 

@@ -1,6 +1,6 @@
 """What training and evaluation show on TensorBoard and in PNGs: stable serving-metric tags,
-per-tier SLO attainment, custom-scalars layouts (one chart per metric with every policy on
-it) and the comparison plots of ``agents.evaluate``."""
+per-tier SLO attainment, custom-scalars layouts (training and evaluation apart, one chart per
+metric the scenario has) and the comparison plots of ``agents.evaluate``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from agents.statistics import Interval
 from simulator.metrics import flat_metrics, summarize, summarize_by
 from simulator.outcome import RequestOutcome
 
@@ -82,23 +83,41 @@ def tier_slo_attainment(outcomes: Sequence[RequestOutcome], duration_s: float) -
     return {tier_metric(tier): summary.slo_attainment for tier, summary in sorted(by_tier.items())}
 
 
-def training_layout(names: Sequence[str] = SERVING_METRICS) -> dict[str, dict[str, list]]:
-    """Custom-scalars layout of a training run: the serving metrics of training episodes, and
-    one chart per metric with the agent and every baseline of the periodic evaluation."""
-    return {
-        "serving (training episodes)": {name: ["Multiline", [f"^serving/{name}$"]] for name in names},
-        "evaluation: agent vs baselines": {
-            name: ["Multiline", [f"^eval/[^/]+/{name}$"]] for name in (*names, *EPISODE_METRICS)
-        },
-    }
+def training_layout(metrics: Sequence[str], with_evaluation: bool) -> dict[str, dict[str, list]]:
+    """Custom-scalars layout of a training run, for the serving ``metrics`` its episodes report
+    (no empty chart for a metric the scenario lacks): the serving metrics of training episodes,
+    the per-tier attainments together in one chart, and with periodic evaluation one chart per
+    metric (and return, invalid actions) with the agent's learning curve and the heuristics'
+    levels as reference lines."""
+    tiers = tier_metrics(metrics)
+    serving = {name: ["Multiline", [f"^serving/{name}$"]] for name in metrics if name not in tiers.values()}
+    if tiers:
+        serving["slo_attainment per tier"] = ["Multiline", [f"^serving/{TIER_PREFIX}\\d+$"]]
+    layout = {"train: serving metrics of training episodes (x: env steps)": serving}
+    if with_evaluation:
+        layout["train: periodic evaluation, agent vs heuristics (x: env steps)"] = {
+            name: ["Multiline", [f"^eval/[^/]+/{name}$"]] for name in (*metrics, *EPISODE_METRICS)}
+    return layout
 
 
-def evaluation_layout(names: Sequence[str] = SERVING_METRICS) -> dict[str, dict[str, list]]:
-    """Custom-scalars layout of ``agents.evaluate``: one chart per metric; each policy is a run."""
-    return {
-        "serving (every policy)": {name: ["Multiline", [f"^serving/{name}$"]] for name in names},
-        "episode (every policy)": {name: ["Multiline", [f"^episode/{name}$"]] for name in EPISODE_METRICS},
-    }
+def evaluation_layout(metrics: Sequence[str]) -> dict[str, dict[str, list]]:
+    """Custom-scalars layout of ``agents.evaluate``: one chart per metric, each policy one run
+    with its IQM over the evaluation episodes as a single point (``compare/<metric>``)."""
+    return {"eval: IQM per policy (one point per policy)": {name: ["Multiline", [f"^compare/{name}$"]] for name in metrics}}
+
+
+def iqm_bars_figure(intervals: Mapping[str, Interval], metric: str) -> Figure:
+    """One bar per policy: its IQM of ``metric`` with the 95% bootstrap interval as the error bar."""
+    names = [name for name, interval in intervals.items() if not math.isnan(interval.value)]
+    figure = Figure(figsize=(max(6.4, 0.9 * len(names)), 4.2), layout="constrained")
+    axes = figure.add_subplot()
+    values = np.array([intervals[name].value for name in names])
+    errors = np.array([[values[i] - intervals[n].low, intervals[n].high - values[i]] for i, n in enumerate(names)]).reshape(-1, 2).T
+    axes.bar(np.arange(len(names)), values, yerr=errors, capsize=4, color=[f"C{i % 10}" for i in range(len(names))])
+    axes.set_xticks(np.arange(len(names)), names, rotation=30, ha="right", fontsize="small")
+    axes.set_ylabel(f"{metric} (IQM, 95% CI)")
+    axes.grid(axis="y", alpha=0.3)
+    return figure
 
 
 def plot_ttft_cdf(ttft_s_by_policy: Mapping[str, np.ndarray], path: Path, ttft_slo_s: float | None = None) -> None:
@@ -121,17 +140,19 @@ def plot_ttft_cdf(ttft_s_by_policy: Mapping[str, np.ndarray], path: Path, ttft_s
     figure.savefig(path, dpi=120)
 
 
-def plot_tier_bars(attainment: Mapping[str, Mapping[int, tuple[float, float]]], path: Path) -> None:
-    """Grouped bars of SLO attainment per priority tier, one bar per policy; error bars are the
-    95% confidence half-widths. ``attainment[policy][tier] = (mean, half_width)``."""
+def plot_tier_bars(attainment: Mapping[str, Mapping[int, Interval]], path: Path) -> None:
+    """Grouped bars of SLO attainment per priority tier, one bar per policy: the IQM over its
+    episodes, error bars the 95% bootstrap interval. ``attainment[policy][tier]``."""
     policies = list(attainment)
     tiers = sorted({tier for by_tier in attainment.values() for tier in by_tier})
     figure = Figure(figsize=(max(6.4, 1.2 * len(tiers) * max(len(policies), 1)), 4.2), layout="constrained")
     axes = figure.add_subplot()
     width = 0.8 / max(len(policies), 1)
     for index, policy in enumerate(policies):
-        means = [attainment[policy].get(tier, (math.nan, math.nan))[0] for tier in tiers]
-        errors = [np.nan_to_num(attainment[policy].get(tier, (math.nan, math.nan))[1]) for tier in tiers]
+        missing = Interval(math.nan, math.nan, math.nan, 0, 0)
+        intervals = [attainment[policy].get(tier, missing) for tier in tiers]
+        means = [interval.value for interval in intervals]
+        errors = np.nan_to_num([[i.value - i.low for i in intervals], [i.high - i.value for i in intervals]])
         axes.bar(np.arange(len(tiers)) + (index - (len(policies) - 1) / 2) * width, means, width, yerr=errors,
                  capsize=3, label=policy)
     axes.set_xticks(np.arange(len(tiers)), [f"tier {tier}" for tier in tiers])

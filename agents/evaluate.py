@@ -1,16 +1,22 @@
 """Compare policies (baseline names and saved SB3 models) on the same env and seeds.
 
     python -m agents.evaluate --env servegym/Routing-v0 --scenario default \\
-        --policies least_outstanding,round_robin,runs/<run>/best_model.zip --seeds 0,1,2,3,4 \\
+        --policies least_outstanding,round_robin,runs/<run>/final_model.zip --seeds 0,1,2,3,4 \\
+        [--deterministic] [--stochastic] [--metric slo_attainment] \\
         [--set episode_requests=200 ...] [--device cpu] [--out results/eval/NAME]
 
-Every policy runs one deterministic episode per seed (``agents.rollout.run_episode``). Written
-to ``--out`` (default ``results/eval/{env}__{scenario}``): ``table.md`` and ``table.csv`` (per
-metric, mean and 95% confidence half-width over seeds, Student t with n-1 degrees of freedom),
-``episodes.csv`` (every episode's metrics), ``ttft_cdf.png`` (per-request TTFT CDF),
-``tier_slo.png`` (SLO attainment per priority tier), ``cost_vs_slo.png``, and ``tb/<policy>/``
-TensorBoard runs (``serving/<metric>`` at step = seed) with a custom-scalars layout that puts
-every policy on one chart per metric. The table is printed.
+Every policy runs one episode per seed (``agents.rollout.run_episode``). Saved models act
+deterministically (their most likely action) by default; ``--stochastic`` samples their
+actions (seeded by the episode seed: repeatable bit for bit); both flags together evaluate each
+model twice, labelled ``[det]`` and ``[stoch]``. Heuristics are unaffected by the mode. Models
+of one algorithm and file name (``{algo}_{stem}``) with different training seeds are one policy
+with one run per training seed. Statistics follow Agarwal et al. (NeurIPS 2021) with
+``rliable`` (``agents.statistics``): per policy and metric the IQM over training seeds x
+evaluation seeds with a 95% stratified-bootstrap interval, and each agent's probability of
+improvement over each heuristic on ``--metric``. Written to ``--out`` (default
+``results/eval/{env}__{scenario}``): ``table.md`` (printed), ``table.csv``,
+``improvement.csv``, ``episodes.csv`` (every episode), ``performance_profile.png``,
+``ttft_cdf.png``, ``tier_slo.png``, ``cost_vs_slo.png`` and TensorBoard runs under ``tb/``.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import envs
 from agents.callbacks import AgentPolicy
 from agents.config import (
     DEVICES,
+    EVAL_MODES,
     TrainConfig,
     as_int,
     config_path_for,
@@ -46,32 +53,64 @@ from agents.config import (
 from agents.dashboard import (
     EPISODE_METRICS,
     evaluation_layout,
+    higher_is_better,
+    iqm_bars_figure,
     metric_names,
     plot_cost_vs_slo,
     plot_tier_bars,
     plot_ttft_cdf,
-    serving_scalars,
     tier_metrics,
 )
 from agents.rollout import run_episode
+from agents.statistics import (
+    BOOTSTRAP_REPS,
+    Interval,
+    iqm_by_metric,
+    plot_performance_profile,
+    probability_of_improvement,
+)
 from agents.train import make_env
 from baselines import make as make_policy
 
-CONFIDENCE = 0.95
+MODE_TAGS = {"deterministic": "det", "stochastic": "stoch"}
+MODE_TEXT = {
+    "deterministic": "deterministic (each trained policy takes its most likely action)",
+    "stochastic": "stochastic (each trained policy samples its action; sampling seeded by the episode seed)",
+}
+HEADLINE_METRIC = "slo_attainment"
 
 
 @dataclass(frozen=True)
 class PolicyResult:
-    """One policy's episodes (one per seed, in seed order) and the TTFT of every completed request."""
+    """One policy's episodes (one per evaluation seed, in seed order) and the TTFT of every
+    completed request. ``policy`` names what aggregates over training seeds (a baseline's name,
+    or ``{algo}_{model file stem}`` with ``[det]`` / ``[stoch]`` when both modes run);
+    ``train_seed`` and ``mode`` are None for heuristics."""
 
     label: str
+    policy: str
     episodes: list[dict[str, float]]
     ttft_s: np.ndarray
+    train_seed: int | None = None
+    mode: str | None = None
+
+    @property
+    def is_agent(self) -> bool:
+        return self.train_seed is not None
 
 
 def is_model_path(spec: str) -> bool:
     """A policy spec names a saved model when it ends in ``.zip``; otherwise it is a baseline name."""
     return spec.endswith(".zip")
+
+
+def check_modes(modes: Sequence[str]) -> tuple[str, ...]:
+    """``modes`` as a tuple of distinct known modes, at least one."""
+    modes = tuple(modes)
+    unknown = [mode for mode in modes if mode not in EVAL_MODES]
+    if unknown or not modes or len(set(modes)) != len(modes):
+        raise ValueError(f"evaluation modes must be distinct, at least one, of {list(EVAL_MODES)}; got {list(modes)}")
+    return modes
 
 
 def load_agent(model_path: Path, env: gym.Env, device: str = "cpu") -> tuple[AgentPolicy, TrainConfig]:
@@ -104,11 +143,13 @@ def evaluate_policies(
     seeds: Sequence[int],
     env_kwargs: dict[str, Any] | None = None,
     device: str = "cpu",
+    modes: Sequence[str] = ("deterministic",),
 ) -> list[PolicyResult]:
     """Run every policy (baseline name or ``.zip`` model path) for one episode per seed on
-    ``gym.make(env_id, scenario=scenario, **env_kwargs)``."""
+    ``gym.make(env_id, scenario=scenario, **env_kwargs)``; a model once per mode of ``modes``."""
     if not policies:
         raise ValueError("no policy to evaluate")
+    modes = check_modes(modes)
     seeds = [as_int("seed", seed) for seed in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct and at least one, got {seeds}")
@@ -123,73 +164,54 @@ def evaluate_policies(
     results: list[PolicyResult] = []
     labels: set[str] = set()
     for spec in policies:
-        if is_model_path(spec):
-            config = TrainConfig.load(config_path_for(Path(spec)))
-            if config.env_id != env_id:
-                raise ValueError(f"{spec} was trained on {config.env_id}, not {env_id}")
-            env = env_for(config.flat_observation)
-            policy, _ = load_agent(Path(spec), env, device)
-            label = f"{config.algo}_s{config.seed}_{Path(spec).stem}"
-        else:
+        if not is_model_path(spec):
             env = env_for(False)
-            policy, label = make_policy(spec, env), spec
-        label = _unique(label, labels)
-        episodes, ttft_s = [], []
-        for seed in seeds:
-            episodes.append(run_episode(env, policy, seed))
-            ttft_s.extend(o.first_token_s - o.arrival_s for o in env.unwrapped.cluster.outcomes if o.completed)
-        results.append(PolicyResult(label, episodes, np.array(ttft_s, dtype=float)))
+            policy = make_policy(spec, env)
+            results.append(_run(env, policy, seeds, _unique(spec, labels), spec, None, None))
+            continue
+        config = TrainConfig.load(config_path_for(Path(spec)))
+        if config.env_id != env_id:
+            raise ValueError(f"{spec} was trained on {config.env_id}, not {env_id}")
+        env = env_for(config.flat_observation)
+        policy, _ = load_agent(Path(spec), env, device)
+        for mode in modes:
+            suffix = f"[{MODE_TAGS[mode]}]" if len(modes) > 1 else ""
+            label = _unique(f"{config.algo}_s{config.seed}_{Path(spec).stem}{suffix}", labels)
+            group = f"{config.algo}_{Path(spec).stem}{suffix}"
+            results.append(_run(env, policy, seeds, label, group, config.seed, mode))
     for env in envs_by_flatness.values():
         env.close()
     return results
 
 
-def student_t_two_sided(t: float, df: int) -> float:
-    """P(|T| <= t) for Student's t with integer ``df`` degrees of freedom, in closed form
-    (Abramowitz & Stegun 26.7.3 for odd df, 26.7.4 for even df), theta = atan(t / sqrt(df))."""
-    df = as_int("df", df, minimum=1)
-    theta = math.atan(t / math.sqrt(df))
-    cos2 = math.cos(theta) ** 2
-    if df % 2 == 1:
-        term, total = math.cos(theta), 0.0
-        for k in range(1, (df - 1) // 2 + 1):
-            total += term
-            term *= cos2 * (2 * k) / (2 * k + 1)
-        return 2.0 / math.pi * (theta + math.sin(theta) * total)
-    term, total = 1.0, 0.0
-    for k in range(1, df // 2 + 1):
-        total += term
-        term *= cos2 * (2 * k - 1) / (2 * k)
-    return math.sin(theta) * total
+def _run(env: gym.Env, policy: Any, seeds: Sequence[int], label: str, group: str, train_seed: int | None,
+         mode: str | None) -> PolicyResult:
+    episodes, ttft_s = [], []
+    for seed in seeds:
+        episodes.append(run_episode(env, policy, seed, deterministic=mode != "stochastic"))
+        ttft_s.extend(o.first_token_s - o.arrival_s for o in env.unwrapped.cluster.outcomes if o.completed)
+    return PolicyResult(label, group, episodes, np.array(ttft_s, dtype=float), train_seed, mode)
 
 
-def t_critical(df: int, confidence: float = CONFIDENCE) -> float:
-    """The t with P(|T| <= t) = ``confidence`` (df=1: 12.706 at 95%), by bisection."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    low, high = 0.0, 1.0
-    while student_t_two_sided(high, df) < confidence:
-        high *= 2
-    for _ in range(200):
-        middle = (low + high) / 2
-        if student_t_two_sided(middle, df) < confidence:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
+def policy_runs(results: Sequence[PolicyResult]) -> dict[str, list[PolicyResult]]:
+    """The results of each policy (its runs: one per training seed, one for a heuristic), in
+    first-seen order; two runs of one policy with the same training seed, or a policy mixing
+    heuristic and trained runs, raise."""
+    runs: dict[str, list[PolicyResult]] = {}
+    for result in results:
+        runs.setdefault(result.policy, []).append(result)
+    for policy, members in runs.items():
+        seeds = [member.train_seed for member in members]
+        if len(members) > 1 and (None in seeds or len(set(seeds)) != len(seeds)):
+            raise ValueError(f"policy {policy!r} has runs {[m.label for m in members]} with training seeds {seeds}: "
+                             "runs of one policy need distinct training seeds")
+    return runs
 
 
-def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, int]:
-    """(mean, confidence half-width t_{n-1} * s / sqrt(n), n) over the non-NaN ``values``;
-    the half-width is NaN for fewer than two values, everything NaN for none."""
-    samples = np.asarray(values, dtype=float)
-    samples = samples[~np.isnan(samples)]
-    n = int(samples.size)
-    if n == 0:
-        return math.nan, math.nan, 0
-    if n == 1:
-        return float(samples[0]), math.nan, 1
-    return float(samples.mean()), t_critical(n - 1, confidence) * float(samples.std(ddof=1)) / math.sqrt(n), n
+def score_array(members: Sequence[PolicyResult], metrics: Sequence[str]) -> np.ndarray:
+    """``runs x evaluation seeds x metrics`` scores of one policy (NaN where a metric is missing)."""
+    return np.array([[[episode.get(metric, math.nan) for metric in metrics] for episode in member.episodes]
+                     for member in members], dtype=float)
 
 
 def table_metrics(results: Sequence[PolicyResult]) -> list[str]:
@@ -202,70 +224,130 @@ def table_metrics(results: Sequence[PolicyResult]) -> list[str]:
     return [*metric_names(union), *(k for k in EPISODE_METRICS if k in union)]
 
 
-def comparison_rows(results: Sequence[PolicyResult]) -> list[dict[str, Any]]:
-    """Long-format rows ``policy, metric, mean, ci95, n`` for every policy and table metric."""
-    rows = []
-    for metric in table_metrics(results):
-        for result in results:
-            mean, half_width, n = mean_ci([episode.get(metric, math.nan) for episode in result.episodes])
-            rows.append({"policy": result.label, "metric": metric, "mean": mean, "ci95": half_width, "n": n})
-    return rows
+def aggregate(results: Sequence[PolicyResult]) -> dict[str, dict[str, Interval]]:
+    """``{policy: {metric: IQM interval}}`` for every table metric (``agents.statistics.iqm_by_metric``)."""
+    metrics = table_metrics(results)
+    return {policy: dict(zip(metrics, iqm_by_metric(score_array(members, metrics))))
+            for policy, members in policy_runs(results).items()}
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], seeds: Sequence[int]) -> str:
-    """Metrics as rows, policies as columns, cells ``mean ± half-width``."""
-    policies = list(dict.fromkeys(row["policy"] for row in rows))
-    cells: dict[str, dict[str, str]] = {}
-    for row in rows:
-        cells.setdefault(row["metric"], {})[row["policy"]] = _cell(row["mean"], row["ci95"])
+def improvements(results: Sequence[PolicyResult], metric: str) -> dict[tuple[str, str], Interval]:
+    """``{(agent policy, heuristic): P(agent better on metric)}`` for every pair."""
+    runs = policy_runs(results)
+    agents = [policy for policy, members in runs.items() if members[0].is_agent]
+    heuristics = [policy for policy, members in runs.items() if not members[0].is_agent]
+    better_high = higher_is_better(metric)
+    return {(agent, heuristic): probability_of_improvement(score_array(runs[agent], [metric])[..., 0],
+                                                           score_array(runs[heuristic], [metric])[..., 0], better_high)
+            for agent in agents for heuristic in heuristics}
+
+
+def mode_line(results: Sequence[PolicyResult]) -> str:
+    """The table header's sentence naming the evaluation mode(s) of the trained policies."""
+    modes = list(dict.fromkeys(r.mode for r in results if r.mode is not None))
+    if not modes:
+        return "Evaluation mode: heuristics only (deterministic rules; `random` draws from the episode seed)."
+    if len(modes) == 1:
+        return f"**Evaluation mode: {MODE_TEXT[modes[0]]}.** Heuristics are unaffected by the mode."
+    return ("**Evaluation modes: both**: `[det]` " + MODE_TEXT["deterministic"] + "; `[stoch]` " + MODE_TEXT["stochastic"]
+            + ". Heuristics are unaffected by the mode.")
+
+
+def markdown_table(results: Sequence[PolicyResult], seeds: Sequence[int], table: dict[str, dict[str, Interval]],
+                   pairs: dict[tuple[str, str], Interval], metric: str = HEADLINE_METRIC) -> str:
+    """The report: mode, seeds, IQM [95% CI] per metric (rows) and policy (columns) (``table``:
+    ``aggregate``), each trained run's mean ``metric`` over the evaluation seeds, and each
+    agent's probability of improvement over each heuristic on ``metric`` (``pairs``: ``improvements``)."""
+    runs = policy_runs(results)
+    policies = list(runs)
+    trained = {p: [m.train_seed for m in members] for p, members in runs.items() if members[0].is_agent}
     lines = [
-        f"Seeds {', '.join(map(str, seeds))} (n = {len(seeds)}); ± is the 95% confidence half-width "
-        f"(Student t, n - 1 degrees of freedom).",
+        mode_line(results),
+        "",
+        f"Held-out evaluation seeds {', '.join(map(str, seeds))} (n = {len(seeds)})"
+        + "".join(f"; `{p}`: training seeds {', '.join(map(str, s))}" for p, s in trained.items()) + ".",
+        f"Cells: IQM over training seeds x evaluation seeds [95% stratified-bootstrap interval over both, "
+        f"rliable, {BOOTSTRAP_REPS:,} resamples] (Agarwal et al., NeurIPS 2021).",
         "",
         "| metric | " + " | ".join(policies) + " |",
         "|---|" + "---:|" * len(policies),
     ]
-    lines += [f"| {metric} | " + " | ".join(by_policy.get(p, "") for p in policies) + " |"
-              for metric, by_policy in cells.items()]
+    lines += [f"| {name} | " + " | ".join(str(table[p][name]) for p in policies) + " |" for name in table_metrics(results)]
+    agent_runs = [r for r in results if r.is_agent]
+    if agent_runs and metric in table_metrics(results):
+        lines += ["", "Per training run, mean over the evaluation seeds:", "",
+                  f"| run | training seed | {metric} | return |", "|---|---:|---:|---:|"]
+        lines += [f"| {r.label} | {r.train_seed} | {_mean(r, metric):.4g} | {_mean(r, 'return'):.4g} |" for r in agent_runs]
+        heuristics = [p for p in policies if not runs[p][0].is_agent]
+        if heuristics:
+            lines += ["", f"Probability of improvement P(agent better than heuristic) on {metric} "
+                          f"({'higher' if higher_is_better(metric) else 'lower'} is better) [95% interval]; "
+                          "above 0.5 favours the agent:", "",
+                      "| agent | " + " | ".join(f"vs {h}" for h in heuristics) + " |",
+                      "|---|" + "---:|" * len(heuristics)]
+            lines += [f"| {a} | " + " | ".join(str(pairs[(a, h)]) for h in heuristics) + " |" for a in trained]
     return "\n".join(lines) + "\n"
 
 
 def write_report(results: Sequence[PolicyResult], seeds: Sequence[int], out_dir: Path,
-                 ttft_slo_s: float | None = None) -> str:
-    """Write tables, episodes, plots and TensorBoard runs into ``out_dir``; return the markdown table."""
+                 ttft_slo_s: float | None = None, metric: str = HEADLINE_METRIC) -> str:
+    """Write tables, episodes, plots and TensorBoard runs into ``out_dir``; return the markdown report."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = comparison_rows(results)
-    table = markdown_table(rows, seeds)
+    intervals = aggregate(results)
+    pairs = improvements(results, metric) if metric in table_metrics(results) else {}
+    table = markdown_table(results, seeds, intervals, pairs, metric)
     (out_dir / "table.md").write_text(table)
-    _write_csv(out_dir / "table.csv", rows, ["policy", "metric", "mean", "ci95", "n"])
-    episode_rows = [{"policy": r.label, "seed": seed, **episode} for r in results for seed, episode in zip(seeds, r.episodes)]
+    _write_csv(out_dir / "table.csv", [{"policy": p, "metric": m, "iqm": i.value, "ci_low": i.low, "ci_high": i.high,
+                                        "runs": i.runs, "tasks": i.tasks}
+                                       for m in table_metrics(results) for p, by_metric in intervals.items()
+                                       for i in [by_metric[m]]],
+               ["policy", "metric", "iqm", "ci_low", "ci_high", "runs", "tasks"])
+    if metric in table_metrics(results):
+        _write_csv(out_dir / "improvement.csv",
+                   [{"agent": a, "heuristic": h, "metric": metric, "probability": i.value, "ci_low": i.low,
+                     "ci_high": i.high, "runs": i.runs, "tasks": i.tasks} for (a, h), i in pairs.items()],
+                   ["agent", "heuristic", "metric", "probability", "ci_low", "ci_high", "runs", "tasks"])
+        plot_performance_profile({p: score_array(m, [metric])[..., 0] for p, m in policy_runs(results).items()},
+                                 out_dir / "performance_profile.png", metric, higher_is_better(metric))
+    episode_rows = [{"policy": r.policy, "run": r.label, "train_seed": "" if r.train_seed is None else r.train_seed,
+                     "mode": r.mode or "", "seed": seed, **episode}
+                    for r in results for seed, episode in zip(seeds, r.episodes)]
     _write_csv(out_dir / "episodes.csv", episode_rows, list(dict.fromkeys(k for row in episode_rows for k in row)))
-    plot_ttft_cdf({r.label: r.ttft_s for r in results}, out_dir / "ttft_cdf.png", ttft_slo_s)
+    runs = policy_runs(results)
+    plot_ttft_cdf({p: np.concatenate([m.ttft_s for m in members]) for p, members in runs.items()},
+                  out_dir / "ttft_cdf.png", ttft_slo_s)
     tiers = tier_metrics(table_metrics(results))
-    plot_tier_bars(
-        {r.label: {tier: mean_ci([e.get(m, math.nan) for e in r.episodes])[:2] for tier, m in tiers.items()}
-         for r in results},
-        out_dir / "tier_slo.png",
-    )
-    plot_cost_vs_slo({r.label: [(e["cost_usd"], e["slo_attainment"]) for e in r.episodes] for r in results},
-                     out_dir / "cost_vs_slo.png")
-    for result in results:
-        _write_tensorboard(out_dir / "tb" / sanitize(result.label), result, seeds)
+    plot_tier_bars({p: {tier: intervals[p][name] for tier, name in tiers.items()} for p in intervals}, out_dir / "tier_slo.png")
+    plot_cost_vs_slo({p: [(e["cost_usd"], e["slo_attainment"]) for m in members for e in m.episodes]
+                      for p, members in runs.items()}, out_dir / "cost_vs_slo.png")
+    _write_tensorboard(out_dir / "tb", intervals, table, metric)
     return table
 
 
-def _write_tensorboard(run_dir: Path, result: PolicyResult, seeds: Sequence[int]) -> None:
-    """One TensorBoard run per policy (replacing an older one): each episode at step = its seed."""
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    writer = SummaryWriter(str(run_dir))
-    writer.add_custom_scalars(evaluation_layout())
-    for seed, episode in zip(seeds, result.episodes):
-        for tag, value in serving_scalars(episode).items():
-            writer.add_scalar(tag, value, global_step=seed)
-        for name in EPISODE_METRICS:
-            writer.add_scalar(f"episode/{name}", episode[name], global_step=seed)
+def _write_tensorboard(tb_dir: Path, intervals: dict[str, dict[str, Interval]], table: str, metric: str) -> None:
+    """``tb/<policy>/``: each metric's IQM as ``compare/<metric>`` (one point, step 0);
+    ``tb/comparison/``: the layout, the report as text and the IQM bars of ``metric``."""
+    if tb_dir.exists():
+        shutil.rmtree(tb_dir)
+    metrics = list(next(iter(intervals.values())))
+    for policy, by_metric in intervals.items():
+        writer = SummaryWriter(str(tb_dir / sanitize(policy)))
+        for name, interval in by_metric.items():
+            if not math.isnan(interval.value):
+                writer.add_scalar(f"compare/{name}", interval.value, global_step=0)
+        writer.close()
+    writer = SummaryWriter(str(tb_dir / "comparison"))
+    writer.add_custom_scalars(evaluation_layout(metrics))
+    writer.add_text("comparison", table, global_step=0)
+    if metric in metrics:
+        writer.add_figure(f"compare_bars/{metric}", iqm_bars_figure({p: m[metric] for p, m in intervals.items()}, metric),
+                          global_step=0)
     writer.close()
+
+
+def _mean(result: PolicyResult, metric: str) -> float:
+    values = np.array([episode.get(metric, math.nan) for episode in result.episodes], dtype=float)
+    return float(np.nanmean(values)) if np.any(~np.isnan(values)) else math.nan
 
 
 def _write_csv(path: Path, rows: Sequence[dict[str, Any]], fields: list[str]) -> None:
@@ -273,12 +355,6 @@ def _write_csv(path: Path, rows: Sequence[dict[str, Any]], fields: list[str]) ->
         writer = csv.DictWriter(handle, fieldnames=fields, restval="")
         writer.writeheader()
         writer.writerows(rows)
-
-
-def _cell(mean: float, half_width: float) -> str:
-    if math.isnan(mean):
-        return "–"
-    return f"{mean:.4g}" if math.isnan(half_width) else f"{mean:.4g} ± {half_width:.2g}"
 
 
 def _unique(label: str, taken: set[str]) -> str:
@@ -309,12 +385,28 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
+def add_mode_flags(parser: argparse.ArgumentParser) -> None:
+    """``--deterministic`` / ``--stochastic`` (both allowed; neither: deterministic)."""
+    parser.add_argument("--deterministic", action="store_true", help="trained policies take their most likely action (default)")
+    parser.add_argument("--stochastic", action="store_true",
+                        help="trained policies sample their actions (seeded by the episode seed); with --deterministic: both")
+
+
+def modes_from(args: argparse.Namespace) -> tuple[str, ...]:
+    """The modes ``add_mode_flags``'s flags ask for."""
+    modes = tuple(mode for mode in EVAL_MODES if getattr(args, mode))
+    return modes or ("deterministic",)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", required=True, help=f"one of {sorted(envs.ENV_IDS)}")
     parser.add_argument("--scenario", default="default", help=f"one of {envs.scenario_names()}")
     parser.add_argument("--policies", required=True, help="comma-separated baseline names and .zip model paths")
     parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated episode seeds (default 0,1,2,3,4)")
+    add_mode_flags(parser)
+    parser.add_argument("--metric", default=HEADLINE_METRIC,
+                        help=f"metric of the probability of improvement and the performance profile (default {HEADLINE_METRIC})")
     parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="env / scenario overrides, e.g. episode_requests=200 reward=latency")
     parser.add_argument("--device", choices=DEVICES, default="auto", help="where saved models run (default auto)")
@@ -328,11 +420,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         env_kwargs[key] = parse_value(text)
     seeds = _seeds(args.seeds)
     policies = [p for p in args.policies.split(",") if p]
-    results = evaluate_policies(args.env, args.scenario, policies, seeds, env_kwargs, resolve_device(args.device))
+    results = evaluate_policies(args.env, args.scenario, policies, seeds, env_kwargs, resolve_device(args.device),
+                                modes_from(args))
+    if args.metric not in table_metrics(results):
+        raise ValueError(f"unknown --metric {args.metric!r}; the episodes report {table_metrics(results)}")
     out_dir = args.out or Path("results") / "eval" / f"{sanitize(args.env)}__{args.scenario}"
-    table = write_report(results, seeds, out_dir, _ttft_slo_s(args.env, args.scenario, env_kwargs))
+    table = write_report(results, seeds, out_dir, _ttft_slo_s(args.env, args.scenario, env_kwargs), args.metric)
     print(table)
-    print(f"written to {out_dir}: table.md, table.csv, episodes.csv, ttft_cdf.png, tier_slo.png, cost_vs_slo.png, tb/")
+    print(f"written to {out_dir}: table.md, table.csv, improvement.csv, episodes.csv, performance_profile.png, "
+          "ttft_cdf.png, tier_slo.png, cost_vs_slo.png, tb/")
     return 0
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 import envs  # noqa: F401  (registers the IDs)
 from baselines import make as make_policy
@@ -16,9 +17,20 @@ from baselines import make as make_policy
 PolicyLike = Any  # anything with SB3's predict(observation, state, episode_start, deterministic)
 
 
-def run_episode(env: gym.Env, policy: PolicyLike, seed: int) -> dict[str, float]:
+def run_episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool = True) -> dict[str, float]:
     """One episode from ``env.reset(seed=seed)``; returns the env's episode metrics plus
-    ``return`` (sum of rewards), ``steps`` and ``invalid_actions``."""
+    ``return`` (sum of rewards), ``steps`` and ``invalid_actions``. ``deterministic=False``
+    samples a trained policy's actions, from torch's generator seeded with ``seed`` for the
+    episode (the caller's generator state is restored after), so the episode repeats bit for
+    bit; heuristics ignore the flag."""
+    if deterministic:
+        return _episode(env, policy, seed, deterministic=True)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return _episode(env, policy, seed, deterministic=False)
+
+
+def _episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool) -> dict[str, float]:
     obs, _ = env.reset(seed=seed)
     if hasattr(policy, "reset"):
         policy.reset()
@@ -27,7 +39,7 @@ def run_episode(env: gym.Env, policy: PolicyLike, seed: int) -> dict[str, float]
     total, steps, invalid = 0.0, 0, 0
     masks = env.unwrapped.action_masks
     while True:
-        kwargs: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": True}
+        kwargs: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": deterministic}
         if _takes_masks(policy):
             kwargs["action_masks"] = masks()
         action, state = policy.predict(obs, **kwargs)

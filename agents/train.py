@@ -4,7 +4,8 @@ periodic evaluation against baselines, checkpoints and exact resume.
     python -m agents.train --env servegym/Routing-v0 --scenario default --algo maskable_ppo \\
         --timesteps 100000 --seed 0 --n-envs 2 [--device cpu|cuda|auto] [--hyperparams FILE] \\
         [--set key=value ...] [--eval-freq 10000 --eval-seeds 3 \\
-        --eval-baselines least_outstanding,round_robin] [--checkpoint-freq 10000] [--run-dir runs]
+        --eval-baselines least_outstanding,round_robin [--eval-metric slo_attainment] [--eval-stochastic]] \\
+        [--checkpoint-freq 10000] [--run-dir runs]
     python -m agents.train --resume runs/<run> [--timesteps N]
 
 A run directory ``runs/{env}__{scenario}__{algo}__{seed}__{time}`` holds ``config.yml`` (the
@@ -43,7 +44,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 import envs
-from agents.callbacks import BaselineEvalCallback, ServingMetricsCallback, save_model
+from agents.callbacks import BaselineEvalCallback, ServingMetricsCallback, TrainingLayout, save_model
 from agents.config import (
     ALGORITHMS,
     DEVICES,
@@ -58,7 +59,7 @@ from agents.config import (
     run_name,
     vecnormalize_path,
 )
-from agents.dashboard import episode_metric_names, tier_slo_attainment, training_layout
+from agents.dashboard import episode_metric_names, tier_slo_attainment
 from baselines import make as make_policy
 from envs.wrappers import FlattenServingObservation
 
@@ -139,7 +140,6 @@ def train(config: TrainConfig, run_root: Path = Path("runs"), *, progress_bar: b
         )
         logger = _logger(run_dir, verbose)
         model.set_logger(logger)
-        _tensorboard_writer(logger).add_custom_scalars(training_layout())
         logger.record("hparams", HParam(_hparams(config), _hparam_metrics(config)),
                       exclude=("stdout", "log", "json", "csv"))
         return _learn(model, config, run_dir, config.n_timesteps, resuming=False, progress_bar=progress_bar)
@@ -177,7 +177,8 @@ def resume(run_dir: Path, *, timesteps: int | None = None, device: str | None = 
 
 def _learn(model: BaseAlgorithm, config: TrainConfig, run_dir: Path, timesteps: int, *, resuming: bool,
            progress_bar: bool) -> TrainResult:
-    callbacks: list[BaseCallback] = [ServingMetricsCallback()]
+    layout = TrainingLayout(with_evaluation=config.eval_freq > 0)
+    callbacks: list[BaseCallback] = [ServingMetricsCallback(layout)]
     if config.checkpoint_freq > 0:
         callbacks.append(CheckpointCallback(
             save_freq=max(config.checkpoint_freq // config.n_envs, 1), save_path=str(run_dir / "checkpoints"),
@@ -188,6 +189,7 @@ def _learn(model: BaseAlgorithm, config: TrainConfig, run_dir: Path, timesteps: 
             make_env(config.env_id, config.scenario, config.env_kwargs, config.flat_observation),
             make_env(config.env_id, config.scenario, config.env_kwargs, flat=False),
             config.eval_seeds, config.eval_baselines, config.eval_freq, config.n_envs, run_dir, config.eval_metric,
+            deterministic=config.eval_mode == "deterministic", layout=layout,
         ))
     start_steps = model.num_timesteps
     started = time.perf_counter()
@@ -234,10 +236,6 @@ def _logger(run_dir: Path, verbose: int, csv_name: str = "progress.csv") -> Logg
     return Logger(str(run_dir), ([HumanOutputFormat(sys.stdout)] if verbose else []) + formats)
 
 
-def _tensorboard_writer(logger: Logger) -> Any:
-    return next(f.writer for f in logger.output_formats if isinstance(f, TensorBoardOutputFormat))
-
-
 def _hparams(config: TrainConfig) -> dict[str, Any]:
     """Flat hyper-parameters for TensorBoard's HPARAMS tab (non-scalars as text)."""
     values: dict[str, Any] = {
@@ -245,6 +243,8 @@ def _hparams(config: TrainConfig) -> dict[str, Any]:
         "n_envs": config.n_envs, "n_timesteps": config.n_timesteps, "policy": config.policy,
         "normalize": config.normalize is not None,
     }
+    if config.eval_freq > 0:
+        values.update({"eval_metric": config.eval_metric, "eval_mode": config.eval_mode})
     sections = {"": config.algo_kwargs, "env.": config.env_kwargs, "policy.": config.policy_kwargs}
     for prefix, section in sections.items():
         for key, value in section.items():
@@ -253,9 +253,11 @@ def _hparams(config: TrainConfig) -> dict[str, Any]:
 
 
 def _hparam_metrics(config: TrainConfig) -> dict[str, float]:
+    """The HPARAMS tab's metric columns: training episodes' SLO attainment and return and, with
+    periodic evaluation, the held-out evaluation's SLO attainment and evaluation metric."""
     metrics = {"serving/slo_attainment": 0.0, "rollout/ep_rew_mean": 0.0}
     if config.eval_freq > 0:
-        metrics[f"eval/agent/{config.eval_metric}"] = 0.0
+        metrics.update({"eval/agent/slo_attainment": 0.0, f"eval/agent/{config.eval_metric}": 0.0})
     return metrics
 
 
@@ -286,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--eval-seeds", type=int, help=f"number of evaluation seeds, {EVAL_SEED_BASE}, ... (default 3)")
     parser.add_argument("--eval-baselines", type=_comma_list, help="comma-separated baseline policy names")
     parser.add_argument("--eval-metric", help="mean episode metric that picks best_model.zip (default: return)")
+    parser.add_argument("--eval-stochastic", action="store_true", default=None,
+                        help="the evaluation samples the agent's actions (seeded by the episode seed); default: deterministic")
     parser.add_argument("--checkpoint-freq", type=int,
                         help=f"env steps between checkpoints (default {DEFAULT_CHECKPOINT_FREQ}, 0: final only)")
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
@@ -295,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.resume is not None:
         fixed = ["env", "scenario", "algo", "seed", "n_envs", "vec_env", "hyperparams", "overrides", "eval_freq", "eval_seeds",
-                 "eval_baselines", "eval_metric", "checkpoint_freq", "torch_threads"]
+                 "eval_baselines", "eval_metric", "eval_stochastic", "checkpoint_freq", "torch_threads"]
         given = [name for name in fixed if getattr(args, name) is not None]
         if given:
             parser.error(f"--resume takes the run's config.yml; these cannot change: {given}")
@@ -313,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             eval_baselines=args.eval_baselines or [], eval_metric=args.eval_metric or "return",
             checkpoint_freq=DEFAULT_CHECKPOINT_FREQ if args.checkpoint_freq is None else args.checkpoint_freq,
             torch_threads=1 if args.torch_threads is None else args.torch_threads, vec_env=args.vec_env,
+            eval_mode="stochastic" if args.eval_stochastic else "deterministic",
         )
         result = train(config, args.run_dir, progress_bar=not args.no_progress_bar, verbose=args.verbose)
     print(f"run: {result.run_dir}")

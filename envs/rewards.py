@@ -19,6 +19,17 @@ and from the cluster's cost, so a reward is never credited twice:
 - ``ttft_balance``: ``ttft_dense`` plus the shaping of ``latency_balance``. Under a burst the
   dense TTFT alone cannot tell a good placement from a bad one within a discounted horizon (a
   request waits in either queue until long after), the shaping charges the queue it joins at once.
+- ``slo_dense``: −(w_tier / max w) for every request that misses its SLO, charged at the first
+  moment the miss is certain instead of when the request finishes: at its TTFT deadline
+  (arrival + TTFT target) if no first token came by then; at its TPOT deadline (first token +
+  TPOT target × (output tokens − 1)) if it has not finished by then, since its mean time per
+  output token can then only exceed the target; otherwise when it ends (a rejection, or a
+  target the deadlines do not cover). Each request is charged at most once, so the episode's
+  return is exactly −Σ over missed requests of w_tier / max w: with one tier, −(requests) ×
+  (1 − SLO attainment), the headline metric. TTFT misses are known within one TTFT target of
+  the routing decision that caused them, not a whole output later.
+- ``slo_balance``: ``slo_dense`` plus the shaping of ``latency_balance``, whose terms sum to 0
+  over an episode, so the return is still −(tier-weighted misses).
 - ``latency_balance``: ``latency_dense`` plus potential-based shaping (Ng, Harada & Russell,
   ICML 1999, with γ = 1) Φ(s') − Φ(s), Φ = −Σ over instances of (requests on it / 16)²: routing
   to an instance with n requests costs (2n + 1) / 256 at once, and the shaping terms of an
@@ -59,6 +70,7 @@ and from the cluster's cost, so a reward is never credited twice:
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -72,6 +84,14 @@ from simulator.cascade_quality import SCORE_MAX, stage_mean_scores
 from simulator.cluster import Cluster
 from simulator.metrics import meets_slo
 from simulator.outcome import RequestOutcome
+
+
+def tier_weights(scenario: Scenario) -> list[float]:
+    """The scenario's tier weights divided by the largest, so the top tier weighs 1."""
+    top = max(scenario.tier_weights)
+    if top <= 0:
+        raise ValueError(f"tier_weights must have a positive entry, got {scenario.tier_weights}")
+    return [w / top for w in scenario.tier_weights]
 
 
 class RewardFunction:
@@ -91,10 +111,7 @@ class RewardFunction:
 class SLOReward(RewardFunction):
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)
-        top = max(scenario.tier_weights)
-        if top <= 0:
-            raise ValueError(f"tier_weights must have a positive entry, got {scenario.tier_weights}")
-        self.weights = [w / top for w in scenario.tier_weights]
+        self.weights = tier_weights(scenario)
 
     def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
         weights = self.weights
@@ -180,10 +197,7 @@ class DenseTTFTReward(RewardFunction):
 
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)
-        top = max(scenario.tier_weights)
-        if top <= 0:
-            raise ValueError(f"tier_weights must have a positive entry, got {scenario.tier_weights}")
-        self.weights = [w / top for w in scenario.tier_weights]
+        self.weights = tier_weights(scenario)
         self._last_s = 0.0
         self._seen = 0
         self._waiting: list[Any] = []  # simulator Sequences without a first token at the last step
@@ -207,6 +221,65 @@ class DenseTTFTReward(RewardFunction):
             waited_s += self.weights[seq.tier] * max(0.0, min(end_s, now_s) - max(last_s, seq.arrival_s))
         self._last_s, self._seen, self._waiting = now_s, len(cluster.arrived_sequences), still
         return -waited_s / self.TTFT_SCALE_S
+
+
+class SLOMissReward(RewardFunction):
+    """``slo_dense``: each SLO miss charged once, when it becomes certain (module docstring).
+
+    Two heaps of (deadline, arrival order, sequence): TTFT deadlines of arrivals, and TPOT
+    deadlines of requests whose first token came in time; a step pops the deadlines it passed."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self.weights = tier_weights(scenario)
+        self._seen = 0
+        self._ended: set[int] = set()
+        self._charged: set[int] = set()
+        self._ttft_due: list[tuple[float, int, Any]] = []
+        self._tpot_due: list[tuple[float, int, Any]] = []
+
+    def reset(self, cluster: Cluster) -> None:
+        self._seen = 0
+        self._ended, self._charged = set(), set()
+        self._ttft_due, self._tpot_due = [], []
+        self._admit(cluster)
+
+    def _admit(self, cluster: Cluster) -> None:
+        arrivals = cluster.arrived_sequences
+        for order in range(self._seen, len(arrivals)):
+            seq = arrivals[order]
+            target_s = seq.request.slo.ttft_s
+            heapq.heappush(self._ttft_due, (seq.arrival_s + (math.inf if target_s is None else target_s), order, seq))
+        self._seen = len(arrivals)
+
+    def _charge(self, seq: Any) -> float:
+        self._charged.add(seq.request_id)
+        return self.weights[seq.tier]
+
+    def __call__(self, cluster: Cluster, finished: Sequence[RequestOutcome]) -> float:
+        now_s = cluster.events.now_s
+        self._admit(cluster)
+        missed = 0.0
+        for outcome in finished:
+            self._ended.add(outcome.request_id)
+            if outcome.request_id not in self._charged and not meets_slo(outcome):
+                self._charged.add(outcome.request_id)
+                missed += self.weights[outcome.tier]
+        while self._ttft_due and self._ttft_due[0][0] <= now_s:
+            deadline_s, order, seq = heapq.heappop(self._ttft_due)
+            if seq.request_id in self._charged:
+                continue
+            if not seq.first_token_s <= deadline_s:
+                missed += self._charge(seq)
+                continue
+            tbt_s = seq.request.slo.tbt_s
+            if tbt_s is not None and seq.output_tokens > 1 and seq.request_id not in self._ended:
+                heapq.heappush(self._tpot_due, (seq.first_token_s + tbt_s * (seq.output_tokens - 1), order, seq))
+        while self._tpot_due and self._tpot_due[0][0] < now_s:
+            _, _, seq = heapq.heappop(self._tpot_due)
+            if seq.request_id not in self._ended and seq.request_id not in self._charged:
+                missed += self._charge(seq)
+        return -missed
 
 
 class LoadBalanceShaping:
@@ -238,6 +311,10 @@ class BalancedDenseLatencyReward(LoadBalanceShaping, DenseLatencyReward):
 
 class BalancedDenseTTFTReward(LoadBalanceShaping, DenseTTFTReward):
     """``ttft_balance``: ``ttft_dense`` + the load-balance shaping."""
+
+
+class BalancedSLOMissReward(LoadBalanceShaping, SLOMissReward):
+    """``slo_balance``: ``slo_dense`` + the load-balance shaping."""
 
 
 def _interval_latency_and_quality(finished: Sequence[RequestOutcome], reward_name: str) -> tuple[float, float]:
@@ -360,7 +437,8 @@ class LatencyConstrainedQualityReward(RewardFunction):
 REWARDS: dict[str, type[RewardFunction]] = {
     "slo": SLOReward, "latency": LatencyReward, "latency_dense": DenseLatencyReward,
     "latency_balance": BalancedDenseLatencyReward, "ttft_dense": DenseTTFTReward,
-    "ttft_balance": BalancedDenseTTFTReward, "cost": CostReward, "quality": QualityReward,
+    "ttft_balance": BalancedDenseTTFTReward, "slo_dense": SLOMissReward, "slo_balance": BalancedSLOMissReward,
+    "cost": CostReward, "quality": QualityReward,
     "quality_episode": EpisodeQualityReward, "slo_quality_episode": EpisodeSLOQualityReward,
     "quality_latency": LatencyConstrainedQualityReward,
 }

@@ -35,8 +35,10 @@ class RoutingEnv(ServingEnv):
     per hour (squashed by 100), episode progress, source-instance one-hot (max_instances; phase changes)].
 
     ## Rewards
-    ``reward="slo"`` (default), ``"latency"`` or ``"cost"``: see ``envs.rewards``, over the
-    requests that finished during the step.
+    ``reward="slo"`` (default; ±1 per request when it finishes), ``"slo_dense"`` / ``"slo_balance"``
+    (−1 per SLO miss at the moment it is certain; the main job's reward, its return is
+    −(missed requests)), ``"latency"``, ``"latency_dense"``, ``"latency_balance"``,
+    ``"ttft_dense"``, ``"ttft_balance"`` or ``"cost"``: formulas in ``envs.rewards``.
 
     ## Episode end
     Truncated after the scenario's ``episode_requests`` arrivals have been routed and every

@@ -1,27 +1,32 @@
-"""agents.evaluate: Student-t confidence intervals, baselines and saved models on the same
-seeds, the comparison table, plots and TensorBoard runs."""
+"""agents.evaluate: baselines and saved models on the same seeds, deterministic and stochastic
+(seeded, repeatable) evaluation, rliable aggregates over training seeds, the report, plots and
+TensorBoard runs."""
 
 from __future__ import annotations
 
 import csv
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from agents.config import build_config
 from agents.evaluate import (
     evaluate_policies,
+    improvements,
+    load_agent,
     main,
-    mean_ci,
-    student_t_two_sided,
-    t_critical,
+    policy_runs,
+    score_array,
+    table_metrics,
     write_report,
 )
 from agents.rollout import evaluate as rollout_evaluate
-from agents.train import train
+from agents.rollout import run_episode
+from agents.statistics import iqm_by_metric, probability_of_improvement
+from agents.train import make_env, train
 from baselines import Policy, policy_names, register
 
 ROUTING = "servegym/Routing-v0"
@@ -60,36 +65,31 @@ for _cls in (_FirstValid, _Cycle):
 BASELINES = [_FirstValid.name, _Cycle.name]
 
 
-@pytest.fixture(scope="module")
-def saved_model(tmp_path_factory) -> Path:
+def _train_tiny(root: Path, seed: int) -> Path:
     """A tiny MaskablePPO with an MLP policy (flattened observations) and VecNormalize."""
     config = build_config(
-        ROUTING, "default", "maskable_ppo", 0, n_timesteps=64, n_envs=1, device="cpu",
+        ROUTING, "default", "maskable_ppo", seed, n_timesteps=64, n_envs=1, device="cpu",
         overrides=["policy=MlpPolicy", "n_steps=64", "batch_size=32", "n_epochs=1", "normalize=true",
                    "policy_kwargs.net_arch=[16]", "env_kwargs.episode_requests=30"],
     )
-    return train(config, tmp_path_factory.mktemp("runs")).run_dir / "final_model.zip"
+    return train(config, root).run_dir / "final_model.zip"
 
 
-def test_student_t_matches_closed_forms_and_tables():
-    assert student_t_two_sided(1.0, 1) == pytest.approx(0.5)  # Cauchy: 2 atan(1) / pi
-    assert student_t_two_sided(1.0, 2) == pytest.approx(1 / math.sqrt(3))  # df=2: t / sqrt(2 + t^2)
-    assert student_t_two_sided(2.0, 3) == pytest.approx(0.860674, abs=1e-6)
-    for df, table in [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423), (100_000, 1.9600)]:
-        assert t_critical(df) == pytest.approx(table, abs=1e-4)
-    assert t_critical(5, 0.90) == pytest.approx(2.0150, abs=1e-4)
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory) -> Path:
+    return _train_tiny(tmp_path_factory.mktemp("runs"), 0)
 
 
-def test_mean_ci_uses_sample_deviation_and_ignores_nan():
-    mean, half, n = mean_ci([1.0, 2.0, 3.0])
-    assert (mean, n) == (2.0, 3) and half == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
-    assert mean_ci([math.nan, 5.0])[0] == 5.0 and math.isnan(mean_ci([math.nan, 5.0])[1])
-    assert all(math.isnan(v) for v in mean_ci([math.nan])[:2]) and mean_ci([])[2] == 0
+@pytest.fixture(scope="module")
+def second_seed_model(tmp_path_factory) -> Path:
+    return _train_tiny(tmp_path_factory.mktemp("runs"), 1)
 
 
 def test_baselines_and_saved_model_run_on_the_same_seeds(saved_model):
     results = evaluate_policies(ROUTING, "default", [*BASELINES, str(saved_model)], SEEDS, SMALL)
     assert [r.label for r in results] == [*BASELINES, "maskable_ppo_s0_final_model"]
+    assert [(r.policy, r.train_seed, r.mode) for r in results] == [
+        (BASELINES[0], None, None), (BASELINES[1], None, None), ("maskable_ppo_final_model", 0, "deterministic")]
     for result in results[:2]:
         expected = rollout_evaluate(result.label, ROUTING, SEEDS, **SMALL)
         for episode, reference in zip(result.episodes, expected):
@@ -103,44 +103,103 @@ def test_baselines_and_saved_model_run_on_the_same_seeds(saved_model):
     assert again[0].episodes == results[2].episodes
 
 
-def test_report_table_plots_and_tensorboard(saved_model, tmp_path):
-    results = evaluate_policies(ROUTING, "default", [*BASELINES, str(saved_model)], SEEDS, SMALL)
+def test_stochastic_evaluation_samples_repeatably_and_leaves_torchs_generator_alone(saved_model):
+    both = evaluate_policies(ROUTING, "default", [BASELINES[0], str(saved_model)], SEEDS, SMALL,
+                             modes=("deterministic", "stochastic"))
+    assert [(r.label, r.policy, r.mode) for r in both] == [
+        (BASELINES[0], BASELINES[0], None),  # a heuristic runs once, whatever the modes
+        ("maskable_ppo_s0_final_model[det]", "maskable_ppo_final_model[det]", "deterministic"),
+        ("maskable_ppo_s0_final_model[stoch]", "maskable_ppo_final_model[stoch]", "stochastic")]
+    deterministic, stochastic = both[1], both[2]
+    assert stochastic.episodes != deterministic.episodes  # a 64-step policy is near uniform: samples differ from argmax
+    again = evaluate_policies(ROUTING, "default", [str(saved_model)], SEEDS, SMALL, modes=("stochastic",))
+    assert again[0].episodes == stochastic.episodes and again[0].label == "maskable_ppo_s0_final_model"
+    # seeded per episode: one episode alone is that seed's episode in the sequence, and the
+    # caller's torch generator is left as it was (loading a model draws from it; sampling does not)
+    env = make_env(ROUTING, "default", SMALL, flat=True)
+    policy, _ = load_agent(saved_model, env)
+    torch.manual_seed(7)
+    before = torch.get_rng_state()
+    assert run_episode(env, policy, SEEDS[2], deterministic=False) == stochastic.episodes[2]
+    assert torch.equal(torch.get_rng_state(), before)
+    with pytest.raises(ValueError, match="evaluation modes must be distinct.*got \\['sampled'\\]"):
+        evaluate_policies(ROUTING, "default", BASELINES, SEEDS, SMALL, modes=("sampled",))
+
+
+def test_training_seeds_of_one_model_are_runs_of_one_policy(saved_model, second_seed_model):
+    results = evaluate_policies(ROUTING, "default", [*BASELINES, str(saved_model), str(second_seed_model)], SEEDS, SMALL)
+    runs = policy_runs(results)
+    assert list(runs) == [*BASELINES, "maskable_ppo_final_model"]
+    agent = runs["maskable_ppo_final_model"]
+    assert [r.train_seed for r in agent] == [0, 1]
+    scores = score_array(agent, ["slo_attainment"])[..., 0]
+    assert scores.shape == (2, len(SEEDS)) and scores[1, 2] == agent[1].episodes[2]["slo_attainment"]
+    pairs = improvements(results, "ttft_p99_s")
+    assert set(pairs) == {("maskable_ppo_final_model", b) for b in BASELINES}
+    heuristic = score_array(runs[BASELINES[0]], ["ttft_p99_s"])[..., 0]
+    assert pairs[("maskable_ppo_final_model", BASELINES[0])] == probability_of_improvement(
+        score_array(agent, ["ttft_p99_s"])[..., 0], heuristic, higher_is_better=False)
+    with pytest.raises(ValueError, match="need distinct training seeds"):
+        policy_runs(evaluate_policies(ROUTING, "default", [str(saved_model), str(saved_model)], SEEDS[:1], SMALL))
+
+
+def test_report_table_plots_and_tensorboard(saved_model, second_seed_model, tmp_path):
+    results = evaluate_policies(ROUTING, "default", [*BASELINES, str(saved_model), str(second_seed_model)], SEEDS, SMALL)
     table = write_report(results, SEEDS, tmp_path, ttft_slo_s=1.0)
     assert table == (tmp_path / "table.md").read_text()
-    assert "| slo_attainment |" in table and "qoe_violation_rate" not in table and "±" in table
+    assert table.startswith("**Evaluation mode: deterministic (each trained policy takes its most likely action).**")
+    assert "`maskable_ppo_final_model`: training seeds 0, 1" in table
+    assert "| slo_attainment |" in table and "qoe_violation_rate" not in table
+    assert "| maskable_ppo_s1_final_model | 1 |" in table and "| maskable_ppo_final_model | " in table
 
+    metrics = table_metrics(results)
+    runs = policy_runs(results)
     with open(tmp_path / "table.csv") as handle:
         rows = {(row["policy"], row["metric"]): row for row in csv.DictReader(handle)}
-    for result in results:
+    for policy, members in runs.items():
+        intervals = dict(zip(metrics, iqm_by_metric(score_array(members, metrics))))
         for metric in ("slo_attainment", "ttft_p50_s", "cost_usd", "return"):
-            mean, half, n = mean_ci([e[metric] for e in result.episodes])
-            row = rows[(result.label, metric)]
-            assert float(row["mean"]) == pytest.approx(mean) and int(row["n"]) == n == len(SEEDS)
-            assert float(row["ci95"]) == pytest.approx(half, nan_ok=True)
+            row = rows[(policy, metric)]
+            assert float(row["iqm"]) == intervals[metric].value and float(row["ci_low"]) == intervals[metric].low
+            assert (int(row["runs"]), int(row["tasks"])) == (len(members), len(SEEDS))
+            assert f"{intervals[metric]}" in table
+    with open(tmp_path / "improvement.csv") as handle:
+        improvement = list(csv.DictReader(handle))
+    assert [(r["agent"], r["heuristic"]) for r in improvement] == [("maskable_ppo_final_model", b) for b in BASELINES]
+    assert float(improvement[0]["probability"]) == improvements(results, "slo_attainment")[
+        ("maskable_ppo_final_model", BASELINES[0])].value
     with open(tmp_path / "episodes.csv") as handle:
-        assert len(list(csv.DictReader(handle))) == len(results) * len(SEEDS)
+        episodes = list(csv.DictReader(handle))
+    assert len(episodes) == len(results) * len(SEEDS) and {e["train_seed"] for e in episodes} == {"", "0", "1"}
 
-    for name in ("ttft_cdf.png", "tier_slo.png", "cost_vs_slo.png"):
+    for name in ("ttft_cdf.png", "tier_slo.png", "cost_vs_slo.png", "performance_profile.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, name
 
-    for result in results:
-        events = EventAccumulator(str(tmp_path / "tb" / result.label))
+    assert sorted(p.name for p in (tmp_path / "tb").iterdir()) == sorted([*BASELINES, "maskable_ppo_final_model", "comparison"])
+    for policy in runs:
+        events = EventAccumulator(str(tmp_path / "tb" / policy))
         events.Reload()
-        logged = events.Scalars("serving/slo_attainment")
-        assert [e.step for e in logged] == SEEDS
-        assert [e.value for e in logged] == pytest.approx([e["slo_attainment"] for e in result.episodes], abs=1e-6)
-        assert [e.value for e in events.Scalars("episode/return")] == pytest.approx([e["return"] for e in result.episodes])
-        assert "custom_scalars__config__" in events.Tags()["tensors"]
+        (point,) = events.Scalars("compare/slo_attainment")  # one point per policy, not one per seed
+        assert point.step == 0 and point.value == pytest.approx(float(rows[(policy, "slo_attainment")]["iqm"]))
+        assert not any(tag.startswith("serving/") for tag in events.Tags()["scalars"])
+    comparison = EventAccumulator(str(tmp_path / "tb" / "comparison"))
+    comparison.Reload()
+    assert "custom_scalars__config__" in comparison.Tags()["tensors"]
+    assert "compare_bars/slo_attainment" in comparison.Tags()["images"]
 
 
-def test_command_line_prints_and_writes_the_table(saved_model, tmp_path, capsys):
+def test_command_line_prints_the_mode_and_the_table(saved_model, tmp_path, capsys):
     out = tmp_path / "eval"
-    main(["--env", ROUTING, "--policies", f"{BASELINES[0]},{saved_model}", "--seeds", "3,4",
-          "--set", "episode_requests=30", "--device", "cpu", "--out", str(out)])
+    main(["--env", ROUTING, "--policies", f"{BASELINES[0]},{saved_model}", "--seeds", "3,4", "--deterministic",
+          "--stochastic", "--set", "episode_requests=30", "--device", "cpu", "--out", str(out)])
     printed = capsys.readouterr().out
-    assert f"| metric | {BASELINES[0]} | maskable_ppo_s0_final_model |" in printed
-    assert sorted(p.name for p in (out / "tb").iterdir()) == sorted([BASELINES[0], "maskable_ppo_s0_final_model"])
+    assert printed.startswith("**Evaluation modes: both**")
+    assert f"| metric | {BASELINES[0]} | maskable_ppo_final_model[det] | maskable_ppo_final_model[stoch] |" in printed
+    assert f"| maskable_ppo_final_model[stoch] | " in printed  # its probability of improvement row
+    with pytest.raises(ValueError, match="unknown --metric 'slo'"):
+        main(["--env", ROUTING, "--policies", BASELINES[0], "--seeds", "3", "--metric", "slo",
+              "--set", "episode_requests=30", "--out", str(out)])
 
 
 def test_bad_evaluation_requests_are_rejected(saved_model):

@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecNormalize
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.custom_scalar import layout_pb2
 
 import envs
 from agents import config as agent_config
@@ -183,15 +185,49 @@ def test_periodic_evaluation_logs_agent_and_baselines_on_fixed_seeds(tmp_path, m
     for name in baselines:
         expected = rollout_evaluate(name, ROUTING, [10_000, 10_001], episode_requests=EPISODE_REQUESTS)
         logged = [e.value for e in events.Scalars(f"eval/{name}/slo_attainment")]
-        assert logged == pytest.approx([np.mean([m["slo_attainment"] for m in expected])] * 2, abs=1e-6)
+        assert logged == pytest.approx([np.mean([m["slo_attainment"] for m in expected])] * 3, abs=1e-6)
     agent_values = [e.value for e in events.Scalars(f"eval/agent/{metric}")]
-    assert [e.step for e in events.Scalars(f"eval/agent/{metric}")] == [64, 128]
+    assert [e.step for e in events.Scalars(f"eval/agent/{metric}")] == [0, 64, 128]
     history = json.loads((run_dir / "evaluations.json").read_text())
-    assert [entry["timesteps"] for entry in history] == [64, 128]
+    assert [entry["timesteps"] for entry in history] == [0, 64, 128]
     assert [entry["agent"][metric] for entry in history] == pytest.approx(agent_values, rel=1e-6)
     assert (run_dir / "best_model.zip").is_file()
     best = [e.value for e in events.Scalars(f"eval/best_{metric}")]
     assert best == pytest.approx(best_of.accumulate(agent_values), rel=1e-6)
+
+
+def _layout(events: EventAccumulator) -> dict[str, dict[str, list[str]]]:
+    """The run's custom-scalars layout: {category: {chart: [tag regexes]}}."""
+    (event,) = events.Tensors("custom_scalars__config__")
+    layout = layout_pb2.Layout()
+    layout.ParseFromString(event.tensor_proto.string_val[0])
+    return {c.title: {chart.title: list(chart.multiline.tag) for chart in c.chart} for c in layout.category}
+
+
+def test_training_dashboard_has_the_scenarios_metrics_and_a_stochastic_learning_curve(tmp_path):
+    config = tiny_config("maskable_ppo", eval_freq=64, eval_seeds=[10_000], eval_baselines=[_FirstValid.name],
+                         eval_metric="slo_attainment", eval_mode="stochastic")
+    run_dir = train(config, tmp_path).run_dir
+    assert TrainConfig.load(run_dir / "config.yml").eval_mode == "stochastic"
+    events = scalars(run_dir)
+    layout = _layout(events)
+    training, evaluation = layout["train: serving metrics of training episodes (x: env steps)"], \
+        layout["train: periodic evaluation, agent vs heuristics (x: env steps)"]
+    assert set(layout) == {"train: serving metrics of training episodes (x: env steps)",
+                           "train: periodic evaluation, agent vs heuristics (x: env steps)"}
+    # no chart for QoE (no reasoning here) nor quality (no cascade); the tiers share one chart
+    assert "qoe_violation_rate" not in training and "quality_mean" not in evaluation
+    assert training["slo_attainment"] == ["^serving/slo_attainment$"]
+    assert training["slo_attainment per tier"] == ["^serving/slo_attainment_tier\\d+$"]
+    tags = set(events.Tags()["scalars"])
+    for chart, regexes in [*training.items(), *evaluation.items()]:
+        assert any(re.match(regexes[0], tag) for tag in tags), chart  # every chart has data
+    assert {tag for tag in tags if re.match(evaluation["slo_attainment"][0], tag)} == {
+        "eval/agent/slo_attainment", f"eval/{_FirstValid.name}/slo_attainment"}  # the learning curve and its reference
+    hparams = events.PluginTagToContent("hparams")["_hparams_/experiment"]
+    assert b"eval/agent/slo_attainment" in hparams and b"serving/slo_attainment" in hparams
+    with pytest.raises(ValueError, match="unknown eval_mode 'sampled'"):
+        tiny_config("ppo", eval_mode="sampled")
 
 
 def test_cli_trains_with_subprocess_envs_and_masks(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """experiments.agents_vs_papers: recipes load strictly, headline metrics per tier match the
-requests they summarize, the paired verdict follows the confidence interval, and a quick run
-of one scenario writes a report whose numbers are the heuristic's own rollouts."""
+requests they summarize, the verdict follows the probability of improvement's interval over
+training seeds x evaluation seeds, and a quick run of one scenario on two training seeds writes
+a report whose numbers are the heuristic's own rollouts."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ import pytest
 from gymnasium import spaces
 
 import baselines
-from agents.evaluate import t_critical
+from agents.statistics import iqm_by_metric, probability_of_improvement
 from agents.rollout import run_episode
 from experiments.agents_vs_papers.__main__ import main
-from experiments.agents_vs_papers.headline import base_metric, compare, headline_values
+from experiments.agents_vs_papers.headline import base_metric, better_when_higher, compare, headline_values
 from experiments.agents_vs_papers.recipe import RECIPES_DIR, load_recipe, recipe_names
-from experiments.agents_vs_papers.report import headline_verdict, pick_best, training_diagnostics
+from experiments.agents_vs_papers.report import headline_verdict, pick_best, scores, training_diagnostics
 from experiments.agents_vs_papers.runner import AGENT_LABEL, choose_heuristics, usable_policies
 
 PAPER_SCENARIOS = ["cascadeserve", "cascadia", "cauchy", "multitier", "pascal"]
@@ -41,18 +42,21 @@ def test_one_recipe_per_paper_scenario_within_an_hour():
 def test_an_agent_below_the_quality_target_wins_nothing(tmp_path):
     recipe = load_recipe("cascadia")
     assert recipe.headline.constraint == ("quality_mean", 80.0)
-    faster_below = {AGENT_LABEL: [{"e2e_p95_s": 24.0, "quality_mean": 76.0}, {"e2e_p95_s": 23.0, "quality_mean": 79.0},
-                                  {"e2e_p95_s": 25.0, "quality_mean": 77.0}],
-                    "cascadia": [{"e2e_p95_s": 27.0, "quality_mean": 81.0}, {"e2e_p95_s": 26.0, "quality_mean": 81.0},
-                                 {"e2e_p95_s": 28.0, "quality_mean": 80.5}]}
-    verdicts = [compare("e2e_p95_s", [r["e2e_p95_s"] for r in faster_below[AGENT_LABEL]],
-                        [r["e2e_p95_s"] for r in faster_below["cascadia"]])]
-    assert verdicts[0].verdict == "win"  # 3 s faster on every seed...
+    # three training seeds x three evaluation seeds, 3 s faster than the heuristic everywhere...
+    agent = [[{"e2e_p95_s": 24.0 - t, "quality_mean": q} for q in (76.0, 79.0, 77.0)] for t in range(3)]
+    heuristic = [[{"e2e_p95_s": 27.0, "quality_mean": 81.0}, {"e2e_p95_s": 26.0, "quality_mean": 81.0},
+                  {"e2e_p95_s": 28.0, "quality_mean": 80.5}]]
+    faster_below = {AGENT_LABEL: agent, "cascadia": heuristic}
+    verdicts = [compare("e2e_p95_s", scores(agent, "e2e_p95_s"), scores(heuristic, "e2e_p95_s"))]
+    assert verdicts[0].verdict == "win" and verdicts[0].probability.value == 1.0
     assert headline_verdict(recipe, faster_below, verdicts) == \
         "loss (the agent's mean quality_mean 77.33 misses the target >= 80)"  # ...at quality 77.3
-    for row in faster_below[AGENT_LABEL]:
-        row["quality_mean"] = 80.5
+    for run in agent:
+        for row in run:
+            row["quality_mean"] = 80.5
     assert headline_verdict(recipe, faster_below, verdicts) == "win"
+    assert headline_verdict(recipe, {AGENT_LABEL: agent[:2], "cascadia": heuristic}, verdicts) == \
+        "win (provisional: 2 training seeds; a claim needs >= 3)"
     text = (RECIPES_DIR / "cascadia.yml").read_text()
     for bad, match in [("{metric: quality_mean, min: .nan}", "min must be a finite number"),
                        ("{metric: quality_mean}", "exactly \\['metric', 'min'\\]"),
@@ -117,25 +121,30 @@ def test_tier_headline_metrics_summarize_that_tiers_requests():
     assert base_metric("tier2.ttft_p99_s") == "ttft_p99_s" and base_metric("slo_attainment") == "slo_attainment"
 
 
-def test_paired_verdict_follows_the_confidence_interval():
-    half_width = t_critical(2) * 1.0 / math.sqrt(3)  # differences 1, 2, 3: mean 2, sample sd 1
-    latency = compare("tier0.ttft_p99_s", [1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
-    assert (latency.mean_difference, latency.n) == (2.0, 3) and latency.half_width == pytest.approx(half_width)
-    assert latency.verdict == "tie"  # 2 < 2.48: the interval holds 0
-    assert compare("ttft_p99_s", [3.0, 4.0, 5.0], [0.0, 0.0, 0.0]).verdict == "loss"  # latency: higher is worse
-    assert compare("slo_attainment", [3.0, 4.0, 5.0], [0.0, 0.0, 0.0]).verdict == "win"
-    assert compare("slo_attainment", [0.0, 0.0, 0.0], [3.0, 4.0, 5.0]).verdict == "loss"
-    assert compare("output_tokens_per_s", [3.0, 4.0, 5.0], [0.0, 0.0, 0.0]).verdict == "win"  # a rate, not a latency
-    assert compare("slo_attainment", [1.0, math.nan], [0.0, 0.0]).verdict == "tie"  # one pair left: no interval
-    with pytest.raises(ValueError, match="as many"):
-        compare("slo_attainment", [1.0], [1.0, 2.0])
+def test_verdict_follows_the_probability_of_improvements_interval():
+    heuristic = [[1.0, 1.0, 1.0, 1.0]]
+    always_better = [[2.0, 3.0, 2.0, 3.0], [2.5, 2.0, 4.0, 2.0], [3.0, 2.0, 2.0, 5.0]]
+    assert compare("slo_attainment", always_better, heuristic).verdict == "win"
+    assert compare("ttft_p99_s", always_better, heuristic).verdict == "loss"  # latency: higher is worse
+    assert compare("output_tokens_per_s", always_better, heuristic).verdict == "win"  # a rate, not a latency
+    # better on two evaluation seeds, worse on two: P = 0.5, the interval holds 0.5
+    mixed = compare("slo_attainment", [[2.0, 2.0, 0.0, 0.0], [2.0, 2.0, 0.0, 0.0]], heuristic)
+    assert mixed.probability.value == 0.5 and mixed.verdict == "tie"
+    # one training seed of three beats it, the others lose: P = 1/3 per seed
+    split = compare("slo_attainment", [[2.0] * 4, [0.0] * 4, [0.0] * 4], heuristic)
+    assert split.probability == probability_of_improvement(np.array([[2.0] * 4, [0.0] * 4, [0.0] * 4]), np.array(heuristic))
+    assert split.probability.value == pytest.approx(1 / 3) and split.verdict in ("tie", "loss")
+    nan_seed = compare("slo_attainment", [[2.0, math.nan]], [[1.0, 1.0]])
+    assert nan_seed.probability.tasks == 1  # the NaN evaluation seed is left out
+    with pytest.raises(ValueError, match="same evaluation seeds"):
+        compare("slo_attainment", [[1.0]], [[1.0, 2.0]])
 
 
 def test_best_registered_heuristic_is_picked_by_the_headline_metric():
-    results = {"a": [{"e2e_p95_s": 2.0}, {"e2e_p95_s": 4.0}], "b": [{"e2e_p95_s": 1.0}, {"e2e_p95_s": 2.0}],
-               "c": [{"e2e_p95_s": math.nan}, {"e2e_p95_s": math.nan}]}
+    results = {"a": [[{"e2e_p95_s": 2.0}, {"e2e_p95_s": 4.0}]], "b": [[{"e2e_p95_s": 1.0}, {"e2e_p95_s": 2.0}]],
+               "c": [[{"e2e_p95_s": math.nan}, {"e2e_p95_s": math.nan}]]}
     assert pick_best("e2e_p95_s", results, ["a", "b", "c"]) == "b"
-    assert pick_best("quality_mean", {"a": [{"quality_mean": 70.0}], "b": [{"quality_mean": 60.0}]}, ["a", "b"]) == "a"
+    assert pick_best("quality_mean", {"a": [[{"quality_mean": 70.0}]], "b": [[{"quality_mean": 60.0}]]}, ["a", "b"]) == "a"
     with pytest.raises(ValueError, match="no candidate"):
         pick_best("e2e_p95_s", results, [])
 
@@ -156,36 +165,48 @@ def test_fall_back_when_the_papers_heuristic_is_not_registered():
 
 
 def test_quick_run_reports_agent_against_the_papers_heuristic(tmp_path, capsys):
-    assert main(["--scenario", "multitier", "--quick", "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")]) == 0
+    assert main(["--scenario", "multitier", "--quick", "--train-seeds", "0,1", "--out", str(tmp_path / "out"),
+                 "--runs", str(tmp_path / "runs")]) == 0
     out = tmp_path / "out" / "multitier"
     report = (out / "report.md").read_text()
     assert report in capsys.readouterr().out
     results = json.loads((out / "results.json").read_text())
     assert results["heuristic"] == "llumnix_migration" and results["seeds"] == [10_000, 10_001]
-    assert "**Headline verdict: " in report and "`llumnix_migration`" in report
+    assert results["train_seeds"] == [0, 1] and results["eval_mode"] == "deterministic"
+    assert "**Headline verdict: " in report and "(provisional: 2 training seeds" in report
+    assert "**Evaluation mode: deterministic" in report and "`llumnix_migration`" in report
 
     with open(out / "episodes.csv") as handle:
         rows = list(csv.DictReader(handle))
     per_policy = {p: [r for r in rows if r["policy"] == p] for p in ("agent", "llumnix_migration", "llumnix_migration_public")}
-    assert all(len(v) == 2 for v in per_policy.values())
+    assert [len(v) for v in per_policy.values()] == [4, 2, 2]  # agent: 2 training seeds x 2 evaluation seeds
+    assert [r["train_seed"] for r in per_policy["agent"]] == ["0", "0", "1", "1"]
     # the heuristic's rows are its own rollouts on those seeds
     recipe = load_recipe("multitier", quick=True)
     env = gym.make(recipe.env_id, scenario="multitier", **recipe.env_kwargs)
     for row, seed in zip(per_policy["llumnix_migration"], results["seeds"]):
         episode = run_episode(env, baselines.make("llumnix_migration", env), seed)
         assert float(row["ttft_p99_s"]) == pytest.approx(episode["ttft_p99_s"])
-    # the verdict's difference is the paired mean of the per-seed differences
+
+    def matrix(policy: str, metric: str) -> np.ndarray:
+        values = [float(r[metric]) if r[metric] != "" else math.nan for r in per_policy[policy]]
+        return np.array(values).reshape(-1, 2)
+
+    # the verdicts are the probability of improvement over the 2 x 2 agent matrix
     for comparison in results["comparisons"]:
         metric = comparison["metric"]
-        differences = [float(a[metric]) - float(h[metric]) for a, h in zip(per_policy["agent"], per_policy["llumnix_migration"])]
-        assert comparison["mean_difference"] == pytest.approx(np.mean(differences), nan_ok=True)
-        assert results["metrics"]["agent"][metric]["n"] == 2
-    # each reference is paired with the agent on the headline metric too
+        expected = probability_of_improvement(matrix("agent", metric), matrix("llumnix_migration", metric),
+                                              higher_is_better=better_when_higher(metric))
+        if not math.isnan(expected.value):
+            assert comparison["value"] == pytest.approx(expected.value) and comparison["runs"] == 2
+    metrics = list(load_recipe("multitier").headline.metrics)
+    aggregate = iqm_by_metric(np.stack([matrix("agent", m) for m in metrics], axis=-1))
+    assert results["metrics"]["agent"][metrics[0]]["value"] == pytest.approx(aggregate[0].value, nan_ok=True)
+    per_seed = results["per_training_seed"]["1"][metrics[0]]
+    assert per_seed == pytest.approx(np.nanmean(matrix("agent", metrics[0])[1]), nan_ok=True)
+    # each reference is compared with the agent on the headline metric too
     (beside,) = results["reference_comparisons"]
     assert beside["reference"] == "llumnix_migration_public" and beside["metric"] == "tier0.ttft_p99_s"
-    differences = [float(a["tier0.ttft_p99_s"]) - float(r["tier0.ttft_p99_s"])
-                   for a, r in zip(per_policy["agent"], per_policy["llumnix_migration_public"])]
-    assert beside["mean_difference"] == pytest.approx(np.mean(differences))
     assert "| `llumnix_migration_public` | " in report
 
 

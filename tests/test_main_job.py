@@ -1,16 +1,17 @@
 """experiments.main: the README's main job (baselines vs a short MaskablePPO on ``default``) in
-its quick mode, and the settings of the full job."""
+its quick mode, its training seeds and evaluation modes, and the settings of the full job."""
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import pytest
 
 from agents.config import TrainConfig
-from agents.evaluate import mean_ci
 from agents.rollout import evaluate as rollout_evaluate
+from agents.statistics import iqm
 from agents.train import EVAL_SEED_BASE
 from experiments.main import (
     BASELINES,
@@ -20,6 +21,8 @@ from experiments.main import (
     applicable_baselines,
     main,
     settings_for,
+    train_seeds_from,
+    training_config,
 )
 
 
@@ -31,6 +34,17 @@ def test_full_job_settings():
     assert settings.eval_seeds == tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + 5))
     assert settings.env_kwargs == {}
     assert settings_for(quick=False, timesteps=1000, num_seeds=3).eval_seeds == (10_000, 10_001, 10_002)
+    config = training_config(settings, 2, ["round_robin"], "stochastic")
+    assert (config.seed, config.eval_freq, config.eval_seeds, config.eval_baselines) == (2, 25_000, [10_000, 10_001], ["round_robin"])
+    assert (config.eval_metric, config.eval_mode) == ("slo_attainment", "stochastic")
+
+
+def test_training_seeds_are_distinct_integers():
+    assert train_seeds_from("0,1,2") == [0, 1, 2] and train_seeds_from("7") == [7]
+    for bad, match in [("0,x", "'x' is not an integer >= 0"), ("-1", "'-1' is not an integer >= 0"),
+                       ("1,1", "must be distinct")]:
+        with pytest.raises(ValueError, match=match):
+            train_seeds_from(bad)
 
 
 @pytest.mark.parametrize("kwargs", [{"timesteps": -5}, {"timesteps": 0}, {"timesteps": 2.5}, {"num_seeds": 0}])
@@ -51,23 +65,44 @@ def test_quick_job_evaluates_baselines_and_agent_on_the_same_seeds(tmp_path, cap
     printed = capsys.readouterr().out
     assert f"tensorboard --logdir {tmp_path}" in printed
     assert printed.count("evaluated ") == len(QUICK_BASELINES) + 1
+    assert "**Evaluation mode: deterministic" in printed and "training seeds [0]" in printed
 
     (run_dir,) = (tmp_path / "train").iterdir()
     config = TrainConfig.load(run_dir / "config.yml")
     assert (config.env_id, config.scenario, config.algo, config.n_timesteps) == (ENV_ID, "default", "maskable_ppo", 256)
-    assert (run_dir / "final_model.zip").is_file()
+    assert (run_dir / "final_model.zip").is_file() and (run_dir / "best_model.zip").is_file()
+    # periodic evaluation: the learning curve at the start and every quarter, baselines beside it
+    history = json.loads((run_dir / "evaluations.json").read_text())
+    assert [entry["timesteps"] for entry in history] == [0, 64, 128, 192, 256]
+    assert set(history[0]) == {"timesteps", "agent", *QUICK_BASELINES}
 
     with open(tmp_path / "eval" / "table.csv") as handle:
         rows = {(row["policy"], row["metric"]): row for row in csv.DictReader(handle)}
     seeds = list(settings_for(quick=True).eval_seeds)
-    agent = "maskable_ppo_s0_final_model"
+    agent = "maskable_ppo_final_model"
     assert {policy for policy, _ in rows} == {*QUICK_BASELINES, agent}
-    assert int(rows[(agent, "slo_attainment")]["n"]) == len(seeds)
-    # the baselines' numbers are those of an independent rollout on the same seeds and env
+    assert (int(rows[(agent, "slo_attainment")]["runs"]), int(rows[(agent, "slo_attainment")]["tasks"])) == (1, len(seeds))
+    # the baselines' numbers are the IQM of an independent rollout on the same seeds and env
     for name in QUICK_BASELINES:
         episodes = rollout_evaluate(name, ENV_ID, seeds, scenario="default", **config.env_kwargs)
         for metric in ("slo_attainment", "ttft_p99_s", "return"):
-            mean, half_width, _ = mean_ci([e[metric] for e in episodes])
-            assert float(rows[(name, metric)]["mean"]) == pytest.approx(mean)
-            assert float(rows[(name, metric)]["ci95"]) == pytest.approx(half_width, nan_ok=True)
-    assert "| slo_attainment |" in printed and not math.isnan(float(rows[(agent, "return")]["mean"]))
+            expected = iqm([[e[metric] for e in episodes]])
+            assert float(rows[(name, metric)]["iqm"]) == pytest.approx(expected.value)
+            assert float(rows[(name, metric)]["ci_low"]) == pytest.approx(expected.low)
+    assert "| slo_attainment |" in printed and not math.isnan(float(rows[(agent, "return")]["iqm"]))
+    assert "Probability of improvement" in printed and (tmp_path / "eval" / "performance_profile.png").is_file()
+
+
+def test_quick_job_on_two_training_seeds_in_both_modes(tmp_path, capsys):
+    assert main(["--quick", "--timesteps", "64", "--seeds", "1", "--train-seeds", "3,4", "--deterministic",
+                 "--stochastic", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("evaluated ") == len(QUICK_BASELINES) + 4
+    seeds = sorted(TrainConfig.load(run / "config.yml").seed for run in (tmp_path / "train").iterdir())
+    assert seeds == [3, 4]
+    assert "**Evaluation modes: both**" in printed
+    assert "`maskable_ppo_final_model[det]`: training seeds 3, 4" in printed
+    assert "| maskable_ppo_s4_final_model[stoch] | 4 |" in printed
+    with open(tmp_path / "eval" / "improvement.csv") as handle:
+        pairs = [(row["agent"], row["heuristic"], row["runs"]) for row in csv.DictReader(handle)]
+    assert pairs == [(f"maskable_ppo_final_model[{mode}]", name, "2") for mode in ("det", "stoch") for name in QUICK_BASELINES]

@@ -1,11 +1,14 @@
-"""Agents vs papers: train each paper scenario's recipe and report the agent against the
-paper's best heuristic on its headline metric, with seeds and 95% confidence intervals.
+"""Agents vs papers: train each paper scenario's recipe on several training seeds and report the
+agent against the paper's best heuristic on its headline metric: per-seed numbers, IQM with
+stratified-bootstrap intervals and the probability of improvement (rliable).
 
     python -m experiments.agents_vs_papers [--scenario NAME ...] [--quick] [--timesteps N]
-        [--seed 0] [--out results/agents_vs_papers] [--runs runs/agents_vs_papers]
+        [--train-seeds 0,1,2] [--deterministic | --stochastic]
+        [--out results/agents_vs_papers] [--runs runs/agents_vs_papers]
 
 ``--timesteps`` replaces the recipe's budget (e.g. a 10-minute run of a 1-hour recipe; the
 report says how many steps were trained). ``--quick`` runs each recipe's tiny ``quick`` section.
+Each training seed trains the recipe's full budget, one after the other.
 """
 
 from __future__ import annotations
@@ -17,23 +20,29 @@ from pathlib import Path
 
 from agents.config import as_int
 from experiments.agents_vs_papers.recipe import load_recipe, recipe_names
+from experiments.main import train_seeds_from
 from experiments.agents_vs_papers.report import write_report
 from experiments.agents_vs_papers.runner import action_space_of, choose_heuristics, eval_seeds, evaluate_all, train_agent
 
 
-def run_scenario(name: str, quick: bool, timesteps: int | None, seed: int, out_root: Path, runs_root: Path) -> str:
-    """Train, evaluate and report one recipe; returns the report's markdown."""
+def run_scenario(name: str, quick: bool, timesteps: int | None, train_seeds: list[int], out_root: Path, runs_root: Path,
+                 deterministic: bool = True) -> str:
+    """Train (once per training seed), evaluate and report one recipe; returns the report's markdown."""
     recipe = load_recipe(name, quick=quick)
     started = time.perf_counter()
     choice = choose_heuristics(recipe)
     heuristics = [h for h in (choice.compared, *choice.references) if h]
     print(f"== {name}: {recipe.algo} on {recipe.env_id}, reward {recipe.reward!r}; heuristics {heuristics or 'none'}")
     print(f"   {choice.note}", flush=True)
-    trained = train_agent(recipe, runs_root / name, seed, timesteps)
-    print(f"   trained {trained.trained_steps:,} steps in {trained.wall_s:.0f} s ({trained.steps_per_s:.0f} steps/s)")
+    trained = []
+    for seed in train_seeds:
+        run = train_agent(recipe, runs_root / name, seed, timesteps)
+        print(f"   seed {seed}: trained {run.trained_steps:,} steps in {run.wall_s:.0f} s ({run.steps_per_s:.0f} steps/s)")
+        trained.append(run)
     seeds = eval_seeds(recipe)
-    results = evaluate_all(recipe, trained.run_dir / "final_model.zip", heuristics, seeds)
-    report = write_report(out_root / name, recipe, choice, results, seeds, trained, quick, action_space_of(recipe))
+    results = evaluate_all(recipe, [run.run_dir / "final_model.zip" for run in trained], heuristics, seeds, deterministic)
+    report = write_report(out_root / name, recipe, choice, results, seeds, trained, quick, action_space_of(recipe),
+                          deterministic)
     print(f"   report: {out_root / name / 'report.md'} ({time.perf_counter() - started:.0f} s)")
     return report
 
@@ -43,13 +52,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", nargs="+", choices=recipe_names(), help="recipes to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="each recipe's tiny quick section (tests)")
     parser.add_argument("--timesteps", type=int, help="training steps instead of the recipe's budget")
-    parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    parser.add_argument("--train-seeds", default="0,1,2", help="comma-separated training seeds (default 0,1,2)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--deterministic", action="store_true", help="the agent takes its most likely action (default)")
+    mode.add_argument("--stochastic", action="store_true", help="the agent samples its action (seeded by the episode seed)")
     parser.add_argument("--out", type=Path, default=Path("results") / "agents_vs_papers")
     parser.add_argument("--runs", type=Path, default=Path("runs") / "agents_vs_papers", help="training run directories")
     args = parser.parse_args(argv)
     timesteps = None if args.timesteps is None else as_int("--timesteps", args.timesteps, minimum=1)
     for name in args.scenario or recipe_names():
-        print(run_scenario(name, args.quick, timesteps, as_int("--seed", args.seed), args.out, args.runs))
+        print(run_scenario(name, args.quick, timesteps, train_seeds_from(args.train_seeds), args.out, args.runs,
+                           deterministic=not args.stochastic))
     return 0
 
 

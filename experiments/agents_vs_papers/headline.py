@@ -1,4 +1,5 @@
-"""Headline metrics of one episode, and the paired agent-vs-heuristic comparison over seeds."""
+"""Headline metrics of one episode, and the agent-vs-heuristic comparison over training seeds and
+evaluation seeds (probability of improvement, Agarwal et al. NeurIPS 2021, with rliable)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from agents.dashboard import higher_is_better
-from agents.evaluate import mean_ci
+from agents.statistics import Interval, probability_of_improvement
 from simulator.metrics import flat_metrics, summarize_by
 from simulator.outcome import RequestOutcome
 
@@ -53,31 +56,26 @@ def headline_values(names: Sequence[str], episode: Mapping[str, float], outcomes
 
 @dataclass(frozen=True)
 class Comparison:
-    """Agent minus heuristic on one metric, paired by seed: the mean difference, its 95%
-    confidence half-width (Student t, n - 1 degrees of freedom) and the verdict."""
+    """The agent against a heuristic on one metric: the probability that the agent does better
+    on an evaluation seed (``agents.statistics.probability_of_improvement``: over the agent's
+    training seeds x the evaluation seeds, with its 95% stratified-bootstrap interval)."""
 
     metric: str
-    mean_difference: float
-    half_width: float
-    n: int
+    probability: Interval
 
     @property
     def verdict(self) -> str:
-        """``win`` / ``loss`` when the interval excludes 0 on the better / worse side, else ``tie``."""
-        if self.n < 2 or math.isnan(self.half_width):
-            return "tie"
-        sign = 1.0 if better_when_higher(self.metric) else -1.0
-        if sign * self.mean_difference - self.half_width > 0:
+        """``win`` when the interval lies above 0.5, ``loss`` when below, else ``tie``."""
+        if self.probability.low > 0.5:
             return "win"
-        if sign * self.mean_difference + self.half_width < 0:
+        if self.probability.high < 0.5:
             return "loss"
         return "tie"
 
 
-def compare(metric: str, agent: Sequence[float], heuristic: Sequence[float]) -> Comparison:
-    """Paired comparison of per-seed values (same seeds, same order); seeds where either is NaN are left out."""
-    if len(agent) != len(heuristic):
-        raise ValueError(f"paired comparison needs as many agent as heuristic values, got {len(agent)} and {len(heuristic)}")
-    differences = [a - h for a, h in zip(agent, heuristic) if not (math.isnan(a) or math.isnan(h))]
-    mean, half_width, n = mean_ci(differences)
-    return Comparison(metric, mean, half_width, n)
+def compare(metric: str, agent: Sequence[Sequence[float]], heuristic: Sequence[Sequence[float]]) -> Comparison:
+    """Agent (``training seeds x evaluation seeds``) vs heuristic (one row, or one per training
+    seed) on ``metric``, lower values better for latencies and costs; evaluation seeds where
+    either is NaN are left out."""
+    return Comparison(metric, probability_of_improvement(np.asarray(agent, dtype=float), np.asarray(heuristic, dtype=float),
+                                                         better_when_higher(metric)))

@@ -1,5 +1,5 @@
-"""Train a recipe's agent, run it and the heuristics on the same held-out seeds, and collect
-each episode's headline metrics."""
+"""Train a recipe's agent on each training seed, run the agents and the heuristics on the same
+held-out seeds, and collect each episode's headline metrics."""
 
 from __future__ import annotations
 
@@ -87,33 +87,39 @@ def train_agent(recipe: Recipe, run_root: Path, seed: int, timesteps: int | None
     return train(config, run_root, progress_bar=True)
 
 
-def episode_rows(recipe: Recipe, policy_env: gym.Env, policy, seeds: Sequence[int]) -> list[dict[str, float]]:
+def episode_rows(recipe: Recipe, policy_env: gym.Env, policy, seeds: Sequence[int],
+                 deterministic: bool = True) -> list[dict[str, float]]:
     """One row of headline metrics per seed (plus the env's episode metrics), in seed order."""
     rows = []
     for seed in seeds:
-        episode = run_episode(policy_env, policy, seed)
+        episode = run_episode(policy_env, policy, seed, deterministic)
         cluster = policy_env.unwrapped.cluster
         values = headline_values(recipe.headline.metrics, episode, cluster.outcomes, cluster.events.now_s)
         rows.append({**episode, **values})
     return rows
 
 
-def evaluate_all(recipe: Recipe, model_path: Path, heuristics: Sequence[str],
-                 seeds: Sequence[int]) -> dict[str, list[dict[str, float]]]:
-    """Per policy label (``agent`` and each heuristic), its episode rows on ``seeds``; prints a line per policy."""
-    results: dict[str, list[dict[str, float]]] = {}
+def evaluate_all(recipe: Recipe, model_paths: Sequence[Path], heuristics: Sequence[str], seeds: Sequence[int],
+                 deterministic: bool = True) -> dict[str, list[list[dict[str, float]]]]:
+    """Per policy label, its runs' episode rows on ``seeds``: ``agent`` one run per model (training
+    seed, in the order given; ``deterministic`` or sampled actions), each heuristic one run;
+    prints a line per run."""
+    if not model_paths:
+        raise ValueError("no trained model to evaluate")
+    results: dict[str, list[list[dict[str, float]]]] = {AGENT_LABEL: []}
     plain = make_env(recipe.env_id, recipe.scenario, recipe.env_kwargs, flat=False)
-    flat = TrainConfig.load(config_path_for(model_path)).flat_observation
-    agent_env = make_env(recipe.env_id, recipe.scenario, recipe.agent_env, flat=flat)
-    for label in [AGENT_LABEL, *heuristics]:
+    for model_path in model_paths:
         started = time.perf_counter()
-        if label == AGENT_LABEL:
-            env = agent_env
-            policy, _ = load_agent(model_path, env)
-        else:
-            env, policy = plain, baselines.make(label, plain)
-        results[label] = episode_rows(recipe, env, policy, seeds)
+        config = TrainConfig.load(config_path_for(model_path))
+        agent_env = make_env(recipe.env_id, recipe.scenario, recipe.agent_env, flat=config.flat_observation)
+        policy, _ = load_agent(model_path, agent_env)
+        results[AGENT_LABEL].append(episode_rows(recipe, agent_env, policy, seeds, deterministic))
+        agent_env.close()
+        print(f"  evaluated {AGENT_LABEL} (training seed {config.seed}) {len(seeds)} episodes in "
+              f"{time.perf_counter() - started:5.1f} s", flush=True)
+    for label in heuristics:
+        started = time.perf_counter()
+        results[label] = [episode_rows(recipe, plain, baselines.make(label, plain), seeds)]
         print(f"  evaluated {label:<24} {len(seeds)} episodes in {time.perf_counter() - started:5.1f} s", flush=True)
     plain.close()
-    agent_env.close()
     return results

@@ -1,0 +1,125 @@
+"""agents.statistics: rliable's IQM, probability of improvement and performance profile on small
+hand-made score matrices (runs = training seeds, tasks = evaluation seeds)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from rliable import metrics as rly_metrics
+
+from agents.statistics import (
+    Interval,
+    improvement_probability,
+    iqm,
+    iqm_by_metric,
+    iqm_of_each_metric,
+    iqm_value,
+    plot_performance_profile,
+    probability_of_improvement,
+    score_matrix,
+)
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    # 8 scores 1..8: the 25%-trimmed mean drops 1, 2 and 7, 8 -> mean(3, 4, 5, 6) = 4.5
+    scores = [[1.0, 8.0, 3.0, 6.0], [5.0, 2.0, 7.0, 4.0]]
+    result = iqm(scores, reps=200)
+    assert result.value == 4.5 and (result.runs, result.tasks) == (2, 4)
+    assert result.low <= 4.5 <= result.high and 1.0 <= result.low < result.high <= 8.0
+    constant = iqm([[0.75, 0.75, 0.75, 0.75]], reps=200)  # exact in binary: no rounding in the mean
+    assert (constant.value, constant.low, constant.high) == (0.75, 0.75, 0.75)
+
+
+def test_iqm_leaves_out_evaluation_seeds_with_a_nan():
+    result = iqm([[1.0, math.nan, 3.0], [1.0, 2.0, 3.0]], reps=100)
+    assert result.value == 2.0 and result.tasks == 2
+    assert iqm_value([[1.0, math.nan, 3.0], [1.0, 2.0, 3.0]]) == 2.0 and math.isnan(iqm_value([[math.nan]]))
+    assert math.isnan(iqm([[math.nan]], reps=10).value) and str(iqm([[math.nan]], reps=10)) == "–"
+
+
+def test_probability_of_improvement_of_a_dominating_and_an_identical_policy():
+    heuristic = [[0.5, 0.6, 0.4, 0.55]]
+    agent = [[0.9, 0.8, 0.7, 0.95], [0.6, 0.7, 0.5, 0.6], [0.8, 0.9, 0.6, 0.7]]
+    dominating = probability_of_improvement(agent, heuristic, reps=300)
+    assert (dominating.value, dominating.low, dominating.high) == (1.0, 1.0, 1.0)
+    assert (dominating.runs, dominating.tasks) == (3, 4)
+    assert probability_of_improvement(heuristic, agent, reps=300).high == 0.0
+    same = probability_of_improvement(agent, agent, reps=300)
+    assert same.value == 0.5 and same.low < 0.5 < same.high
+    # latency: lower is better, so the agent's larger values lose
+    assert probability_of_improvement(agent, heuristic, higher_is_better=False, reps=50).value == 0.0
+
+
+def test_probability_of_improvement_counts_pairs_and_ties():
+    # seed 0: agent runs 1, 3 vs heuristic 2 -> 1/2; seed 1: 2, 2 vs 2 -> two ties -> 1/2; seed 2: both above -> 1
+    result = probability_of_improvement([[1.0, 2.0, 5.0], [3.0, 2.0, 6.0]], [[2.0, 2.0, 4.0]], reps=100)
+    assert result.value == pytest.approx((0.5 + 0.5 + 1.0) / 3)
+
+
+def test_vectorised_improvement_probability_equals_rliables():
+    rng = np.random.default_rng(3)
+    for runs_x, runs_y in [(3, 1), (3, 3), (1, 4), (5, 2)]:
+        x = rng.integers(0, 4, (runs_x, 6)).astype(float)  # small integers: many ties
+        y = rng.integers(0, 4, (runs_y, 6)).astype(float)
+        assert improvement_probability(x, y) == pytest.approx(rly_metrics.probability_of_improvement(x, y), abs=1e-12)
+
+
+def test_bootstrap_is_reproducible_and_leaves_numpys_global_state_alone():
+    scores = np.random.default_rng(0).random((3, 5))
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    first = iqm(scores, reps=200)
+    assert np.array_equal(np.random.get_state()[1], before)
+    np.random.seed(999)
+    assert iqm(scores, reps=200) == first
+    assert probability_of_improvement(scores, scores[:1], reps=100) == probability_of_improvement(scores, scores[:1], reps=100)
+    assert iqm(scores, reps=200, seed=1) != first
+
+
+def test_bad_score_matrices_are_rejected():
+    with pytest.raises(ValueError, match="ragged"):
+        score_matrix([[1.0, 2.0], [3.0]])
+    with pytest.raises(ValueError, match=r"got shape \(3,\)"):
+        score_matrix([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"got shape \(0,\)"):
+        iqm([])
+    with pytest.raises(ValueError, match="same evaluation seeds, got 2 and 3 columns"):
+        probability_of_improvement([[1.0, 2.0]], [[1.0, 2.0, 3.0]])
+    with pytest.raises(ValueError, match="equal run counts or a single-run side, got 2 and 3"):
+        probability_of_improvement([[1.0], [2.0]], [[1.0], [2.0], [3.0]])
+
+
+def test_performance_profile_is_a_png(tmp_path):
+    scores = {"agent": np.array([[0.9, 0.8], [0.7, 0.6]]), "heuristic": np.array([[0.5, 0.6]])}
+    plot_performance_profile(scores, tmp_path / "profile.png", "slo_attainment", reps=50)
+    plot_performance_profile(scores, tmp_path / "latency.png", "ttft_p99_s", higher_is_better=False, reps=50)
+    for name in ("profile.png", "latency.png"):
+        data = (tmp_path / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+    with pytest.raises(ValueError, match="no policy has a slo_attainment score"):
+        plot_performance_profile({"a": np.array([[math.nan]])}, tmp_path / "x.png", "slo_attainment")
+
+
+def test_interval_prints_value_and_bounds():
+    assert str(Interval(0.5, 0.25, 0.75, 3, 5)) == "0.5 [0.25, 0.75]"
+
+
+def test_iqm_by_metric_bootstraps_metrics_together_and_apart_by_their_nans():
+    first = np.array([[1.0, 8.0, 3.0, 6.0], [5.0, 2.0, 7.0, 4.0]])
+    second = first.copy()
+    second[0, 1] = math.nan
+    table = iqm_by_metric(np.stack([first, 10 * first, second], axis=-1), reps=200)
+    assert [interval.value for interval in table] == [4.5, 45.0, iqm(second).value]
+    assert all(interval.low <= interval.value <= interval.high for interval in table)
+    assert table[2] == iqm(second, reps=200) and table[2].tasks == 3  # its own bootstrap, without seed 1
+    assert iqm_by_metric(first[..., None], reps=200)[0] == iqm(first, reps=200)
+    with pytest.raises(ValueError, match="runs x tasks x metrics"):
+        iqm_by_metric(first)
+
+
+def test_vectorised_iqm_equals_rliables():
+    scores = np.random.default_rng(5).random((3, 7, 4))
+    expected = [rly_metrics.aggregate_iqm(scores[..., k]) for k in range(4)]
+    assert iqm_of_each_metric(scores) == pytest.approx(expected, abs=1e-15)
