@@ -392,10 +392,10 @@ def add_mode_flags(parser: argparse.ArgumentParser) -> None:
                         help="trained policies sample their actions (seeded by the episode seed); with --deterministic: both")
 
 
-def modes_from(args: argparse.Namespace) -> tuple[str, ...]:
-    """The modes ``add_mode_flags``'s flags ask for."""
+def modes_from(args: argparse.Namespace, default: tuple[str, ...] = ("deterministic",)) -> tuple[str, ...]:
+    """The modes ``add_mode_flags``'s flags ask for; ``default`` when neither flag is given."""
     modes = tuple(mode for mode in EVAL_MODES if getattr(args, mode))
-    return modes or ("deterministic",)
+    return modes or default
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import baselines
-from agents.config import TrainConfig, as_int, build_config
+from agents.config import EVAL_MODES, TrainConfig, as_int, build_config
 from agents.evaluate import HEADLINE_METRIC, PolicyResult, add_mode_flags, evaluate_policies, modes_from, write_report
 from agents.train import EVAL_SEED_BASE, train
 
@@ -143,13 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timesteps", type=int, help=f"training env steps (default {FULL_TIMESTEPS:,}; quick 256)")
     parser.add_argument("--seeds", type=int, help=f"evaluation seeds {EVAL_SEED_BASE}, ... (default 5; quick 2)")
     parser.add_argument("--train-seeds", default="0", help="comma-separated training seeds, one agent each (default 0)")
-    add_mode_flags(parser)
+    add_mode_flags(parser)  # the job's default: both modes, each agent listed as [det] and [stoch]
     parser.add_argument("--out", type=Path, default=Path("runs") / "main", help="output folder (default runs/main)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     settings = settings_for(args.quick, args.timesteps, args.seeds)
     train_seeds = train_seeds_from(args.train_seeds)
-    modes = modes_from(args)
+    modes = modes_from(args, default=EVAL_MODES)
     names, skipped = applicable_baselines(settings.baselines, training_config(settings, 0).env_kwargs)
     configs = [training_config(settings, seed, names, modes[0]) for seed in train_seeds]
     seeds = list(settings.eval_seeds)

@@ -64,8 +64,8 @@ def test_quick_job_evaluates_baselines_and_agent_on_the_same_seeds(tmp_path, cap
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert f"tensorboard --logdir {tmp_path}" in printed
-    assert printed.count("evaluated ") == len(QUICK_BASELINES) + 1
-    assert "**Evaluation mode: deterministic" in printed and "training seeds [0]" in printed
+    assert printed.count("evaluated ") == len(QUICK_BASELINES) + 2  # the agent in both modes, by default
+    assert "deterministic and stochastic" in printed and "training seeds [0]" in printed
 
     (run_dir,) = (tmp_path / "train").iterdir()
     config = TrainConfig.load(run_dir / "config.yml")
@@ -79,8 +79,8 @@ def test_quick_job_evaluates_baselines_and_agent_on_the_same_seeds(tmp_path, cap
     with open(tmp_path / "eval" / "table.csv") as handle:
         rows = {(row["policy"], row["metric"]): row for row in csv.DictReader(handle)}
     seeds = list(settings_for(quick=True).eval_seeds)
-    agent = "maskable_ppo_final_model"
-    assert {policy for policy, _ in rows} == {*QUICK_BASELINES, agent}
+    agent = "maskable_ppo_final_model[det]"
+    assert {policy for policy, _ in rows} == {*QUICK_BASELINES, agent, "maskable_ppo_final_model[stoch]"}
     assert (int(rows[(agent, "slo_attainment")]["runs"]), int(rows[(agent, "slo_attainment")]["tasks"])) == (1, len(seeds))
     # the baselines' numbers are the IQM of an independent rollout on the same seeds and env
     for name in QUICK_BASELINES:
