@@ -6,8 +6,12 @@ Every number is cited in ``hardware/data/gpus.csv`` (column ``source``). Convent
 * Link bandwidths are per direction: vendor NVLink/xGMI/PCIe figures are bidirectional
   totals, and a KV copy or an all-reduce step moves data one way, so the CSV halves them.
   GPUs without a GPU-to-GPU link (A10, RTX4090, L40S) use their PCIe bandwidth.
-* ``memory_gb`` is the datasheet capacity, read as 10^9 bytes (slightly conservative:
-  "80 GB" parts expose about 85e9 bytes).
+* ``memory_gib`` is the capacity in GiB (2^30 bytes), the unit the memory is built in: an
+  "80 GB" A100 or H100 carries 80 GiB of HBM (nvidia-smi: 81,920 / 81,559 MiB), which is
+  also how Vidur counts it (``total_memory_gb * 1024**3``). GDDR cards (A10, L40S, A40) lose
+  1/16 of it to ECC when ECC is on; the catalog keeps the physical capacity, as vLLM's
+  ``gpu_memory_utilization`` is applied to what the driver reports and the 0.9 default
+  leaves that much slack. Each row's ``source`` cites the capacity.
 * ``price_per_hour_usd`` is one GPU's on-demand price; Cauchy's Table 1 prices are $/hour
   (its TFLOP/$ column equals TFLOPS * 3600 / price).
 
@@ -34,7 +38,7 @@ PROFILE_FAMILIES = ("a100", "a40", "h100")
 _NUMERIC_FIELDS = (
     "fp16_tflops",
     "mem_bandwidth_gbps",
-    "memory_gb",
+    "memory_gib",
     "intra_node_link_gbps",
     "host_link_gbps",
     "price_per_hour_usd",
@@ -50,7 +54,7 @@ class GPUSpec:
         name: catalog key, e.g. ``"A100-80GB"``.
         fp16_tflops: dense fp16/bf16 tensor throughput, TFLOP/s (no sparsity).
         mem_bandwidth_gbps: HBM/GDDR bandwidth, GB/s.
-        memory_gb: device memory, GB (10^9 bytes).
+        memory_gib: device memory, GiB (2^30 bytes).
         intra_node_link_gbps: per-GPU GPU-to-GPU bandwidth inside a node (NVLink, xGMI or PCIe), GB/s.
         host_link_gbps: GPU-to-host bandwidth (PCIe), GB/s, used for swap and cold start.
         price_per_hour_usd: on-demand price of one GPU, $/hour.
@@ -62,7 +66,7 @@ class GPUSpec:
     name: str
     fp16_tflops: float
     mem_bandwidth_gbps: float
-    memory_gb: float
+    memory_gib: float
     intra_node_link_gbps: float
     host_link_gbps: float
     price_per_hour_usd: float
@@ -90,7 +94,13 @@ class GPUSpec:
 
     @property
     def memory_bytes(self) -> float:
-        return self.memory_gb * 1e9
+        """Device memory in bytes, ``memory_gib * 2**30``."""
+        return self.memory_gib * 2**30
+
+    @property
+    def memory_gb(self) -> float:
+        """Device memory in GB (10^9 bytes), for callers that count decimal gigabytes."""
+        return self.memory_bytes / 1e9
 
     @property
     def price_per_second_usd(self) -> float:

@@ -18,11 +18,20 @@ One iteration (continuous batching, optionally chunked prefill) costs, in second
 * TP: per-GPU work is split ``tp`` ways; two ring all-reduces of ``tokens * hidden * 2``
   bytes per layer over ``gpu.intra_node_link_gbps`` (latency + bandwidth fitted to Vidur's
   all-reduce profile).
-* PP: layers are split into ``pp`` stages and the batch is one microbatch, so the iteration
-  takes the sum of the stage times plus ``pp - 1`` activation send/recvs. Microbatch
-  pipelining is not modelled; ``pp_bubble_fraction`` reports the idle share it would leave.
-* A fixed CPU/scheduling overhead per iteration (``profiles.cpu_overhead_s``, Vidur's vLLM
-  measurement).
+* PP: layers are split evenly into ``pp`` stages; one iteration (a microbatch) takes the sum
+  of its stage times plus ``pp - 1`` activation send/recvs, which is what ``iteration_time_s``
+  returns. ``stage_times_s`` splits that latency into what each stage's GPUs are busy with
+  (stage 0: the CPU overhead, the embedding, its layers and its send; middle stages: their
+  layers and send; the last: its layers and the LM head), so the simulator can keep up to
+  ``pp`` microbatches in flight, one per stage, as vLLM's virtual engines and Vidur 0.0.26
+  do; steady-state throughput is then bounded by the slowest stage, not by the sum.
+* A fixed CPU/scheduling overhead per iteration, ``cpu_overhead_s`` (default
+  ``DEFAULT_CPU_OVERHEAD_S`` = ``profiles.cpu_overhead_s()``, Vidur's vLLM measurement, 2.98
+  ms). Trade-off: Vidur's own default leaves it out, and engines with asynchronous output
+  processing (vLLM >= 0.6, SGLang) hide most of it behind the next forward pass, so 0 is the
+  right value for them; the default charges it because the Vidur profiles our efficiencies
+  come from were measured on a synchronous vLLM, and at small batches it is a third of an
+  iteration (Llama-2-7B on A100, batch 1 decode: ~3 of ~9 ms).
 
 Related: splitwise-sim and DistServe fit ``a + b * sum(tokens) (+ c * sum(tokens)^2)`` per
 phase directly to profiles; here the shape comes from the hardware and only efficiencies
@@ -57,6 +66,9 @@ from hardware.profiles import (
     gemm_flops,
     link_efficiency,
 )
+
+DEFAULT_CPU_OVERHEAD_S = cpu_overhead_s()
+"""CPU time charged per iteration unless a deployment says otherwise (``profiles.cpu_overhead_s``)."""
 
 ACTIVATION_RESERVE_TOKENS = 2048
 """Tokens of the profiling forward pass whose activations vLLM keeps free of KV cache
@@ -185,17 +197,24 @@ class IterationLatencyModel:
     """Latency of one engine iteration of ``model`` on ``tp x pp`` GPUs of type ``gpu``."""
 
     def __init__(
-        self, gpu: GPUSpec | str, model: ModelSpec | str, tp: int = 1, pp: int = 1, dtype: str = "fp16"
+        self,
+        gpu: GPUSpec | str,
+        model: ModelSpec | str,
+        tp: int = 1,
+        pp: int = 1,
+        dtype: str = "fp16",
+        cpu_overhead_s: float = DEFAULT_CPU_OVERHEAD_S,
     ) -> None:
         self.gpu, self.model = _resolve(gpu, model)
         if dtype not in _LINEAR_WEIGHT_BYTES:
             raise ValueError(f"unknown weight dtype {dtype!r}; known: {', '.join(WEIGHT_DTYPES)}")
+        _check_real("cpu_overhead_s", cpu_overhead_s, 0.0)
         self.weights_per_gpu_bytes = weights_per_gpu_bytes(self.model, tp, pp, dtype)
         self.tp, self.pp, self.dtype = tp, pp, dtype
         self._compute = compute_efficiency(self.gpu.profile_family)
         self._links = link_efficiency(self.gpu.profile_family)
         self._attention = attention_calibration()
-        self._cpu_overhead_s = cpu_overhead_s()
+        self.cpu_overhead_s = float(cpu_overhead_s)
         weight_bytes = _LINEAR_WEIGHT_BYTES[dtype]
         m = self.model
         attention = _attention_gemms(m, tp, weight_bytes)
@@ -215,11 +234,12 @@ class IterationLatencyModel:
         )
         self._decode_coefficients: dict[int, tuple[float, float]] = {}
         self._token_terms: dict[tuple[int, int], float] = {}
+        self._stage_terms: dict[tuple[int, int], tuple[float, float, float]] = {}
 
     def __repr__(self) -> str:
         return (
             f"IterationLatencyModel({self.gpu.name!r}, {self.model.name!r}, "
-            f"tp={self.tp}, pp={self.pp}, dtype={self.dtype!r})"
+            f"tp={self.tp}, pp={self.pp}, dtype={self.dtype!r}, cpu_overhead_s={self.cpu_overhead_s!r})"
         )
 
     # --- per-layer pieces (seconds) -------------------------------------------------------
@@ -265,10 +285,25 @@ class IterationLatencyModel:
             activation_bytes = tokens * m.hidden_size * ACTIVATION_BYTES
             if self.tp > 1:
                 cached += 2 * m.num_layers * self._links.all_reduce_time_s(activation_bytes, self.tp, self.gpu)
-            cached += (self.pp - 1) * self._links.send_recv_time_s(activation_bytes, self.gpu)
-            cached += float(self._compute.embedding_time_s(2 * activation_bytes, self.gpu))
-            cached += self._linear_s(self._head, logit_tokens)
+            send_s, embedding_s, head_s = self._stage_terms_s(tokens, logit_tokens)
+            cached += (self.pp - 1) * send_s
+            cached += embedding_s
+            cached += head_s
             self._token_terms[key] = cached
+        return cached
+
+    def _stage_terms_s(self, tokens: int, logit_tokens: int) -> tuple[float, float, float]:
+        """(one activation send/recv between stages, the embedding, the LM head), memoized."""
+        key = (tokens, logit_tokens)
+        cached = self._stage_terms.get(key)
+        if cached is None:
+            activation_bytes = tokens * self.model.hidden_size * ACTIVATION_BYTES
+            cached = (
+                self._links.send_recv_time_s(activation_bytes, self.gpu),
+                float(self._compute.embedding_time_s(2 * activation_bytes, self.gpu)),
+                self._linear_s(self._head, logit_tokens),
+            )
+            self._stage_terms[key] = cached
         return cached
 
     def _fixed_s(
@@ -281,7 +316,7 @@ class IterationLatencyModel:
             total += m.num_layers * self.prefill_attention_layer_s(prefill_tokens, prefill_pairs)
         if decode_batch:
             total += m.num_layers * (cal.decode_fixed_s + cal.decode_per_sequence_s * decode_batch)
-        return total + self._cpu_overhead_s
+        return total + self.cpu_overhead_s
 
     # --- public API ---------------------------------------------------------------------
 
@@ -344,6 +379,36 @@ class IterationLatencyModel:
         )
         return fixed_s + self._per_context_token_s * decode_context_tokens
 
+    def stage_times_s(self, tokens: int, logit_tokens: int, iteration_s: float) -> tuple[float, ...]:
+        """How long each of the ``pp`` stages is busy with one iteration of ``tokens`` tokens
+        (logits for ``logit_tokens``) whose latency ``iteration_s`` came from
+        ``iteration_time_s`` / ``decode_time_s``.
+
+        The layers (with their attention and all-reduces) split evenly, ``layers_s / pp`` per
+        stage, where ``layers_s = iteration_s - cpu - embedding - head - (pp - 1) * send``.
+        Stage 0 adds the CPU overhead (vLLM's driver worker is stage 0's first GPU) and the
+        embedding, the last stage the LM head, and every stage but the last the send of its
+        activations to the next (the sender is busy until the receiver has them, as in Vidur's
+        stage times). The stage times add up to ``iteration_s`` up to rounding.
+        """
+        _check_int("tokens", tokens, 1)
+        _check_int("logit_tokens", logit_tokens, 1)
+        _check_real("iteration_s", iteration_s, 0.0, strict=True)
+        pp = self.pp
+        if pp == 1:
+            return (iteration_s,)
+        send_s, embedding_s, head_s = self._stage_terms_s(tokens, logit_tokens)
+        layers_s = iteration_s - self.cpu_overhead_s - embedding_s - head_s - (pp - 1) * send_s
+        if layers_s <= 0:
+            raise ValueError(
+                f"iteration_s={iteration_s!r} is shorter than the CPU overhead, embedding, LM head and "
+                f"sends of {tokens} tokens alone"
+            )
+        stage_s = layers_s / pp
+        return (self.cpu_overhead_s + embedding_s + stage_s + send_s,) + (stage_s + send_s,) * (pp - 2) + (
+            stage_s + head_s,
+        )
+
     def prefill_time_s(self, tokens: int, context_before: int = 0) -> float:
         """A lone prefill chunk of ``tokens`` tokens after ``context_before`` cached tokens."""
         _check_int("tokens", tokens, 1)
@@ -353,14 +418,20 @@ class IterationLatencyModel:
 
 @cache
 def latency_model(
-    gpu: GPUSpec | str, model: ModelSpec | str, tp: int = 1, pp: int = 1, dtype: str = "fp16"
+    gpu: GPUSpec | str,
+    model: ModelSpec | str,
+    tp: int = 1,
+    pp: int = 1,
+    dtype: str = "fp16",
+    cpu_overhead_s: float = DEFAULT_CPU_OVERHEAD_S,
 ) -> IterationLatencyModel:
-    """Shared ``IterationLatencyModel`` per (gpu, model, tp, pp, dtype)."""
-    return IterationLatencyModel(gpu, model, tp, pp, dtype)
+    """Shared ``IterationLatencyModel`` per (gpu, model, tp, pp, dtype, cpu_overhead_s)."""
+    return IterationLatencyModel(gpu, model, tp, pp, dtype, cpu_overhead_s)
 
 
 def pp_bubble_fraction(pp: int) -> float:
-    """Idle share ``(pp - 1) / pp`` of each stage when one microbatch flows through ``pp`` stages."""
+    """Idle share ``(pp - 1) / pp`` of each stage when only one microbatch at a time flows
+    through ``pp`` stages (an instance with ``microbatches_in_flight=1``)."""
     _check_int("pp", pp, 1)
     return (pp - 1) / pp
 

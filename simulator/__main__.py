@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from hardware.latency import DEFAULT_CPU_OVERHEAD_S
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.metrics import format_table, summarize, to_json_dict
@@ -59,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-batch-size", type=int, default=128)
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--memory-utilization", type=float, default=0.9)
+    parser.add_argument("--cpu-overhead-ms", type=float,
+                        help="CPU time per engine iteration, ms (default: Vidur's vLLM profile, "
+                             f"{DEFAULT_CPU_OVERHEAD_S * 1e3:.2f} ms; 0 for an engine with asynchronous "
+                             "output processing, or to match Vidur, which leaves it out)")
+    parser.add_argument("--microbatches-in-flight", type=int,
+                        help="with --pp > 1: microbatches in the pipeline at once (default: pp; 1 = one batch "
+                             "through all stages at a time)")
     workload = parser.add_mutually_exclusive_group(required=True)
     workload.add_argument("--rate", type=float, help="arrival rate, requests per second")
     workload.add_argument("--trace", help="trace CSV (arrival_s,prompt_tokens,output_tokens[,reasoning_tokens,tier]) "
@@ -109,6 +117,11 @@ def _simulate(args: argparse.Namespace) -> int:
             lengths = length_sampler(args.lengths)
         num_requests = 1000 if args.requests is None else args.requests
         requests = generate_requests(arrivals, lengths, num_requests, rng, slo=slo)
+    overhead = {}
+    if args.cpu_overhead_ms is not None:
+        if not 0.0 <= args.cpu_overhead_ms < float("inf"):
+            raise ValueError(f"--cpu-overhead-ms must be a finite number >= 0, got {args.cpu_overhead_ms}")
+        overhead["cpu_overhead_s"] = args.cpu_overhead_ms * 1e-3
     pools = _instances(args.instances, args.gpu)
     inventory: dict[str, int] = {}
     for gpu, count in pools:
@@ -120,7 +133,8 @@ def _simulate(args: argparse.Namespace) -> int:
                 InstanceConfig(
                     gpu=gpu, model=args.model, tp=args.tp, pp=args.pp, scheduler=args.scheduler,
                     block_size=args.block_size, memory_utilization=args.memory_utilization,
-                    max_batch_size=args.max_batch_size,
+                    max_batch_size=args.max_batch_size, microbatches_in_flight=args.microbatches_in_flight,
+                    **overhead,
                 ),
                 ready_now=True,
             )

@@ -19,6 +19,7 @@ from simulator.events import EventQueue
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.outcome import RequestOutcome
+from simulator.pipeline import create_instance
 from simulator.request import Phase, Request
 from simulator.sequence import Residency, Sequence
 
@@ -131,7 +132,7 @@ class Cluster:
             )
         instance_id = self._next_id
         self._next_id += 1
-        instance = Instance(instance_id, config, self.events, self, coalesce=self.coalesce)
+        instance = create_instance(instance_id, config, self.events, self, coalesce=self.coalesce)
         self.instances[instance_id] = instance
         self.gpus_in_use[config.gpu] = self.gpus_in_use.get(config.gpu, 0) + config.num_gpus
         self._held_since_s[instance_id] = self.events.now_s

@@ -8,6 +8,9 @@ would do) and schedules a single event at the segment's end. An external event t
 mid-segment truncates it after the iteration in progress. ``coalesce=False`` plans one
 iteration per event: the slow path the tests use as an oracle (results are bit-identical).
 
+This class runs one batch at a time through all of its GPUs; a ``pp > 1`` replica that keeps
+several microbatches in its pipeline is ``simulator.pipeline.PipelinedInstance``.
+
 An optional gate holds new prefills until a minimum queue length is reached (CascadeServe's
 batching, cascadeserve.txt §4.5; ``set_min_queue_length``); it is off by default.
 """
@@ -22,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hardware.gpus import GPUSpec
-from hardware.latency import IterationLatencyModel, kv_capacity_tokens, latency_model
+from hardware.latency import DEFAULT_CPU_OVERHEAD_S, IterationLatencyModel, kv_capacity_tokens, latency_model
 from hardware.models import ModelSpec
 from simulator.events import EventQueue
 from simulator.kv_blocks import KVBlockManager, blocks_for_tokens
@@ -49,9 +52,19 @@ class InstanceConfig:
     """What one replica is: hardware, model, parallelism, memory and batching limits, scheduler.
 
     ``max_batched_tokens`` caps the prompt tokens of one prefill iteration (a single longer
-    prompt still runs alone, as vLLM requires). ``preemption`` is ``"recompute"`` or ``"swap"``;
-    ``None`` takes the scheduler's default. ``scheduler_options`` go to the scheduler
-    (``quantum_tokens``, ``demotion_kv_tokens``, ``chunk_tokens``).
+    prompt still runs alone, as vLLM requires). ``kv_blocks`` fixes the KV pool's size in blocks
+    (a simulator's stated pool, e.g. Vidur's ``num_blocks``); ``None`` sizes it from GPU memory.
+    ``preemption`` is ``"recompute"`` or ``"swap"``; ``None`` takes the scheduler's default.
+    ``scheduler_options`` go to the scheduler (``quantum_tokens``, ``demotion_kv_tokens``,
+    ``chunk_tokens``).
+
+    ``cpu_overhead_s`` is the CPU time charged per iteration (default: Vidur's vLLM profile,
+    2.98 ms; 0 models an engine that hides it behind the GPU, or Vidur's own default; see
+    ``hardware/latency.py``). ``microbatches_in_flight`` caps the batches a ``pp > 1``
+    replica keeps in its pipeline at once (``None``: ``pp``, one per stage, as vLLM's virtual
+    engines and Vidur do; 1: one batch passes through all stages before the next starts);
+    each microbatch holds at most ``max_batch_size // microbatches_in_flight`` sequences
+    (Vidur's ``batch_size_cap // num_stages``). See ``simulator/pipeline.py``.
     """
 
     gpu: str
@@ -67,16 +80,43 @@ class InstanceConfig:
     preemption: str | None = None
     role: Role = Role.AGGREGATED
     scheduler_options: dict[str, Any] = field(default_factory=dict)
+    kv_blocks: int | None = None
+    cpu_overhead_s: float = DEFAULT_CPU_OVERHEAD_S
+    microbatches_in_flight: int | None = None
 
     @property
     def num_gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def pipeline_depth(self) -> int:
+        """Microbatches in flight at most: ``microbatches_in_flight``, or ``pp`` when unset."""
+        return self.pp if self.microbatches_in_flight is None else self.microbatches_in_flight
 
     def validate(self) -> None:
         for name in ("tp", "pp", "block_size", "max_batch_size", "max_batched_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"InstanceConfig.{name} must be a positive integer, got {value!r}")
+        if self.kv_blocks is not None and (
+            not isinstance(self.kv_blocks, int) or isinstance(self.kv_blocks, bool) or self.kv_blocks <= 0
+        ):
+            raise ValueError(f"InstanceConfig.kv_blocks must be a positive integer or None, got {self.kv_blocks!r}")
+        overhead = self.cpu_overhead_s
+        if isinstance(overhead, bool) or not isinstance(overhead, (int, float)) or not 0.0 <= overhead < float("inf"):
+            raise ValueError(f"InstanceConfig.cpu_overhead_s must be a finite number >= 0 (seconds), got {overhead!r}")
+        depth = self.microbatches_in_flight
+        if depth is not None and (
+            not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= self.pp
+        ):
+            raise ValueError(
+                f"InstanceConfig.microbatches_in_flight must be None or an integer in [1, pp={self.pp}], got {depth!r}"
+            )
+        if self.max_batch_size < self.pipeline_depth:
+            raise ValueError(
+                f"InstanceConfig.max_batch_size={self.max_batch_size} is below the {self.pipeline_depth} microbatches "
+                "in flight: each microbatch needs at least one sequence"
+            )
         if not 0.0 < self.memory_utilization <= 1.0:
             raise ValueError(f"memory_utilization must be in (0, 1], got {self.memory_utilization}")
         if self.preemption not in (None, "recompute", "swap"):
@@ -126,13 +166,16 @@ class Instance:
         self.events = events
         self.host = host
         self.role = Role(config.role)
-        self.latency: IterationLatencyModel = latency_model(config.gpu, config.model, config.tp, config.pp, config.dtype)
+        self.latency: IterationLatencyModel = latency_model(
+            config.gpu, config.model, config.tp, config.pp, config.dtype, config.cpu_overhead_s
+        )
         self.gpu: GPUSpec = self.latency.gpu
         self.model: ModelSpec = self.latency.model
         capacity = kv_capacity_tokens(
             self.gpu, self.model, config.tp, config.pp, config.dtype, config.memory_utilization
         )
-        self.kv = KVBlockManager(capacity // config.block_size, config.block_size)
+        blocks = capacity // config.block_size if config.kv_blocks is None else config.kv_blocks
+        self.kv = KVBlockManager(blocks, config.block_size)
         self.scheduler = make_scheduler(config.scheduler, **config.scheduler_options)
         self.preemption = config.preemption or self.scheduler.default_preemption
         self._priority_may_change = (
@@ -140,6 +183,11 @@ class Instance:
         )
         self.lifecycle = Lifecycle.SERVING
         self.max_segment_iterations = max_segment_iterations if coalesce else 1
+        self.max_batch_size = config.max_batch_size
+        """Sequences one batch may hold (a microbatch's share in ``simulator.pipeline``)."""
+        self._flying: set[int] = set()
+        """``id`` of the sequences inside a batch still in the pipeline (``simulator.pipeline``)."""
+        self._flying_blocks = 0
         self._swap_s_per_token = self.model.kv_bytes_per_token / (self.gpu.host_link_gbps * 1e9 * config.num_gpus)
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
@@ -299,7 +347,7 @@ class Instance:
         """Take ``seq`` out (it leaves for another instance); its GPU blocks are freed."""
         self.sync()
         self._truncate()
-        if seq in self._seg_decode:
+        if seq in self._seg_decode or id(seq) in self._flying:
             raise RuntimeError(f"request {seq.request_id} is inside the iteration in progress")
         for queue in (self.running, self.swapped, self.waiting):
             if seq in queue:
@@ -378,6 +426,12 @@ class Instance:
         if version != self._version:
             return
         now = self.events.now_s
+        self._end_segment(now)
+        self._plan(now)
+
+    def _end_segment(self, now: float) -> None:
+        """Apply the finished segment's tokens, completions and phase changes, then the
+        detaches that waited for this boundary."""
         if self._seg_len:
             self.busy_time_s += now - self._seg_start_s
             self.iterations += self._seg_len
@@ -404,14 +458,22 @@ class Instance:
         self._seg_len = self._seg_pos = 0
         for seq in finished:
             self._after_token(seq)
+        if self._detach:
+            self._run_detaches()
+
+    def _run_detaches(self) -> None:
+        """Hand off the sequences ``detach_at_boundary`` asked for (those still in a batch in
+        flight wait for its end)."""
         detach, self._detach = self._detach, []
-        for seq, callback, on_gone in detach:
-            if seq in self.running:
+        for item in detach:
+            seq, callback, on_gone = item
+            if id(seq) in self._flying:
+                self._detach.append(item)
+            elif seq in self.running:
                 self.remove(seq)
                 callback(seq)
             elif on_gone is not None:
                 on_gone(seq)
-        self._plan(now)
 
     def _after_token(self, seq: Sequence) -> None:
         """Completion, prefill hand-off and phase change, after ``seq`` emitted a token."""
@@ -440,6 +502,31 @@ class Instance:
         if self.lifecycle == Lifecycle.STOPPED:
             self.busy = False
             return
+        batch = self._form_batch(now)
+        if batch is None:
+            self.busy = False
+            self.host.on_idle(self)
+            return
+        prefills, decode, extra_s, single_iteration = batch
+        self.busy = True
+        self._version += 1
+        self._seg_start_s = now
+        self._seg_pos = 0
+        self._seg_decode = decode
+        self._seg_prefill = prefills
+        if prefills:
+            dt = self._mixed_iteration_s(prefills, decode) + extra_s
+            self._seg_ends = np.array([now + dt])
+            self._seg_len = 1
+        else:
+            self._plan_decode_segment(now, decode, extra_s, single_iteration)
+        self.events.schedule(float(self._seg_ends[self._seg_len - 1]), self._on_boundary, self._version)
+
+    def _form_batch(
+        self, now: float
+    ) -> tuple[list[tuple[Sequence, int]], list[Sequence], float, bool] | None:
+        """The next batch from ``self.running`` / ``waiting`` / ``swapped``: (prefill chunks,
+        decode sequences, swap-in seconds to add, whether memory moved); ``None`` if empty."""
         self.scheduler.on_boundary(self.running)
         held = self.waiting if self.min_queue_length > 1 and self.waiting and self._gate_holds(now) else None
         if held is not None:
@@ -460,28 +547,15 @@ class Instance:
         if self.scheduler.chunked_prefill_tokens is None and prefills:
             decode = []
         if not prefills and not decode:
-            self.busy = False
-            self.host.on_idle(self)
-            return
+            return None
         extra_s = self._swap_tokens * self._swap_s_per_token
         self._swap_tokens = 0
         single_iteration = self._memory_moved
         self._memory_moved = False
-        self.busy = True
-        self._version += 1
-        self._seg_start_s = now
-        self._seg_pos = 0
-        self._seg_decode = decode
-        self._seg_prefill = prefills
-        if prefills:
-            self._plan_mixed_iteration(now, prefills, decode, extra_s)
-        else:
-            self._plan_decode_segment(now, decode, extra_s, single_iteration)
-        self.events.schedule(float(self._seg_ends[self._seg_len - 1]), self._on_boundary, self._version)
+        return prefills, decode, extra_s, single_iteration
 
-    def _plan_mixed_iteration(
-        self, now: float, prefills: list[tuple[Sequence, int]], decode: list[Sequence], extra_s: float
-    ) -> None:
+    def _mixed_iteration_s(self, prefills: list[tuple[Sequence, int]], decode: list[Sequence]) -> float:
+        """Latency of one iteration with prefill chunks (their requests enter PREFILL)."""
         prefill_tokens = 0
         pairs = 0.0
         for seq, tokens in prefills:
@@ -492,9 +566,7 @@ class Instance:
         context = 0
         for seq in decode:
             context += seq.kv_tokens + 1
-        dt = self.latency.iteration_time_s(prefill_tokens, pairs, len(decode), context) + extra_s
-        self._seg_ends = np.array([now + dt])
-        self._seg_len = 1
+        return self.latency.iteration_time_s(prefill_tokens, pairs, len(decode), context)
 
     def _plan_decode_segment(self, now: float, decode: list[Sequence], extra_s: float, single_iteration: bool) -> None:
         """Plan decode iterations until the batch could change. After a preemption or swap-in
@@ -593,7 +665,7 @@ class Instance:
                 budget -= tokens
             if not self.swapped and budget > 0:
                 self.waiting.sort(key=key)
-                while self.waiting and budget > 0 and len(self.running) < self.config.max_batch_size:
+                while self.waiting and budget > 0 and len(self.running) < self.max_batch_size:
                     seq = self.waiting[0]
                     if not self._admit(seq, now):
                         break
@@ -604,7 +676,7 @@ class Instance:
         if not self.swapped and self.waiting:
             self.waiting.sort(key=key)
             budget = self.config.max_batched_tokens
-            while self.waiting and len(self.running) < self.config.max_batch_size:
+            while self.waiting and len(self.running) < self.max_batch_size:
                 seq = self.waiting[0]
                 tokens = seq.remaining_prefill_tokens
                 if prefills and tokens > budget:
@@ -621,7 +693,7 @@ class Instance:
 
     def _swap_in_in_order(self, now: float) -> None:
         self.swapped.sort(key=self.scheduler.priority_key)
-        while self.swapped and len(self.running) < self.config.max_batch_size:
+        while self.swapped and len(self.running) < self.max_batch_size:
             seq = self.swapped[0]
             if not self.kv.can_admit(self._decode_slot_blocks(seq)):
                 break
@@ -632,13 +704,13 @@ class Instance:
         fits in KV memory and the batch size; running sequences outside it are preempted."""
         key = self.scheduler.priority_key
         candidates = sorted(self.running + self.swapped + self.waiting, key=key)
-        capacity = self.kv.total_blocks
+        capacity = self.kv.total_blocks - self._flying_blocks
         used = 0
         chosen: list[Sequence] = []
         budget = self.config.max_batched_tokens
         new_prefill = False
         for seq in candidates:
-            if len(chosen) >= self.config.max_batch_size:
+            if len(chosen) >= self.max_batch_size:
                 break
             if seq.residency == Residency.QUEUED:
                 need = blocks_for_tokens(seq.prefill_target_tokens, self.kv.block_size)

@@ -132,7 +132,9 @@ def test_noop_changes_nothing():
 
 
 def test_invalid_pairs_fall_back_with_penalty_and_strict_raises():
-    small_kv = dataclasses.replace(A100, memory_utilization=0.205)  # 69 blocks: 1,104 tokens at most
+    # 0.1909 * 80 GiB - 16,060,522,496 B weights - 192,937,984 B activations = 144,724,656 B
+    # = 1,104 tokens of 131,072 B: 69 blocks.
+    small_kv = dataclasses.replace(A100, memory_utilization=0.1909)
     requests = [(0.0, 400, 3000, 0), (0.001, 300, 700, 0)]
 
     def make(**kwargs):

@@ -1,4 +1,4 @@
-"""GPU catalog: Cauchy Table 1 numbers, per-direction link convention, loader validation."""
+"""GPU catalog: Cauchy Table 1 numbers, memory in GiB, per-direction link convention, loader validation."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ REQUIRED_GPUS = (
     "A40",
 )
 
-# cauchy.txt Table 1: TFLOPs, BW (GB/s), Mem (GB), Price ($/h), TFLOP/$, GB/$.
+# cauchy.txt Table 1: TFLOPs, BW (GB/s), Mem (its "GB" is the nominal capacity, which the
+# memory is built in GiB), Price ($/h), TFLOP/$, GB/$.
 CAUCHY_TABLE_1 = {
     "H800-SXM": (989, 3350, 80, 2.69, 1.32e6, 4.48e6),
     "A10": (125, 600, 24, 0.75, 600e3, 2.88e6),
@@ -53,7 +54,7 @@ EXPECTED_FAMILY = {
 }
 
 HEADER = (
-    "name,fp16_tflops,mem_bandwidth_gbps,memory_gb,intra_node_link_gbps,host_link_gbps,"
+    "name,fp16_tflops,mem_bandwidth_gbps,memory_gib,intra_node_link_gbps,host_link_gbps,"
     "price_per_hour_usd,profile_family,source\n"
 )
 GOOD_ROW = "X1,100,1000,40,300,32,1.5,a100,test datasheet\n"
@@ -68,7 +69,7 @@ def test_catalog_holds_every_required_gpu():
 def test_table_1_gpus_match_cauchy_and_reproduce_its_per_dollar_columns(name):
     tflops, bandwidth, memory, price, tflop_per_usd, gb_per_usd = CAUCHY_TABLE_1[name]
     gpu = get_gpu(name)
-    assert (gpu.fp16_tflops, gpu.mem_bandwidth_gbps, gpu.memory_gb, gpu.price_per_hour_usd) == (
+    assert (gpu.fp16_tflops, gpu.mem_bandwidth_gbps, gpu.memory_gib, gpu.price_per_hour_usd) == (
         tflops,
         bandwidth,
         memory,
@@ -105,9 +106,42 @@ def test_links_are_per_direction_and_cards_without_nvlink_use_pcie():
 
 def test_h100_96gb_is_pascals_part():
     gpu = get_gpu("H100-96GB")
-    assert gpu.memory_gb == 96
-    assert gpu.memory_bytes == 96e9
+    assert gpu.memory_gib == 96
+    assert gpu.memory_bytes == 96 * 1024**3 == 103_079_215_104
+    assert gpu.memory_gb == pytest.approx(103.079215104, rel=1e-12)
     assert "pascal.txt" in gpu.source
+
+
+# Capacity in GiB per GPU family, the total nvidia-smi reports for the card (MiB) where the
+# catalog's source cites one, and the share ECC leaves: GDDR6 datacenter cards (A10, A40, L40S)
+# run with ECC on by default and give 1/16 of the memory to it; HBM keeps ECC out of the
+# capacity and the RTX 4090 runs without. The driver keeps a reserve under 1 % on top.
+MEMORY_BY_FAMILY = {
+    "hopper": {"H100-80GB": (80, 81_559, 1), "H800-SXM": (80, 81_559, 1), "H100-96GB": (96, 97_871, 1),
+               "H20-NVL": (96, None, 1)},
+    "ampere_hbm": {"A100-80GB": (80, 81_920, 1), "A800-PCIe": (80, 81_920, 1), "A100-40GB": (40, 40_960, 1)},
+    "ampere_gddr": {"A10": (24, 23_028, 15 / 16), "A40": (48, 46_068, 15 / 16)},
+    "ada": {"RTX4090": (24, 24_564, 1), "L40S": (48, 46_068, 15 / 16)},
+    "volta": {"V100-32GB": (32, 32_768, 1)},
+    "cdna2": {"MI210": (64, None, 1)},
+}
+
+
+def test_memory_families_cover_the_catalog():
+    assert sorted(name for family in MEMORY_BY_FAMILY.values() for name in family) == sorted(GPU_CATALOG)
+
+
+@pytest.mark.parametrize("family", sorted(MEMORY_BY_FAMILY))
+def test_memory_is_counted_in_gib_as_the_cards_report_it(family):
+    for name, (gib, reported_mib, ecc_share) in MEMORY_BY_FAMILY[family].items():
+        gpu = get_gpu(name)
+        assert gpu.memory_gib == gib
+        assert gpu.memory_bytes == gib * 2**30
+        assert f"{gib} GiB" in gpu.source
+        if reported_mib is not None:
+            assert f"{reported_mib:,} MiB" in gpu.source
+            usable_mib = gib * 1024 * ecc_share
+            assert 0.99 * usable_mib <= reported_mib <= usable_mib
 
 
 def test_every_row_cites_a_source_and_has_positive_finite_numbers():
@@ -116,7 +150,7 @@ def test_every_row_cites_a_source_and_has_positive_finite_numbers():
         for value in (
             gpu.fp16_tflops,
             gpu.mem_bandwidth_gbps,
-            gpu.memory_gb,
+            gpu.memory_gib,
             gpu.intra_node_link_gbps,
             gpu.host_link_gbps,
             gpu.price_per_hour_usd,
@@ -142,7 +176,7 @@ def test_name_lookup_is_exact():
 
 @pytest.mark.parametrize(
     "field, bad",
-    [("fp16_tflops", float("nan")), ("memory_gb", -1.0), ("price_per_hour_usd", 0.0), ("host_link_gbps", math.inf)],
+    [("fp16_tflops", float("nan")), ("memory_gib", -1.0), ("price_per_hour_usd", 0.0), ("host_link_gbps", math.inf)],
 )
 def test_spec_rejects_non_positive_or_non_finite_numbers(field, bad):
     with pytest.raises(ValueError, match=field):
@@ -170,7 +204,7 @@ def test_loader_accepts_a_good_file(tmp_path):
     [
         ("X2,nan,1000,40,300,32,1.5,a100,src\n", r"line 3: GPU 'X2': fp16_tflops=nan"),
         ("X2,100,-5,40,300,32,1.5,a100,src\n", r"line 3: GPU 'X2': mem_bandwidth_gbps=-5.0"),
-        ("X2,100,1000,forty,300,32,1.5,a100,src\n", r"line 3: memory_gb='forty' is not a number"),
+        ("X2,100,1000,forty,300,32,1.5,a100,src\n", r"line 3: memory_gib='forty' is not a number"),
         ("X2,100,1000,40,300,32,1.5,tpu,src\n", r"line 3: .*profile_family 'tpu'"),
         ("X1,100,1000,40,300,32,1.5,a100,src\n", r"line 3: duplicate GPU name 'X1'"),
         ("X2,100,1000,40,300,32,1.5,a100\n", r"line 3: expected 9 fields"),
@@ -184,7 +218,7 @@ def test_loader_names_bad_row_and_field(tmp_path, row, message):
 
 def test_loader_rejects_wrong_columns(tmp_path):
     with pytest.raises(ValueError, match="columns"):
-        load_gpu_catalog(_write(tmp_path, HEADER.replace("memory_gb", "memory_gib") + GOOD_ROW))
+        load_gpu_catalog(_write(tmp_path, HEADER.replace("memory_gib", "memory_gb") + GOOD_ROW))
 
 
 def test_loader_rejects_empty_catalog(tmp_path):

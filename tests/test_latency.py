@@ -7,6 +7,7 @@ import pytest
 
 from hardware.gpus import get_gpu
 from hardware.latency import (
+    DEFAULT_CPU_OVERHEAD_S,
     IterationLatencyModel,
     kv_capacity_tokens,
     kv_transfer_time_s,
@@ -15,7 +16,7 @@ from hardware.latency import (
     weight_load_time_s,
 )
 from hardware.models import get_model, weights_per_gpu_bytes
-from hardware.profiles import compute_efficiency, link_efficiency
+from hardware.profiles import compute_efficiency, cpu_overhead_s, gemm_bytes, gemm_flops, link_efficiency
 
 A100_PEAK_FLOPS, A100_BANDWIDTH = 312e12, 2039e9
 LLAMA2_7B_FP16_WEIGHT_BYTES = 2 * 6_738_415_616
@@ -115,6 +116,42 @@ def test_pipeline_stages_add_activation_transfers_only():
     assert pp_bubble_fraction(4) == 0.75
 
 
+def test_stage_times_split_the_iteration_by_stage():
+    lat = latency_model("A100-80GB", "Llama-2-13B", pp=4)
+    gpu = get_gpu("A100-80GB")
+    tokens = 2048
+    iteration_s = lat.prefill_time_s(tokens)
+    first, second, third, last = lat.stage_times_s(tokens, 1, iteration_s)
+    assert first + second + third + last == pytest.approx(iteration_s, rel=1e-12)
+    # Middle stages are a quarter of the layers plus a send; stage 0 adds the CPU overhead and
+    # the embedding; the last has no send but the LM head (one logit row for a prefill).
+    send_s = link_efficiency("a100").send_recv_time_s(tokens * 5120 * 2, gpu)
+    embedding_s = float(compute_efficiency("a100").embedding_time_s(2 * tokens * 5120 * 2, gpu))
+    eff = compute_efficiency("a100")
+    head_s = float(eff.linear_time_s(gemm_flops(1, 5120, 32000), gemm_bytes(1, 5120, 32000, 2), gpu))
+    assert second == third
+    assert first - second == pytest.approx(DEFAULT_CPU_OVERHEAD_S + embedding_s, rel=1e-9)
+    assert last - (second - send_s) == pytest.approx(head_s, rel=1e-9)
+    layers_s = iteration_s - DEFAULT_CPU_OVERHEAD_S - embedding_s - 3 * send_s - head_s
+    assert second - send_s == pytest.approx(layers_s / 4, rel=1e-9)
+    one = latency_model("A100-80GB", "Llama-2-13B")
+    assert one.stage_times_s(tokens, 1, one.prefill_time_s(tokens)) == (one.prefill_time_s(tokens),)
+    with pytest.raises(ValueError, match="iteration_s"):
+        lat.stage_times_s(tokens, 1, 1e-6)
+
+
+def test_cpu_overhead_is_a_knob_with_vidurs_profile_as_default(a100_7b):
+    assert DEFAULT_CPU_OVERHEAD_S == cpu_overhead_s() == a100_7b.cpu_overhead_s
+    assert DEFAULT_CPU_OVERHEAD_S == pytest.approx(2.9831e-3, rel=1e-12)  # 0.1648 + 0.8792 + 0.3521 + 1.587 ms
+    none = latency_model("A100-80GB", "Llama-2-7B", cpu_overhead_s=0.0)
+    assert none is not a100_7b
+    assert a100_7b.decode_time_s(8, 4096) - none.decode_time_s(8, 4096) == pytest.approx(DEFAULT_CPU_OVERHEAD_S, rel=1e-9)
+    assert a100_7b.prefill_time_s(512) - none.prefill_time_s(512) == pytest.approx(DEFAULT_CPU_OVERHEAD_S, rel=1e-9)
+    for bad in (-1e-3, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="cpu_overhead_s="):
+            IterationLatencyModel("A100-80GB", "Llama-2-7B", cpu_overhead_s=bad)
+
+
 def test_gpu_without_profile_scales_with_its_own_peaks():
     # H20 borrows the h100 efficiencies: prefill is compute-bound, and it has 148 vs 989 TFLOP/s.
     h20 = latency_model("H20-NVL", "Llama-2-7B").prefill_time_s(4096)
@@ -127,12 +164,15 @@ def test_gpu_without_profile_scales_with_its_own_peaks():
 
 
 def test_kv_capacity_of_llama2_7b_on_a100_by_hand():
-    free = 0.9 * 80e9 - LLAMA2_7B_FP16_WEIGHT_BYTES - 2048 * (4096 + 3 * 11008) * 2
+    # 80 GiB: 0.9 * 85,899,345,920 = 77,309,411,328 bytes, less 13,476,831,232 of weights and
+    # 152,043,520 of activations = 63,680,536,576 bytes = 121,460.5 tokens of 524,288 bytes.
+    free = 0.9 * 80 * 2**30 - LLAMA2_7B_FP16_WEIGHT_BYTES - 2048 * (4096 + 3 * 11008) * 2
+    assert free == 63_680_536_576
     assert kv_capacity_tokens("A100-80GB", "Llama-2-7B") == math.floor(free / LLAMA2_7B_KV_BYTES_PER_TOKEN)
-    assert kv_capacity_tokens("A100-80GB", "Llama-2-7B") == 111_334
+    assert kv_capacity_tokens("A100-80GB", "Llama-2-7B") == 121_460
     # TP2: each GPU holds half of every token's KV.
     weights_tp2 = weights_per_gpu_bytes(get_model("Llama-2-7B"), 2)
-    free_tp2 = 0.9 * 80e9 - weights_tp2 - 2048 * (4096 + 3 * 11008 / 2) * 2
+    free_tp2 = 0.9 * 80 * 2**30 - weights_tp2 - 2048 * (4096 + 3 * 11008 / 2) * 2
     expected_tp2 = math.floor(free_tp2 / (LLAMA2_7B_KV_BYTES_PER_TOKEN / 2))
     assert kv_capacity_tokens("A100-80GB", "Llama-2-7B", tp=2) == expected_tp2
 

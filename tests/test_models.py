@@ -195,7 +195,7 @@ def test_check_fits_accepts_and_rejects_with_byte_counts():
         check_fits(llama70, a100)
     message = str(info.value)
     assert f"{2 * llama70.params_total:.4g} bytes" in message
-    assert f"{0.9 * 80e9:.4g} bytes available" in message
+    assert f"{0.9 * 80 * 2**30:.4g} bytes available" in message
     check_fits(get_model("DeepSeek-R1-671B"), get_gpu("H20-NVL"), tp=8, dtype="int4")
     with pytest.raises(ValueError, match="DeepSeek-R1-671B .*needs"):
         check_fits(get_model("DeepSeek-R1-671B"), get_gpu("H100-80GB"), tp=8)

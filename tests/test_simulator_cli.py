@@ -90,6 +90,22 @@ def test_bad_values_exit_1_with_an_error_naming_them(argv, message, capsys):
     assert err.startswith("error: ") and message in err
 
 
+def test_cpu_overhead_flag_sets_the_per_iteration_cpu_time(tmp_path, capsys):
+    fixed = [*SMALL, "--prompt-tokens", "100", "--output-tokens", "10", "--requests", "1"]
+    e2e_s = {}
+    for label, extra in (("default", []), ("explicit", ["--cpu-overhead-ms", "2.9831"]), ("none", ["--cpu-overhead-ms", "0"])):
+        out = tmp_path / f"{label}.json"
+        assert main([*fixed, *extra, "--json", str(out)]) == 0
+        e2e_s[label] = strict_json(out.read_text())["e2e_mean_s"]
+    capsys.readouterr()
+    # One request alone: 10 iterations (a prefill and 9 decodes), each 2.9831 ms shorter without it.
+    assert e2e_s["explicit"] == pytest.approx(e2e_s["default"], rel=1e-9)
+    assert e2e_s["default"] - e2e_s["none"] == pytest.approx(10 * 2.9831e-3, rel=1e-6)
+    for bad in ("-1", "nan", "inf"):
+        assert main([*SMALL, "--cpu-overhead-ms", bad]) == 1
+        assert f"--cpu-overhead-ms must be a finite number >= 0, got {float(bad)}" in capsys.readouterr().err
+
+
 def test_unknown_scheduler_and_half_fixed_lengths_are_usage_errors(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([*SMALL, "--scheduler", "lifo"])
