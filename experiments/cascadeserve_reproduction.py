@@ -21,7 +21,9 @@ scenario (Llama 3B -> 7B -> 13B -> 70B int4 on V100-32GB).
 
 Outputs under ``--out`` (default ``results/cascadeserve``): report.md, fig7_gpus.png,
 fig8_spiky.png, results.json, tensorboard/<system>/ (same tags for every system).
-``--quick`` shrinks both parts for a test.
+``--quick`` shrinks both parts for a test. ``headlines(results)`` turns ``results.json`` into
+``experiments.headlines.Headline`` rows (Fig. 7's saving, Fig. 9's GPU ratio), each row that does
+not reproduce with its cause in that run's numbers.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ from baselines.cascadeserve.policy import gear_env_options  # noqa: E402
 from baselines.cascadeserve.scenario_inputs import problem_for_scenario  # noqa: E402
 from envs.scenario import InstanceGroup, Scenario, Workload  # noqa: E402
 from envs.scenarios.cascadeserve import cascadeserve  # noqa: E402
+from experiments.headlines import Headline  # noqa: E402
 from simulator.request import Request  # noqa: E402
 from simulator.workloads import PiecewiseRateArrivals, generate_requests, length_sampler  # noqa: E402
 
@@ -166,6 +169,66 @@ def cheapest_baseline(rows: list[dict[str, Any]], slo: float, accuracy: float) -
     needs = [(gpus_needed(rows, b, slo, accuracy), b) for b in BASELINES]
     found = [(g, b) for g, b in needs if g is not None]
     return min(found) if found else (None, "-")
+
+
+def cell_savings(rows: list[dict[str, Any]], slos_s: tuple[float, ...]) -> list[tuple[float, float, float, str]]:
+    """Fig. 7b/d: per (latency SLO, accuracy reached by some plan) cell that CascadeServe and a
+    baseline both reach, (SLO, accuracy, cheapest baseline's GPUs / CascadeServe's, that baseline)."""
+    found = []
+    for slo in slos_s:
+        for acc in sorted({r["accuracy"] for r in rows if r["accuracy"] is not None and r["slo_s"] == slo}):
+            ours = gpus_needed(rows, "cascadeserve", slo, acc)
+            cheapest, which = cheapest_baseline(rows, slo, acc)
+            if ours and cheapest:
+                found.append((slo, acc, cheapest / ours, which))
+    return found
+
+
+COMMAND = "python -m experiments.cascadeserve_reproduction"
+
+
+def headlines(results: dict[str, Any]) -> list[Headline]:
+    """§6.3 / Fig. 7's GPU saving (median over the cells both reach) and §6.4 / Fig. 9's
+    "fewer GPUs than MS+ yet less accuracy degradation" (the GPU ratio, nan when CascadeServe's
+    worst 2 s-window score is not higher); a row that does not reproduce names its cause."""
+    config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in results["config"].items()})
+    rows = results["grid"]["rows"]
+    found = cell_savings(rows, config.latency_slos_s)
+    saving = float(np.median([f[2] for f in found])) if found else float("nan")
+    grid_setup = (f"paper workload (§6.1-6.2: Llama 3B -> 7B -> 13B -> 70B int4, V100-32GB) on a reduced grid: "
+                  f"{'/'.join(map(str, config.gpu_counts))} GPUs, p95 SLOs {'/'.join(f'{x:g}' for x in config.latency_slos_s)} s, "
+                  f"QPS up to {config.qps_max:g}")
+    fig7 = Headline(paper="CascadeServe", where="§6.3, Fig. 7", claim="fewer GPUs than the cheapest baseline per latency-accuracy cell",
+                    metric="cheapest baseline's GPUs / CascadeServe's, median over the cells both reach", unit="×",
+                    paper_value=2.5, paper_text="2-3x for most cells", ours=saving, no_effect=1.0, setup=grid_setup, command=COMMAND)
+    if not fig7.reproduced:
+        which = sorted({f[3] for f in found if f[2] <= 1.0})
+        fig7 = replace(fig7, cause=(
+            f"Setting: the grid spans {min(config.gpu_counts)}-{max(config.gpu_counts)} GPUs, so the largest saving it can "
+            f"express is {max(config.gpu_counts) / min(config.gpu_counts):g}x; the paper's Fig. 7 goes to 16 V100s under a "
+            "20-minute Azure Functions trace scaled to a 60-QPS peak (no such trace ships); the grid stays small because "
+            "every plan runs Alg. 1 with its simulator per candidate cascade, and its runtime grows with the GPUs and the QPS. "
+            "Measured savings per cell (SLO, accuracy): "
+            + ", ".join(f"{f[2]:.2f}x ({f[0]:g} s, {f[1]:.1f})" for f in found)
+            + (f"; where the saving is 1x the cheapest baseline ({', '.join(which)}) reaches the same accuracy on the same "
+               "GPUs, i.e. at this peak QPS one static plan carries every range." if which else ".")))
+    spiky = results["spiky"]
+    fewer, switching = spiky["cascadeserve_fewer_gpus"], spiky["model_switching"]
+    ours_worst, theirs_worst = worst_window(fewer, "quality", min), worst_window(switching, "quality", min)
+    ratio = switching["gpus"] / fewer["gpus"] if ours_worst > theirs_worst else float("nan")
+    fig9 = Headline(paper="CascadeServe", where="§6.4, Fig. 9", claim="degrades accuracy less than MS+ under QPS peaks with fewer GPUs",
+                    metric="MS GPUs / CascadeServe GPUs, counted when CascadeServe's worst 2 s-window score is the higher "
+                    "(nan otherwise)", unit="×", paper_value=2.0, paper_text="MS+ on 8 GPUs, CascadeServe on 4",
+                    ours=ratio, no_effect=1.0, command=COMMAND,
+                    setup=(f"variant: latency-SLO gear plans on a simplified spiky trace {list(config.spike_rates_rps)} req/s "
+                           f"(Fig. 9 plans an accuracy SLO of 60% on an Azure trace); MS with CascadeServe's batching"))
+    if not fig9.reproduced:
+        fig9 = replace(fig9, cause=(
+            f"Measured worst 2 s-window score: CascadeServe on {fewer['gpus']} GPUs {ours_worst:.2f}, model switching on "
+            f"{switching['gpus']} GPUs {theirs_worst:.2f}; the ratio counts only when CascadeServe's is the higher. Our MS "
+            "runs CascadeServe's placement and continuous batching (§6.6 'No cascade'), not MS+'s Clipper batching and "
+            "greedy co-location."))
+    return [fig7, fig9]
 
 
 def run_spiky(config: Config, log: Any, tb_root: Path) -> dict[str, Any]:
@@ -290,14 +353,12 @@ def report(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Pat
              "baseline's GPUs / CascadeServe's (Fig. 7b/d).", "",
              "| p95 SLO | accuracy >= | CascadeServe | static cascade | model switching | static single model "
              "| cheapest baseline | saving |", "|---|---|---|---|---|---|---|---|"]
-    savings = []
+    savings = [f[2] for f in cell_savings(rows, config.latency_slos_s)]
     for slo in config.latency_slos_s:
         for acc in sorted({r["accuracy"] for r in rows if r["accuracy"] is not None and r["slo_s"] == slo}):
             ours = gpus_needed(rows, "cascadeserve", slo, acc)
             needs = [gpus_needed(rows, b, slo, acc) for b in BASELINES]
             cheapest, which = cheapest_baseline(rows, slo, acc)
-            if ours and cheapest:
-                savings.append(cheapest / ours)
             saving = f"{cheapest / ours:.2f}x" if ours and cheapest else ("no baseline can" if ours else "-")
             cells = " | ".join(str(n or "-") for n in needs)
             lines.append(f"| {slo:g} s | {acc:.2f} | {ours or '-'} | {cells} | {which} | {saving} |")
@@ -357,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     spiky = run_spiky(config, log, tb_root)
     plot(grid, spiky, config, out)
     report(grid, spiky, config, out)
-    (out / "results.json").write_text(json.dumps({"grid": grid, "spiky": spiky}, indent=1, default=str))
+    (out / "results.json").write_text(json.dumps({"config": dataclasses.asdict(config), "grid": grid, "spiky": spiky},
+                                                 indent=1, default=str))
     log(f"done in {time.perf_counter() - start:.0f} s -> {out}")
     return 0
 

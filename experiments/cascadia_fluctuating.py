@@ -35,8 +35,9 @@ planned from what trace 1 shows (its profile requests, rate and latency tables):
   are its own answer to load changes, and re-planning it is not described. Where Alg. 1 finds
   the accuracy SLO infeasible on 32 GPUs (line 7), CascadeServe is not deployed and the report
   says so.
-- ``Stand-alone``: the smallest model meeting the quality requirement on trace 1, on all 32
-  GPUs with the parallelism the lookup tables choose for trace 1 (§4.1), never changed.
+- ``Stand-alone``: the model §4.1 names for the quality requirement (DeepSeek-671B for 90 and
+  85, DeepSeek-dist-70B for 80 and 70), on all 32 GPUs with the parallelism the lookup tables
+  choose for trace 1, never changed.
 
 Metrics per ``window_s`` window of arrivals and over the run: p95 E2E, SLO attainment with
 each request's SLO = ``slo_scale`` x its trace's base latency (the reproduction's
@@ -82,6 +83,7 @@ from baselines.cascadia.planner import CascadePlan, CascadiaPlanner  # noqa: E40
 from baselines.cascadia.rescheduling import Reschedule, Rescheduler, ReschedulingSettings, WorkloadStats  # noqa: E402
 from baselines.cascadia.thresholds import QualityProfile  # noqa: E402
 from envs.scenario import InstanceGroup  # noqa: E402
+from experiments.headlines import Headline  # noqa: E402
 from experiments.cascadia_reproduction import (  # noqa: E402
     CASCADESERVE_LEVELS,
     CASCADESERVE_MAX_BATCH,
@@ -340,7 +342,7 @@ def build_context(quality_min: float, settings: Settings, cache: dict[str, Model
     plan = CascadiaPlanner(tables[trace.lengths], TOTAL_GPUS, profile, quality_min,
                            threshold_levels=settings.threshold_levels).plan(trace.rate_rps)
     stats = replace(WorkloadStats.of(profiled, 1.0, [True] * len(profiled), CASCADIA_MODELS), rate_rps=trace.rate_rps)
-    index, groups = standalone(trace, quality_min, tables[trace.lengths], profile)
+    index, groups = standalone(trace, quality_min, tables[trace.lengths])
     return Context(quality_min, settings, tables, plan, stats, CASCADIA_MODELS[index], groups, profile,
                    tuple(r.arrival_s for r in profiled))
 
@@ -465,6 +467,74 @@ def headline(runs: dict[str, dict[str, Any]]) -> dict[str, float]:
             values[f"slo_scale_q90_{_key(b)}"] = theirs
             values[f"slo_scale_reduction_vs_{_key(b)}_q90"] = 1.0 - ours / theirs
     return values
+
+
+COMMAND = "python -m experiments.cascadia_fluctuating"
+PAPER_SETUP = ("paper setup (§4.4): 32 H100-80GB, DeepSeek 7B -> 70B -> 671B int4, trace 1 -> 2 -> 3 for 8 / 16 / "
+               "10 min")
+
+
+def headlines(results: dict[str, Any]) -> list[Headline]:
+    """Fig. 11's average gain (SLO goodput standing in for throughput, module docstring) and
+    Table 5's SLO-scale reductions at q = 90, re-scheduling Cascadia against the paper's
+    baselines; a row that does not reproduce names its cause (``_cause``)."""
+    ours = results["headline"]
+    claims = (
+        ("§4.4, Fig. 11", "better throughput than the baselines under a fluctuating workload",
+         "Cascadia (re-scheduling) / baseline SLO goodput at scale 5, mean over CascadeServe and stand-alone and the "
+         "quality requirements", "×", 2.2, "2.2x on average (up to 4.4x)", ours["goodput_gain_mean"], 1.0, None),
+        ("App. G, Table 5", "lower SLO scale at 95% attainment than CascadeServe (q >= 90)",
+         "1 - Cascadia / CascadeServe minimum SLO scale", "%", 34.0, "34% (8.99 vs 13.55)",
+         100.0 * ours.get("slo_scale_reduction_vs_cascadeserve_q90", float("nan")), 0.0, CASCADESERVE),
+        ("App. G, Table 5", "lower SLO scale at 95% attainment than single-model deployment (q >= 90)",
+         "1 - Cascadia / stand-alone minimum SLO scale", "%", 45.0, "45% (8.99 vs 16.37)",
+         100.0 * ours.get("slo_scale_reduction_vs_standalone_q90", float("nan")), 0.0, STANDALONE),
+    )
+    rows = []
+    for where, claim, metric, unit, value, text, found, no_effect, baseline in claims:
+        row = Headline(paper="Cascadia", where=where, claim=claim, metric=metric, unit=unit, paper_value=value,
+                       paper_text=text, ours=float(found), no_effect=no_effect, setup=PAPER_SETUP, command=COMMAND)
+        rows.append(row if row.reproduced else replace(row, cause=_cause(results, baseline)))
+    return rows
+
+
+def _cause(results: dict[str, Any], baseline: str | None) -> str:
+    """Why re-scheduling Cascadia does not beat ``baseline`` (both paper baselines when None) by
+    the paper's margin, in this run's numbers."""
+    mechanism = {
+        STANDALONE: ("The simulator's DeepSeek-671B (int4 MoE, 37B active) is no costlier per request than the 70B, "
+                     "unlike cascadia.txt Fig. 1 / Table 2 (see experiments.cascadia_reproduction's stand-alone rows), "
+                     "so the stand-alone 671B on 32 GPUs carries every trace while a cascaded request pays each stage "
+                     "and the judge"),
+        CASCADESERVE: ("CascadeServe is planned from the same simulated latency tables, but its replica shapes come from "
+                       "each shape's sustainable rate per GPU and it switches gears every 100 ms by the measured QPS"),
+    }
+    overload = "; ".join(
+        f"{key}: trace-1 attainment {cell[RESCHEDULING]['phases'][0]['slo_attainment']:.2f} (p95 "
+        f"{cell[RESCHEDULING]['phases'][0]['p95_e2e_s']:.0f} s) with GPUs {cell['initial_plan']['gpus']}"
+        for key, cell in results["runs"].items())
+    texts = [("Mechanism wrong in Cascadia's lookup tables (baselines/cascadia/parallelism.py): each rate is simulated "
+              "for 60 s of arrivals and counts as saturated only when its p95 exceeds 4x the lowest rate's, so a "
+              "replica above its steady-state capacity still looks feasible and Alg. 1 under-provisions a stage, which "
+              f"then queues for a whole 8-minute segment ({overload}).")]
+    for b in (CASCADESERVE, STANDALONE) if baseline is None else (baseline,):
+        measured, unplanned = [], []
+        for key, cell in results["runs"].items():
+            ours, theirs = cell[RESCHEDULING]["total"], cell[b]
+            if "error" in theirs:
+                unplanned.append(f"{key}: {b} has no plan ({theirs['error']}); its Alg. 1 holds the accuracy SLO as a hard "
+                                 "constraint on trace 1's validation scores (App. C.2), while Cascadia's quality penalty is "
+                                 f"soft (Chebyshev, mu = 100): Cascadia's mean score here {ours['quality']:.1f}")
+                continue
+            t = theirs["total"]
+            measured.append(f"{key}: {b} p95 {t['p95_e2e_s']:.1f} s, attainment {t['slo_attainment']:.3f}, mean score "
+                            f"{t['quality']:.1f} vs Cascadia {ours['p95_e2e_s']:.1f} s, {ours['slo_attainment']:.3f}, "
+                            f"{ours['quality']:.1f}")
+        if measured:
+            texts.append(f"{mechanism[b]}. Measured: {'; '.join(measured)}.")
+        if unplanned:
+            texts.append("; ".join(unplanned) + ".")
+    return " ".join(texts)
 
 
 def _key(system: str) -> str:

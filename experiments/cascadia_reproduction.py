@@ -2,11 +2,12 @@
 cascade 7B -> 70B -> 671B (int4), judge latency 0.27 s.
 
 1. Fig. 5-6 / Table 2: Cascadia (Alg. 1 plan: thresholds, GPUs and parallelism per model) vs
-   CascadeServe and the stand-alone model (the smallest model of the cascade whose mean score
-   meets the quality requirement, on all 32 GPUs with the parallelism the same lookup tables
-   choose, §4.1) on three workload mixes x quality requirements 90 / 85 / 80 / 70. Metrics: the
-   minimum SLO scale at 95% attainment (= p95 E2E / the trace's base latency, §4.1), the mean
-   accepted score, and throughput (requests / makespan with all requests queued at t = 0).
+   CascadeServe and the stand-alone model (the one §4.1 names: DeepSeek-671B for quality
+   requirements 90 and 85, DeepSeek-dist-70B for 80 and 70, on all 32 GPUs with the parallelism
+   the same lookup tables choose) on three workload mixes x quality requirements 90 / 85 / 80 /
+   70. Metrics: the minimum SLO scale at 95% attainment (= p95 E2E / the trace's base latency,
+   §4.1), the mean accepted score, and throughput (requests / makespan with all requests queued
+   at t = 0).
 2. CascadeServe (cascadeserve.txt) plans a gear plan with the quality requirement as its accuracy
    SLO (``baselines.cascadeserve.accuracy_slo``) on the same 32 GPUs (4 servers of 8): its own
    hardware mapping (greedy pruning + LP load balancer) places replicas of each model, one replica
@@ -24,6 +25,12 @@ cascade 7B -> 70B -> 671B (int4), judge latency 0.27 s.
 4. App. J: the bi-level plan's J against exhaustive search (every threshold vector with its own
    enumerated allocation) on a small Llama-3 8B -> 70B case and on the DeepSeek case.
 5. The registered ``cascadia`` policy driving servegym/Cascade-v0 with trace 1's plan deployed.
+6. §4.2 / Fig. 7: the Llama cascade (Llama-3-8B -> 70B) at App. I's quality requirement 80,
+   Cascadia vs the stand-alone Llama-3-70B; and a load sweep (trace 3, deployments held, rate
+   raised) that shows how far from saturation the traces' rates leave the 32 GPUs.
+
+``headlines(results)`` turns ``results.json`` into ``experiments.headlines.Headline`` rows (§4.2's
+averages and Fig. 7), each row that does not reproduce with its cause in this run's numbers.
 
 Traces: the paper subsamples MT-Bench into three traces of different lengths and complexity
 (§4.1). Here each trace has a length distribution, a Poisson rate and the difficulty mean δ
@@ -46,7 +53,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +75,7 @@ from baselines.cascadia.parallelism import ModelLatencyTable, TableSettings, loa
 from baselines.cascadia.planner import CascadePlan, CascadiaPlanner  # noqa: E402
 from baselines.cascadia.thresholds import QualityProfile  # noqa: E402
 from envs.scenario import InstanceGroup  # noqa: E402
+from experiments.headlines import Headline  # noqa: E402
 from envs.scenarios.cascadia import CASCADIA_MODELS  # noqa: E402
 from simulator.cascade import CascadeRouter, assign_cascade_quality  # noqa: E402
 from simulator.cluster import Cluster  # noqa: E402
@@ -90,6 +98,9 @@ GPUS_PER_SERVER = 8  # cascadia.txt §4.1: 4 servers of 8 H100s
 CASCADESERVE_LEVELS = 11  # cascadeserve.txt §4.2: "a small number of discretized thresholds"
 CASCADESERVE_RANGES = 6
 CASCADESERVE_MAX_BATCH = 4  # with runtimes linear in the batch, longer queues only add waiting
+# cascadia.txt §4.1: "For quality requirement of 90 and 85, we choose stand-alone DeepSeek-671B for comparison,
+# and for quality requirement of 80 and 70, we choose stand-alone DeepSeek-dist-70B" (index into CASCADIA_MODELS).
+STANDALONE_MODEL_INDEX = {90.0: 2, 85.0: 2, 80.0: 1, 70.0: 1}
 
 
 @dataclass(frozen=True)
@@ -142,10 +153,14 @@ class Settings:
     env_requests: int
     cascadeserve_samples: int
     cascadeserve_sim_s: float
+    llama_traces: tuple[int, ...]  # indices into TRACES for the Llama cascade (Fig. 7)
+    load_factors: tuple[float, ...]  # trace 3's rate times these in the Llama load sweep
+    load_duration_s: float  # arrivals per load-sweep run
 
 
-QUICK = Settings(120, 120, 400, 21, (16, 32), 6, 60, 40, 3.0)
-FULL = Settings(1500, 600, 1000, 101, (16, 32, 48, 64, 80), 11, 600, 200, 10.0)
+QUICK = Settings(120, 120, 400, 21, (16, 32), 6, 60, 40, 3.0, (2,), (1.0, 3.0), 5.0)
+FULL = Settings(1500, 600, 1000, 101, (16, 32, 48, 64, 80), 11, 600, 200, 10.0, (0, 1, 2), (1.0, 2.0, 3.0), 30.0)
+LLAMA_QUALITY = 80.0  # cascadia.txt App. I runs the Llama cascade at average quality requirement 80
 
 
 # (instance groups, cascade models, thresholds, CascadeServe's gear plan when it switches gears)
@@ -202,12 +217,13 @@ def profile_of(trace: Trace, models: tuple[str, ...], settings: Settings) -> Qua
     return QualityProfile.from_requests(trace_requests(trace, models, settings.profile_requests, seed=7), models)
 
 
-def standalone(trace: Trace, quality_min: float, tables: list[ModelLatencyTable],
-               profile: QualityProfile) -> tuple[int, tuple[InstanceGroup, ...]]:
-    """§4.1's stand-alone baseline: the smallest model meeting ``quality_min`` (the largest if
-    none does), its parallelism for all 32 GPUs from the same tables."""
-    means = profile.scores.mean(axis=0)
-    index = next((i for i, m in enumerate(means) if m >= quality_min), len(means) - 1)
+def standalone(trace: Trace, quality_min: float, tables: list[ModelLatencyTable]) -> tuple[int, tuple[InstanceGroup, ...]]:
+    """§4.1's stand-alone baseline: the model the paper names for ``quality_min``
+    (``STANDALONE_MODEL_INDEX``), its parallelism for all 32 GPUs from the same tables."""
+    if quality_min not in STANDALONE_MODEL_INDEX:
+        raise ValueError(f"cascadia.txt §4.1 names no stand-alone model for quality requirement {quality_min!r}; "
+                         f"it names one for {sorted(STANDALONE_MODEL_INDEX)}")
+    index = STANDALONE_MODEL_INDEX[quality_min]
     _, best = tables[index].latency_by_gpus(trace.rate_rps, TOTAL_GPUS)
     strategy = best[TOTAL_GPUS]
     return index, strategy.instance_groups(GPU, tables[index].model, tables[index].dtype)
@@ -257,7 +273,7 @@ def run_case(trace: Trace, quality_min: float, tables: list[ModelLatencyTable], 
         burst_gear = single_measurement_gear(gears, quality_min)
         systems["CascadeServe"] = (instance_groups(gears, tables, GPU), CASCADIA_MODELS, gear_thresholds(gears, burst_gear), gears)
         cells["cascadeserve_plan"] = gear_plan_row(gears, burst_gear)
-    index, groups = standalone(trace, quality_min, tables, profile)
+    index, groups = standalone(trace, quality_min, tables)
     systems["Stand-alone"] = (groups, (CASCADIA_MODELS[index],), (), None)
     for system, (deployment, models, thresholds, gear_plan) in systems.items():
         outcomes, makespan = serve(trace_requests(trace, CASCADIA_MODELS, settings.requests, seed=11), deployment, models, thresholds,
@@ -268,7 +284,7 @@ def run_case(trace: Trace, quality_min: float, tables: list[ModelLatencyTable], 
         cell["throughput_rps"] = sum(o.completed for o in burst) / burst_makespan
         cell["throughput_quality"] = float(np.mean([o.quality for o in burst if o.completed]))
         cell["attainment"] = attainment_curve(outcomes, base_s, scales)
-        cell["deployment"] = ", ".join(f"{g.count} x {g.config.model} TP{g.config.tp} PP{g.config.pp}" for g in deployment if g.count)
+        cell["deployment"] = describe(deployment)
         cells[system] = cell
     cells["plan"] = plan_row(plan)
     cells["standalone_model"] = CASCADIA_MODELS[index]
@@ -329,6 +345,46 @@ def run_gaps(cache: dict[str, ModelLatencyTable], settings: Settings) -> dict[st
     return gaps
 
 
+def run_llama(cache: dict[str, ModelLatencyTable], settings: Settings, base_s: dict[str, float]) -> dict[str, Any]:
+    """§4.2 / Fig. 7: the Llama cascade (Llama-3-8B -> 70B, fp16) on the same 32 GPUs at App. I's
+    quality requirement 80, Cascadia's plan vs the stand-alone Llama-3-70B (its parallelism for 32
+    GPUs from the tables), per trace at the trace's rate; then the load sweep: trace 3 with both
+    deployments held (planned for its rate) and the rate raised by ``load_factors``, each run
+    ``load_duration_s`` of arrivals, to show how far from saturation the traces' rates are."""
+    results: dict[str, Any] = {"cases": {}, "load_sweep": {}}
+    deployments = {}
+    for index in sorted({*settings.llama_traces, len(TRACES) - 1}):
+        trace = TRACES[index]
+        tables = [model_table(m, "fp16", TableSettings(gpu=GPU, lengths=trace.lengths), cache) for m in LLAMA_CASCADE]
+        plan = CascadiaPlanner(tables, TOTAL_GPUS, profile_of(trace, LLAMA_CASCADE, settings), LLAMA_QUALITY,
+                               threshold_levels=settings.threshold_levels).plan(trace.rate_rps)
+        _, best = tables[1].latency_by_gpus(trace.rate_rps, TOTAL_GPUS)
+        deployments[trace.name] = {
+            "Cascadia": (plan.instance_groups(GPU, tables), LLAMA_CASCADE, plan.thresholds),
+            "Stand-alone": (best[TOTAL_GPUS].instance_groups(GPU, tables[1].model, tables[1].dtype), (LLAMA_CASCADE[1],), ()),
+        }
+        if index in settings.llama_traces:
+            cells: dict[str, Any] = {"thresholds": list(plan.thresholds), "reach_fractions": list(plan.routing.reach_fractions)}
+            for system, (groups, models, thresholds) in deployments[trace.name].items():
+                outcomes, makespan = serve(trace_requests(trace, LLAMA_CASCADE, settings.requests, seed=11), groups, models, thresholds)
+                cells[system] = {**measure(outcomes, makespan, base_s[trace.name]), "deployment": describe(groups)}
+            results["cases"][trace.name] = cells
+    trace = TRACES[-1]
+    for factor in settings.load_factors:
+        loaded = replace(trace, rate_rps=trace.rate_rps * factor)
+        count = int(loaded.rate_rps * settings.load_duration_s)
+        row: dict[str, Any] = {"rate_rps": loaded.rate_rps, "requests": count}
+        for system, (groups, models, thresholds) in deployments[trace.name].items():
+            outcomes, makespan = serve(trace_requests(loaded, LLAMA_CASCADE, count, seed=11), groups, models, thresholds)
+            row[system] = measure(outcomes, makespan, base_s[trace.name])
+        results["load_sweep"][f"x{factor:g}"] = row
+    return results
+
+
+def describe(groups: tuple[InstanceGroup, ...]) -> str:
+    return ", ".join(f"{g.count} x {g.config.model} TP{g.config.tp} PP{g.config.pp}" for g in groups if g.count)
+
+
 def run_env_policy(cache: dict[str, ModelLatencyTable], settings: Settings, plan_row_q85: dict[str, Any],
                    groups: tuple[InstanceGroup, ...]) -> dict[str, float]:
     """The ``cascadia`` policy on Cascade-v0 (scenario ``cascadia``) with trace 1's q = 85 plan deployed."""
@@ -366,6 +422,100 @@ def headline(cases: dict[str, dict[str, Any]], scaling: dict[int, dict[str, floa
     for gpus in (32, 80):
         values[f"planning_time_{gpus}_gpus_s"] = scaling[gpus]["runtime_s"] if gpus in scaling else float("nan")
     return values
+
+
+COMMAND = "python -m experiments.cascadia_reproduction"
+PAPER_SETUP = "paper setup (§4.1): 32 H100-80GB, DeepSeek 7B -> 70B -> 671B int4, traces 1-3 x quality 90/85/80/70"
+# (results["headline"] key, where, claim, metric, paper value, paper text); the §4.2 averages.
+HEADLINE_CLAIMS = (
+    ("slo_scale_gain_vs_standalone_mean", "§4.2, Fig. 5", "lower SLO scale at 95% attainment than stand-alone",
+     "stand-alone / Cascadia minimum SLO scale, mean over the 12 cases", 2.8, "2.8x on average (up to 4x)"),
+    ("throughput_gain_vs_standalone_mean", "§4.2, Fig. 6", "higher throughput than stand-alone",
+     "Cascadia / stand-alone throughput, mean over the 12 cases", 3.0, "3x on average (up to 5x)"),
+    ("slo_scale_gain_vs_cascadeserve_mean", "§4.2, Fig. 5", "lower SLO scale at 95% attainment than CascadeServe",
+     "CascadeServe / Cascadia minimum SLO scale, mean over the cases CascadeServe can plan", 1.7,
+     "1.7x on average (up to 2.5x)"),
+    ("throughput_gain_vs_cascadeserve_mean", "§4.2, Fig. 6", "higher throughput than CascadeServe",
+     "Cascadia / CascadeServe throughput, mean over the cases CascadeServe can plan", 1.7, "1.7x on average (up to 3.3x)"),
+)
+
+
+def headlines(results: dict[str, Any]) -> list[Headline]:
+    """§4.2's average gains over stand-alone and CascadeServe (paper setup), each with its cause
+    when it does not reproduce (``standalone_cause``, ``cascadeserve_cause``)."""
+    rows = []
+    for key, where, claim, metric, value, text in HEADLINE_CLAIMS:
+        row = Headline(paper="Cascadia", where=where, claim=claim, metric=metric, unit="×", paper_value=value,
+                       paper_text=text, ours=float(results["headline"][key]), no_effect=1.0, setup=PAPER_SETUP,
+                       command=COMMAND)
+        if not row.reproduced:
+            row = replace(row, cause=standalone_cause(results) if "standalone" in key else cascadeserve_cause(results))
+        rows.append(row)
+    llama = results["llama"]["cases"]
+    gain = float(np.mean([c["Stand-alone"]["min_slo_scale"] / c["Cascadia"]["min_slo_scale"] for c in llama.values()]))
+    row = Headline(paper="Cascadia", where="§4.2, Fig. 7", claim="Llama cascade: lower SLO scale than the stand-alone model",
+                   metric=f"stand-alone Llama-3-70B / Cascadia minimum SLO scale at quality {LLAMA_QUALITY:g} (App. I), mean "
+                   f"over {', '.join(llama)}", unit="×", paper_value=2.6, paper_text="2.6x on average over the baselines (up to 3.8x)",
+                   ours=gain, no_effect=1.0, setup="paper setup (§4.2): 32 H100-80GB, Llama-3-8B -> 70B fp16", command=COMMAND)
+    rows.append(row if row.reproduced else replace(row, cause=load_cause(results)))
+    return rows
+
+
+def load_cause(results: dict[str, Any]) -> str:
+    """The load regime behind the Fig. 7 row, in this run's numbers: per-trace gains with the
+    stand-alone's SLO scale, and Cascadia's p95 gain at each rate of the load sweep."""
+    llama = results["llama"]
+    per_trace = "; ".join(
+        f"{name} {c['Stand-alone']['min_slo_scale'] / c['Cascadia']['min_slo_scale']:.2f}x (stand-alone SLO scale "
+        f"{c['Stand-alone']['min_slo_scale']:.2f}; Cascadia thresholds {c['thresholds']}, mean score {c['Cascadia']['quality']:.1f})"
+        for name, c in llama["cases"].items())
+    sweep = ", ".join(f"{row['Stand-alone']['p95_e2e_s'] / row['Cascadia']['p95_e2e_s']:.2f}x at {row['rate_rps']:g} req/s"
+                      for row in llama["load_sweep"].values())
+    return ("Setting: load. cascadia.txt states no arrival rate; at the traces' rates (25-60 req/s) the stand-alone runs "
+            f"at low SLO scales, far from the 12-17 its baselines need in the paper (§4.2, Table 5). Per trace: {per_trace}. "
+            f"Trace 3 with both deployments held, Cascadia's p95 gain by rate: {sweep}. Where the 70B alone scores below "
+            "the requirement, Alg. 1 sends every request through both models (a high threshold), paying both plus the "
+            "0.27 s judge. The paper's 0.25-0.64 req/s on 32 GPUs (Table 4) also implies far longer (reasoning) outputs "
+            "than the ShareGPT stand-in for MT-Bench.")
+
+
+def standalone_throughput_rps(results: dict[str, Any], model_index: int, trace: str) -> float:
+    """The stand-alone ``CASCADIA_MODELS[model_index]``'s measured throughput on ``trace`` (32 GPUs)."""
+    for q, index in STANDALONE_MODEL_INDEX.items():
+        if index == model_index:
+            return float(results["cases"][f"q{q:g}/{trace}"]["Stand-alone"]["throughput_rps"])
+    raise ValueError(f"no stand-alone run of model index {model_index!r}")
+
+
+def standalone_cause(results: dict[str, Any]) -> str:
+    """Why the cascade does not beat the stand-alone model here, in this run's numbers."""
+    large, medium = CASCADIA_MODELS[2], CASCADIA_MODELS[1]
+    per_trace = "; ".join(f"{t.name} {standalone_throughput_rps(results, 2, t.name):.2f} vs "
+                          f"{standalone_throughput_rps(results, 1, t.name):.2f} req/s" for t in TRACES)
+    unloaded = results["unloaded_p95_s"]
+    return (f"Simulator contradicts the paper's cost ordering of {large} (int4 MoE, 37B active) and {medium}. "
+            f"Stand-alone on 32 GPUs, 671B vs 70B throughput: {per_trace}; unloaded p95 {unloaded[large]:.1f} vs "
+            f"{unloaded[medium]:.1f} s. cascadia.txt Fig. 1 has the 671B slowest and Table 2 (90, 1) gives it 20 GPUs "
+            "for 50% of requests vs 8 GPUs for 94% on the 70B (~4.7x the GPUs per request). A cascaded request pays "
+            "every stage it passes plus the 0.27 s judge, so against a large model this cheap the stand-alone wins. "
+            "Missing mechanism (hardware/latency.py, not ours): int4 dequantisation / AWQ MoE kernel cost; int4 only "
+            "shrinks weight bytes there. Two effects add to it: the load regime of the Fig. 7 row (the stand-alone runs at "
+            "low SLO scales here), and Alg. 1's lookup tables, whose 60 s simulations let a stage run above its "
+            "steady-state capacity (experiments.cascadia_fluctuating's rows).")
+
+
+def cascadeserve_cause(results: dict[str, Any]) -> str:
+    """Why Cascadia's edge over CascadeServe is smaller here, in this run's numbers."""
+    cases = results["cases"]
+    unplanned = [case for case, cells in cases.items() if "CascadeServe" not in cells]
+    same = sum(1 for cells in cases.values() if "CascadeServe" in cells
+               and abs(cells["CascadeServe"]["min_slo_scale"] / cells["Cascadia"]["min_slo_scale"] - 1.0) <= 0.2)
+    return (f"Setting: CascadeServe here is planned from the same simulated per-trace latency tables as Cascadia "
+            "(cascadia.txt §4.1 tunes its parallelism), so it does see the trace's lengths, the edge the paper credits "
+            f"to Cascadia; its SLO scale is within 20% of Cascadia's in {same} of "
+            f"{len(cases) - len(unplanned)} planned cases. Both cascades lose to the stand-alone 671B for the cost "
+            "reason of the stand-alone rows, which compresses every cascade's latency gap. CascadeServe has no plan "
+            f"(accuracy SLO unattainable on 32 GPUs) in {', '.join(unplanned) or 'no case'}.")
 
 
 def write_report(path: Path, results: dict[str, Any], setup: str) -> None:
@@ -425,11 +575,26 @@ def write_report(path: Path, results: dict[str, Any], setup: str) -> None:
               "cascadia.txt Fig. 1 has the 671B slowest; here the int4 MoE (37B active) is not, so a stand-alone 671B is a strong "
               "baseline at high quality requirements, while every cascaded request pays each stage it passes plus the judge. "
               "The MILP balances per-stage p95s (§3.2), so the measured end-to-end p95 exceeds the planned L."]
+    llama = results["llama"]
+    lines += ["", f"## §4.2 / Fig. 7: Llama cascade (Llama-3-8B -> 70B) at quality {LLAMA_QUALITY:g} (App. I)", "",
+              "| trace | system | deployment | thresholds | min SLO scale | p95 E2E (s) | mean score |", "|---|---|---|---|---|---|---|"]
+    for name, cells in llama["cases"].items():
+        for system in ("Cascadia", "Stand-alone"):
+            c = cells[system]
+            hs = ", ".join(f"{h:g}" for h in cells["thresholds"]) if system == "Cascadia" else "-"
+            lines.append(f"| {name} | {system} | {c['deployment']} | {hs} | {c['min_slo_scale']:.2f} | "
+                         f"{c['p95_e2e_s']:.1f} | {c['quality']:.1f} |")
+    lines += ["", "Load sweep (trace 3, deployments planned for its rate and held, the rate raised):", "",
+              "| rate (req/s) | requests | stand-alone p95 (s) | Cascadia p95 (s) |", "|---|---|---|---|"]
+    for row in llama["load_sweep"].values():
+        lines.append(f"| {row['rate_rps']:g} | {row['requests']} | {row['Stand-alone']['p95_e2e_s']:.1f} | "
+                     f"{row['Cascadia']['p95_e2e_s']:.1f} |")
     env = results["env_policy"]
     lines += ["", "## The `cascadia` policy on servegym/Cascade-v0 (trace-1 q = 85 plan deployed)", "",
               f"Policy thresholds {env['policy_h1']:g}, {env['policy_h2']:g} (plan: {env['plan_h1']:g}, {env['plan_h2']:g}), "
               f"re-plans {env['replans']:.0f}, episode mean score {env['quality_mean']:.1f}, p95 E2E {env['e2e_p95_s']:.1f} s.",
-              "", "Not reproduced: the Llama-cascade Fig. 7, the ablation Fig. 9, Sarathi-Serve and RouteLLM; the fluctuating "
+              "", "Not reproduced: CascadeServe on the Llama cascade (our Fig. 7 has the stand-alone only), the ablation "
+              "Fig. 9, Sarathi-Serve and RouteLLM; the fluctuating "
               "workload (Fig. 11 / Table 5) is `python -m experiments.cascadia_fluctuating`.",
               "", "Figures: fig5_slo_attainment.png, fig6_throughput.png, fig10_planning_time.png; TensorBoard runs in tensorboard/.", ""]
     path.write_text("\n".join(lines))
@@ -498,17 +663,18 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     cache = load_cached_tables()
     scales = np.linspace(0.5, 12.0, 47)
-    results: dict[str, Any] = {"cases": {}}
+    results: dict[str, Any] = {"cases": {}, "base_latency_s": {}}
     for trace in TRACES:
         tables = deepseek_tables(trace, cache)
         profile = profile_of(trace, CASCADIA_MODELS, settings)
-        base_s = base_latency_s(trace)
+        base_s = results["base_latency_s"][trace.name] = base_latency_s(trace)
         for q in QUALITY_REQUIREMENTS:
             results["cases"][f"q{q:g}/{trace.name}"] = run_case(trace, q, tables, profile, base_s, settings, scales)
         print(f"{trace.name} done ({time.perf_counter() - started:.0f} s)", flush=True)
     results["unloaded_p95_s"] = {
         t.model: min(r.p95_s[0] for r in t.replicas) for t in deepseek_tables(TRACES[0], cache)
     }
+    results["llama"] = run_llama(cache, settings, results["base_latency_s"])
     results["scaling"] = planning_time(cache, settings)
     results["gaps"] = run_gaps(cache, settings)
     q85 = results["cases"]["q85/trace1"]["plan"]

@@ -43,6 +43,7 @@ from agents.rollout import evaluate  # noqa: E402
 from envs.presets import make_scenario  # noqa: E402
 from envs.scenario import InstanceGroup, Scenario  # noqa: E402
 from envs.scenarios.pascal import PASCAL_RATES_RPS  # noqa: E402
+from experiments.headlines import Headline  # noqa: E402
 from simulator.metrics import qoe  # noqa: E402
 from simulator.outcome import RequestOutcome  # noqa: E402
 
@@ -295,6 +296,35 @@ def write_tensorboard(root: Path, cells, rates: dict[str, float]) -> None:
             for edge, tail in cell["tail_ttft_s_by_bin"].items():
                 writer.add_scalar(f"pascal/tail_ttft_s_{rate}", tail, edge)
         writer.close()
+
+
+# ----------------------------------------------------------------------------- headlines
+COMMAND = "python -m experiments.pascal_reproduction"
+SETUP_TEXT = ("paper setup (8 x DeepSeek-R1-Distill-Qwen-32B, one H100-96GB each; quantum 500, demotion 5,000 KV "
+              "tokens; ServeGen R1 lengths for the unpublished o4-mini counts; high rate calibrated to 3 req/s)")
+
+
+def headlines(results: dict[str, Any]) -> list[Headline]:
+    """§V-B's tail-TTFT cuts (the paper's range midpoints), Fig. 13(c)'s blocking that migration
+    removes and Fig. 15(b)'s violations that adaptive migration removes, at the high rate, as
+    signed changes in percent (no effect = 0)."""
+    ours = results["headline_high"]
+    rows = [
+        ("§V-B, Fig. 10", "largest tail-TTFT change vs FCFS (per reasoning-length bin)", -66.5, "−61 to −72%",
+         -100 * ours["max_ttft_cut_vs_fcfs"]),
+        ("§V-B, Fig. 10", "largest tail-TTFT change vs RR (per reasoning-length bin)", -31.0, "−29 to −33%",
+         -100 * ours["max_ttft_cut_vs_rr"]),
+        ("Fig. 13(c)", "P99 blocking at </think>, PASCAL vs PASCAL(NoMigration)", -100.0, "27.39 s → near zero",
+         100 * (ours["blocking_p99_pascal_s"] / ours["blocking_p99_no_migration_s"] - 1.0)),
+        ("Fig. 15(b)", "QoE < 0.95 share, PASCAL vs PASCAL(NonAdaptive)", 100 * (0.0069 / 0.0745 - 1.0),
+         "0.69% vs 7.45% (−91%)", 100 * (ours["violation_pascal"] / ours["violation_non_adaptive"] - 1.0)),
+    ]
+    cause = ("Rates are calibrated (the paper gives none) and lengths come from ServeGen's R1 data instead of the "
+             f"paper's o4-mini counts; ours at the high rate: {json.dumps(ours)}.")
+    return [Headline(paper="PASCAL", where=where, claim=claim, metric=claim, unit="%", paper_value=paper_value,
+                     paper_text=paper_text, ours=float(value), no_effect=0.0, setup=SETUP_TEXT, command=COMMAND,
+                     cause=cause)
+            for where, claim, paper_value, paper_text, value in rows]
 
 
 # ----------------------------------------------------------------------------- main

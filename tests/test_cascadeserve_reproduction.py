@@ -1,10 +1,42 @@
-"""The CascadeServe reproduction's quick run writes its outputs and shows the expected ordering."""
+"""The CascadeServe reproduction's quick run writes its outputs and shows the expected ordering;
+its headline rows on hand-made results and on the quick run's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
-from experiments.cascadeserve_reproduction import main
+import pytest
+
+from experiments.cascadeserve_reproduction import FULL, headlines, main
+
+
+def grid_row(system: str, gpus: int, accuracy: float | None) -> dict:
+    return {"system": system, "gpus": gpus, "slo_s": 0.5, "accuracy": accuracy}
+
+
+def spiky_run(gpus: int, worst_quality: float) -> dict:
+    return {"gpus": gpus, "windows": [{"quality": worst_quality, "p95_s": 1.0}, {"quality": 80.0, "p95_s": 1.0}]}
+
+
+def hand_made(cascadeserve_worst: float) -> dict:
+    """CascadeServe reaches 70 on 2 GPUs and 75 on 4; the baselines need 4 GPUs for 70 and 8 for 75."""
+    config = dataclasses.replace(FULL, gpu_counts=(2, 4, 8), latency_slos_s=(0.5,))
+    rows = [grid_row("cascadeserve", 2, 70.0), grid_row("cascadeserve", 4, 75.0), grid_row("static_cascade", 4, 70.0),
+            grid_row("static_cascade", 8, 75.0), grid_row("model_switching", 8, 72.0), grid_row("static_single", 2, None)]
+    spiky = {"cascadeserve_fewer_gpus": spiky_run(8, cascadeserve_worst), "model_switching": spiky_run(16, 50.0)}
+    return {"config": dataclasses.asdict(config), "grid": {"rows": rows}, "spiky": spiky}
+
+
+def test_headlines_by_hand():
+    fig7, fig9 = headlines(hand_made(cascadeserve_worst=60.0))
+    # Cells (0.5 s, 70): 4 / 2 = 2x; (0.5 s, 72): model switching 8 vs CascadeServe 4 = 2x; (0.5 s, 75): 8 / 4 = 2x.
+    assert fig7.ours == pytest.approx(2.0) and fig7.reproduced and fig7.cause == ""
+    assert fig9.ours == pytest.approx(16 / 8) and fig9.reproduced  # 60 > 50 with half MS's GPUs
+    _, worse = headlines(hand_made(cascadeserve_worst=40.0))
+    assert math.isnan(worse.ours) and not worse.direction_ok and "40.00" in worse.cause
+    worse.check()
 
 
 def test_quick_reproduction(tmp_path):
@@ -29,3 +61,9 @@ def test_quick_reproduction(tmp_path):
     assert switching and all(g == sorted(g, reverse=True) and set(g) <= {0, 10} for r in switching for g in r["gears"])
     report = (tmp_path / "report.md").read_text()
     assert "2-3x fewer GPUs" in report and "## Left out" in report
+    rows = headlines(json.loads((tmp_path / "results.json").read_text()))
+    assert [r.where for r in rows] == ["§6.3, Fig. 7", "§6.4, Fig. 9"]
+    for row in rows:
+        row.check()  # every row that does not reproduce names its cause
+    # --quick plans one GPU count, so no cell can show a saving: the cause says so.
+    assert rows[0].ours == pytest.approx(1.0) and "largest saving it can express is 1x" in rows[0].cause

@@ -97,6 +97,10 @@ def test_quick_run_writes_the_report_and_reschedules_at_the_shifts(tmp_path):
         assert cell[system]["total"]["lost"] == 0
         assert len(cell[system]["windows"]["p95_e2e_s"]) == len(results["window_edges_s"]) - 1
     assert "8.99" in report and "13.55" in report and "Fig. 11" in report and "goodput_gain_mean" in report
+    rows = cf.headlines(results)
+    assert [r.where for r in rows] == ["§4.4, Fig. 11", "App. G, Table 5", "App. G, Table 5"]
+    for row in rows:
+        row.check()  # every row that does not reproduce names its cause
 
 
 def test_cascadeserve_switches_gears_with_the_load():
@@ -139,3 +143,29 @@ def test_headline_ratios_by_hand():
     assert values["slo_scale_reduction_vs_standalone_q90"] == pytest.approx(0.5)
     assert math.isnan(values["slo_scale_q90_cascadeserve"]) and math.isnan(values["slo_scale_reduction_vs_cascadeserve_q90"])
     assert values["planning_time_s"] == 0.4 and values["reconfiguration_s"] == 30.0  # the failed re-plan is not counted
+
+
+def full_total(goodput_rps: float, min_slo_scale: float) -> dict[str, dict[str, float]]:
+    return {"total": {"goodput_rps": goodput_rps, "min_slo_scale": min_slo_scale, "p95_e2e_s": 5.0 * min_slo_scale,
+                      "slo_attainment": 0.9, "quality": 90.0}}
+
+
+def test_headlines_by_hand():
+    """Fig. 11: goodput 44 vs 20 (CascadeServe) and 20 (stand-alone) = 2.2x; Table 5: SLO scale 9
+    vs 13.5 (CascadeServe: 33% lower, reproduces) and vs 9 (stand-alone: 0%, needs a cause)."""
+    phases = [{"slo_attainment": 0.5, "p95_e2e_s": 100.0}]
+    runs = {"q90": {cf.RESCHEDULING: {**full_total(44.0, 9.0), "reschedules": [], "phases": phases},
+                    cf.STATIC: full_total(40.0, 9.0), cf.THRESHOLDS_ONLY: full_total(40.0, 9.0),
+                    cf.CASCADESERVE: full_total(20.0, 13.5), cf.STANDALONE: full_total(20.0, 9.0),
+                    "initial_plan": {"gpus": [1, 15, 16]}}}
+    fig11, vs_cascadeserve, vs_standalone = cf.headlines({"headline": cf.headline(runs), "runs": runs})
+    assert fig11.ours == pytest.approx(2.2) and fig11.reproduced and fig11.cause == ""
+    assert vs_cascadeserve.ours == pytest.approx(100 * (1 - 9.0 / 13.5)) and vs_cascadeserve.reproduced
+    assert vs_standalone.ours == pytest.approx(0.0) and not vs_standalone.direction_ok
+    assert "q90: Stand-alone p95 45.0 s" in vs_standalone.cause and "Cascadia 45.0 s" in vs_standalone.cause
+    assert "q90: trace-1 attainment 0.50 (p95 100 s) with GPUs [1, 15, 16]" in vs_standalone.cause
+    runs["q90"][cf.CASCADESERVE] = {"error": "accuracy SLO 90 unattainable"}
+    _, unplanned, _ = cf.headlines({"headline": cf.headline(runs), "runs": runs})
+    assert math.isnan(unplanned.ours) and "has no plan (accuracy SLO 90 unattainable)" in unplanned.cause
+    for row in (fig11, vs_cascadeserve, vs_standalone, unplanned):
+        row.check()

@@ -78,5 +78,62 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
             assert cells["cascadeserve_plan"]["planned_accuracy"] >= float(case.split("/")[0][1:]) - 1e-6
         assert sum(cells["plan"]["gpus"]) == repro.TOTAL_GPUS
     assert sum("CascadeServe" in cells for cells in results["cases"].values()) >= len(results["cases"]) - 1
+    for case, cells in results["cases"].items():  # §4.1's stand-alone: the 671B for q >= 85, the 70B below
+        q = float(case.split("/")[0][1:])
+        assert cells["standalone_model"] == repro.CASCADIA_MODELS[2 if q >= 85 else 1]
+    assert set(results["llama"]["cases"]) == {repro.TRACES[i].name for i in repro.QUICK.llama_traces}
+    assert [row["rate_rps"] for row in results["llama"]["load_sweep"].values()] == [
+        repro.TRACES[-1].rate_rps * f for f in repro.QUICK.load_factors]
+    rows = repro.headlines(results)
+    assert len(rows) == 5
+    for row in rows:
+        row.check()  # every row that does not reproduce names its cause
     for gap in results["gaps"].values():
         assert gap["bilevel_objective"] >= gap["exhaustive_objective"] - 1e-9
+
+
+def hand_made_results() -> dict:
+    """Every case: Cascadia 2.0 / stand-alone 2.2 SLO scale (the cascade loses), CascadeServe 3.4
+    (Cascadia wins by 1.7x) except at q90/trace1 (no plan); the Llama cases 2.0 / 3.0 and 1.0 / 3.0."""
+    cases = {}
+    for trace in repro.TRACES:
+        for q in repro.QUALITY_REQUIREMENTS:
+            cells = {"Cascadia": cell(2.0, 10.0), "Stand-alone": cell(2.2, 20.0 if q >= 85 else 16.0)}
+            if (q, trace.name) != (90.0, "trace1"):
+                cells["CascadeServe"] = cell(3.4, 5.0)
+            cases[f"q{q:g}/{trace.name}"] = cells
+    scaling, gaps = {32: {"runtime_s": 1.0}}, {"llama_8_gpus": {"gap": 0.0}}
+    sweep = {f"x{f:g}": {"rate_rps": 60.0 * f, "requests": 100, "Stand-alone": {"p95_e2e_s": 20.0 + f},
+                         "Cascadia": {"p95_e2e_s": 19.0 + f}} for f in (1.0, 2.0)}
+    llama = {"cases": {"trace1": {"Cascadia": {"min_slo_scale": 2.0}, "Stand-alone": {"min_slo_scale": 3.0}},
+                       "trace3": {"Cascadia": {"min_slo_scale": 1.0}, "Stand-alone": {"min_slo_scale": 3.0}}},
+             "load_sweep": sweep}
+    return {"cases": cases, "headline": repro.headline(cases, scaling, gaps), "llama": llama,
+            "unloaded_p95_s": {m: 10.0 + i for i, m in enumerate(repro.CASCADIA_MODELS)}}
+
+
+def test_headlines_by_hand():
+    rows = repro.headlines(hand_made_results())
+    by_where = {(r.where, r.claim.split(" than ")[-1]): r for r in rows}
+    assert len(rows) == 5 and rows[0].setup.startswith("paper setup")
+    standalone = by_where[("§4.2, Fig. 5", "stand-alone")]
+    assert standalone.ours == pytest.approx(2.2 / 2.0) and not standalone.reproduced
+    assert "trace1 20.00 vs 16.00 req/s" in standalone.cause  # 671B (q90) vs 70B (q70) stand-alone throughput
+    throughput = by_where[("§4.2, Fig. 6", "stand-alone")]
+    assert throughput.ours == pytest.approx((6 * 10 / 20 + 6 * 10 / 16) / 12) and not throughput.direction_ok
+    cascadeserve = by_where[("§4.2, Fig. 5", "CascadeServe")]
+    assert cascadeserve.ours == pytest.approx(1.7) and cascadeserve.reproduced and cascadeserve.cause == ""
+    fig6 = by_where[("§4.2, Fig. 6", "CascadeServe")]
+    assert fig6.ours == pytest.approx(2.0) and fig6.reproduced
+    llama = by_where[("§4.2, Fig. 7", "the stand-alone model")]
+    assert llama.ours == pytest.approx((1.5 + 3.0) / 2) and llama.reproduced
+    for row in rows:
+        row.check()
+
+
+def test_standalone_is_the_model_the_paper_names():
+    trace = repro.TRACES[0]
+    tables = repro.deepseek_tables(trace, repro.load_cached_tables())
+    assert [repro.standalone(trace, q, tables)[0] for q in repro.QUALITY_REQUIREMENTS] == [2, 2, 1, 1]  # §4.1
+    with pytest.raises(ValueError, match="no stand-alone model for quality requirement 75"):
+        repro.standalone(trace, 75.0, tables)

@@ -151,26 +151,56 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "| LongWriter | 36.77 | 32.83 | -10.7% |" in report  # the paper's P90 beside ours
     results = json.loads((tmp_path / "results.json").read_text())
-    plan = mean_load_plan(LONGWRITER, LONGWRITER.target_rps * fig10.LOAD_SCALE)
-    held_gpus = sum(plan.gpu_counts().values())
-    usd_per_s = plan.cost_per_hour_usd / 3600
-    for load in fig10.LOADS:
-        static, auto, star = (results[load]["longwriter"][s] for s in fig10.SYSTEMS)
-        assert static["plan"] == auto["plan"] == plan.describe()
-        assert star["plan"] == mean_load_plan(LONGWRITER, LONGWRITER.target_rps * fig10.LOAD_SCALE, aggregated_only=True).describe()
-        for cell in (static, auto, star):
-            assert cell["completed"] == cell["requests"] and cell["invalid_actions"] == 0
-            assert cell["peak_gpus"] <= sum(INVENTORY.values())
-        # static never changes its plan's GPUs; the autoscalers do, and only with valid actions
-        assert static["instances_added"] == static["instances_removed"] == 0
-        assert set(static["series"]["gpus"]) == {held_gpus}
-        assert auto["instances_added"] > 0 and len(set(auto["series"]["gpus"])) > 1
-        # dollars: static holds the plan's GPUs at their $/hour for the whole episode
-        assert static["cost_usd"] == pytest.approx(usd_per_s * static["duration_s"], rel=1e-9)
-        assert np.all(np.diff(auto["series"]["cost_usd"]) >= 0)
+    setups = list(results["setups"].values())
+    assert [s["load_scale"] for s in setups] == [fig10.PAPER_LOAD_SCALE, fig10.LOAD_SCALE]
+    for setup in setups:
+        mean_rps = LONGWRITER.target_rps * setup["load_scale"]
+        plan = mean_load_plan(LONGWRITER, mean_rps)
+        held_gpus = sum(plan.gpu_counts().values())
+        usd_per_s = plan.cost_per_hour_usd / 3600
+        for load in fig10.LOADS:
+            static, auto, star = (setup[load]["longwriter"][s] for s in fig10.SYSTEMS)
+            assert static["plan"] == auto["plan"] == plan.describe() and static["mean_rps"] == mean_rps
+            assert star["plan"] == mean_load_plan(LONGWRITER, mean_rps, aggregated_only=True).describe()
+            for cell in (static, auto, star):
+                assert cell["completed"] == cell["requests"] and cell["invalid_actions"] == 0
+                assert cell["peak_gpus"] <= sum(INVENTORY.values())
+            # static never changes its plan's GPUs; the autoscalers do, and only with valid actions
+            assert static["instances_added"] == static["instances_removed"] == 0
+            assert set(static["series"]["gpus"]) == {held_gpus}
+            assert auto["instances_added"] > 0 and len(set(auto["series"]["gpus"])) > 1
+            # dollars: static holds the plan's GPUs at their $/hour for the whole episode
+            assert static["cost_usd"] == pytest.approx(usd_per_s * static["duration_s"], rel=1e-9)
+            assert np.all(np.diff(auto["series"]["cost_usd"]) >= 0)
+    rows = fig10.headlines(results)
+    assert [r.setup.split(";")[0] for r in rows] == [fig10.setup_label(1.0), fig10.setup_label(fig10.LOAD_SCALE)]
+    for row, setup in zip(rows, setups):
+        cells = setup["azure"]["longwriter"]
+        static, auto = cells["cauchy_static"]["e2e_p90_s"], cells["cauchy_autoscaler"]["e2e_p90_s"]
+        assert row.ours == pytest.approx(100 * (1 - auto / static)) and row.paper_value == pytest.approx(100 * (1 - 32.83 / 36.77))
+        row.check()
     for name in ("fig10_latency", "fig10_gpus_azure", "fig10_gpus_servegen"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == sorted(fig10.SYSTEMS)
+
+
+def test_headline_rows_from_hand_made_cells():
+    def cell(p90_s: float) -> dict:
+        return {"e2e_p90_s": p90_s, "plan": "1 x <1xH800-SXM>", "mean_gpus": 1.0, "peak_gpus": 1, "cost_usd": 1.0,
+                "instances_added": 0, "instances_removed": 0, "slo_attainment": 1.0}
+
+    azure = {"sharegpt_cauchy": {"cauchy_static": cell(10.0), "cauchy_autoscaler": cell(9.0), "cauchy_aggregated": cell(9.5)},
+             "longwriter": {"cauchy_static": cell(30.0), "cauchy_autoscaler": cell(31.5), "cauchy_aggregated": cell(30.0)}}
+    results = {"settings": {"time_compression": 6.0}, "setups": {fig10.setup_label(1.0): {"load_scale": 1.0, "azure": azure}}}
+    share, longwriter = fig10.headlines(results)
+    # ShareGPT: 10 -> 9 s is a 10% cut vs the paper's 11.16 -> 10.68 s (4.30%): ratio 2.325, beyond 2x
+    assert share.ours == pytest.approx(10.0) and share.paper_value == pytest.approx(4.3011, abs=1e-4)
+    assert share.direction_ok and not share.magnitude_ok and "misses more at the trace's peaks" in share.cause
+    # LongWriter: 30 -> 31.5 s is 5% slower: the wrong direction, with a cause
+    assert longwriter.ours == pytest.approx(-5.0) and not longwriter.direction_ok
+    assert "15 s after the decision" in longwriter.cause
+    for row in (share, longwriter):
+        row.check()
 
 
 def test_bad_arguments_raise(tmp_path):
@@ -178,6 +208,8 @@ def test_bad_arguments_raise(tmp_path):
         fig10.main(["--workloads", "alpaca", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match="--jobs positive; got \\[0\\], 0"):
         fig10.main(["--jobs", "0", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="--load-scales must be distinct positive numbers; got \\[4.0, -1.0\\]"):
+        fig10.main(["--load-scales", "4", "-1", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match="unknown load 'poisson'; known: \\['azure', 'servegen'\\]"):
         fig10.load_profile("poisson")
 

@@ -78,3 +78,48 @@ def test_quick_run_writes_tables_figures_and_tensorboard(tmp_path):
         assert [e.step for e in accumulator.Scalars("table/uniform_10K/e2e_mean_s")] == [3, 4, 5]
         assert len(accumulator.Scalars("sweep_burst/e2e_p99_s")) == 10
     assert tags["Llumnix_Llumlet"] == tags["INFaaS_vLLM"]
+
+
+def test_setups_put_the_paper_pool_first_and_refuse_unknown_names():
+    assert repro.setup_overrides(repro.PAPER, repro.INFAAS) == {"kv_blocks": 128, "max_batch_size": 64}
+    assert repro.setup_overrides(repro.PAPER, repro.LLUMNIX) == {"kv_blocks": 128, "max_batch_size": 64}
+    assert repro.setup_overrides(repro.A100_MEMORY, repro.INFAAS)["kv_blocks"] is None
+    fork = repro.setup_overrides(repro.FORK_LLUMLET, repro.LLUMNIX)
+    assert fork["kv_blocks"] is None and fork["max_batched_tokens"] == 128 * 16  # the fork's pool caps prompt tokens only
+    assert repro.setup_overrides(repro.FORK_LLUMLET, repro.INFAAS) == {"kv_blocks": 128, "max_batch_size": 64}
+    with pytest.raises(ValueError, match="'vidur'"):
+        repro.setup_overrides("vidur", repro.LLUMNIX)
+    blocks, cap, share = repro.kv_bound_share()
+    assert (blocks, cap, share) == (128, 64, 64 * 32 / 128)  # a 512-token request takes 32 blocks of 16 tokens
+
+
+def test_headlines_read_table_2s_bold_cell_for_each_setup_and_name_causes():
+    cell = {"e2e_mean_s": 2.0, "largest_instance_share": 0.3}
+    pair = {repro.LLUMNIX: cell, repro.INFAAS: cell}
+    results = {
+        "low_scale": "10K", "scales": {"10K": 2000, "15K": 3000},
+        "tables": {"uniform/10K": {"4": [1.0, 1.1, 1.0, 0.9, 0.0]}},
+        "cells": {name: {"uniform/10K/K4": cell} for name in repro.TABLE_SYSTEMS},
+        "variants": {repro.A100_MEMORY: {"speedups": [1.0, 0.7, 1.0, 0.6, 0.0], "cells": pair},
+                     repro.FORK_LLUMLET: {"speedups": [1.0, 9.0, 1.0, 3.0, 0.0], "cells": pair}},
+        "kv_bound": {"blocks": 128, "batch_cap": 64, "full_batch_share": 16.0},
+    }
+    rows = repro.headlines(results)
+    assert [(r.setup.split(" ")[0], r.paper_value, r.ours) for r in rows] == [
+        ("paper", 2.88, 0.9), ("paper", 8.23, 1.1), ("variant:", 2.88, 0.6), ("variant:", 8.23, 0.7),
+        ("variant:", 2.88, 3.0), ("variant:", 8.23, 9.0)]
+    assert [r.reproduced for r in rows] == [False, False, False, False, True, True]
+    assert "3.00× E2E mean and 9.00× prefill mean" in rows[0].cause and "2000 requests" in rows[0].setup
+    for r in rows:
+        r.check()
+
+
+def test_the_paper_pool_is_a_fixed_block_count_and_a_bad_one_is_named():
+    from envs.scenarios.multitier import multitier
+
+    instances = multitier(kv_blocks=128).build_cluster().instances.values()
+    assert [i.kv.total_blocks for i in instances] == [128] * 4
+    assert all(i.max_request_tokens == 128 * 16 - 1 * 16 for i in instances)  # 1% watermark: one block
+    assert next(iter(multitier().build_cluster().instances.values())).kv.total_blocks > 128 * 16  # A100 memory
+    with pytest.raises(ValueError, match="kv_blocks .* got 0"):
+        multitier(kv_blocks=0).build_cluster()

@@ -82,3 +82,13 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
     for row in rows:  # ... | migrations | invalid actions | requests | lost |
         migrations, invalid, requests, lost = (int(v) for v in row[-4:])
         assert invalid == 0 and migrations > 0 and requests + lost == 200
+
+
+def test_headlines_are_signed_changes_against_the_papers_range_midpoints():
+    ours = {"max_ttft_cut_vs_fcfs": 0.949, "max_ttft_cut_vs_rr": 0.10, "blocking_p99_pascal_s": 0.5,
+            "blocking_p99_no_migration_s": 20.0, "violation_pascal": 0.01, "violation_non_adaptive": 0.02}
+    rows = repro.headlines({"headline_high": ours})
+    assert [r.paper_value for r in rows] == pytest.approx([-66.5, -31.0, -100.0, 100 * (0.0069 / 0.0745 - 1)])
+    assert [r.ours for r in rows] == pytest.approx([-94.9, -10.0, -97.5, -50.0])
+    assert [r.reproduced for r in rows] == [True, False, True, True]  # 10 / 31 = 0.32 is under half the paper's cut
+    assert all(r.setup.startswith("paper setup") and r.cause for r in rows)

@@ -10,6 +10,8 @@ from simulator.workloads import PRIORITY_DISTRIBUTIONS
 BEST_NUM_TIERS = 4  # §5.3: K = 4 is the best cost-effectiveness point for every distribution
 MAIN_SWEEP_RATE_RPS = 1250.0  # §4.4: Poisson QPS of the priority-distribution sweeps
 SCHEDULER_BENCHMARK_RATE_RPS = 10.0  # §4.4 / §5.2: QPS of the cross-scheduler benchmark
+PAPER_KV_BLOCKS = 128  # the authors' run: --llumlet_scheduler_config_num_blocks 128 (16-token blocks)
+PAPER_BATCH_CAP = 64  # the authors' run: --llumlet_scheduler_config_batch_size_cap 64
 
 
 def exponential_tier_weights(num_tiers: int) -> tuple[float, ...]:
@@ -22,15 +24,17 @@ def exponential_tier_weights(num_tiers: int) -> tuple[float, ...]:
     return tuple(float(2 ** (num_tiers - 1 - k)) for k in range(num_tiers))
 
 
-def multitier(num_tiers: int = BEST_NUM_TIERS, priorities: str = "uniform") -> Scenario:
+def multitier(num_tiers: int = BEST_NUM_TIERS, priorities: str = "uniform", kv_blocks: int | None = None) -> Scenario:
     """Four replicas under K priority tiers, as multitier-llumnix.txt §4.4 simulates on Vidur.
 
     Hardware/model: §4.4 says only "4 replica instances"; the authors' run configuration
     (andersvestrum/llumnix_sim ``vidur/metrics/latency_config.py``) sets Vidur's ``a100``
     device (A100 80 GB) and ``meta-llama/Llama-2-7b-hf`` at Vidur's default TP 1, with a batch
-    cap of 64 requests, all kept here. Its 128-block KV pool is a simulator toy setting; we keep
-    the A100's real memory instead. Local scheduler: ``priority`` (Llumlet's priority-ordered
-    queue, §3.1).
+    cap of 64 requests, all kept here. KV pool: ``kv_blocks=None`` (default) sizes it from the
+    A100's memory, the realistic setting the RL environments train on; the authors' run fixes a
+    128-block pool of 16 tokens (``PAPER_KV_BLOCKS``), which ``kv_blocks=PAPER_KV_BLOCKS`` sets
+    (``experiments.multitier_reproduction`` runs it as the paper setup). Local scheduler:
+    ``priority`` (Llumlet's priority-ordered queue, §3.1).
 
     Tiers: K = ``num_tiers`` (default 4, the best K of §5.3) drawn from ``priorities``
     (``uniform`` default; ``gaussian`` / ``enterprise`` as §4.2 defines them); tier 0 is the
@@ -55,10 +59,12 @@ def multitier(num_tiers: int = BEST_NUM_TIERS, priorities: str = "uniform") -> S
     """
     if priorities not in PRIORITY_DISTRIBUTIONS:
         raise ValueError(f"unknown priority distribution {priorities!r}; known: {list(PRIORITY_DISTRIBUTIONS)}")
-    replica = InstanceConfig(gpu="A100-80GB", model="Llama-2-7B", scheduler="priority", max_batch_size=64)
+    replica = InstanceConfig(gpu="A100-80GB", model="Llama-2-7B", scheduler="priority", max_batch_size=PAPER_BATCH_CAP,
+                             kv_blocks=kv_blocks)
+    pool = "A100 memory" if kv_blocks is None else f"{kv_blocks}-block KV pool"
     return Scenario(
         name="multitier",
-        description=f"4 x Llama-2-7B on A100-80GB, {num_tiers} {priorities} tiers, Poisson 1,250 req/s burst",
+        description=f"4 x Llama-2-7B on A100-80GB ({pool}), {num_tiers} {priorities} tiers, Poisson 1,250 req/s burst",
         reference="multitier-llumnix.txt §4 (setup), §4.2 (tier distributions), §5.3 (K = 4)",
         instances=(InstanceGroup(replica, 4),),
         workload=Workload(

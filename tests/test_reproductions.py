@@ -1,0 +1,78 @@
+"""The reproductions runner: one page of headline rows, a smoke warning first in --quick, and a
+clear error for a script without headlines() or a row that misses without a cause."""
+
+from __future__ import annotations
+
+import datetime
+import types
+from pathlib import Path
+
+import pytest
+
+from experiments import reproductions
+from experiments.headlines import Headline
+
+
+def row(ours: float, cause: str = "") -> Headline:
+    return Headline(paper="P", where="Fig. 1", claim="speed-up", metric="speed-up", unit="×", paper_value=3.0,
+                    paper_text="3×", ours=ours, no_effect=1.0, setup="paper setup", command="python -m x", cause=cause)
+
+
+def fake_script(rows: list[Headline]) -> types.ModuleType:
+    """A module with main(argv) writing results.json under --out and headlines() returning ``rows``."""
+    module = types.ModuleType("fake")
+
+    def main(argv: list[str]) -> int:
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True)
+        (out / "results.json").write_text('{"quick": %s}' % str("--quick" in argv).lower())
+        return 0
+
+    module.main = main
+    module.headlines = lambda results: rows if results["quick"] else []
+    return module
+
+
+def test_quick_run_of_a_real_script_writes_a_page_whose_first_line_is_the_smoke_warning(tmp_path):
+    assert reproductions.main(["--quick", "--out", str(tmp_path), "--only", "pascal_reproduction"]) == 0
+    page = (tmp_path / "reproductions.md").read_text().splitlines()
+    assert page[0] == reproductions.SMOKE_WARNING and "not comparable to the papers" in page[0]
+    table = [line for line in page if line.startswith("| PASCAL |")]
+    assert len(table) == 4  # pascal_reproduction.headlines(): two TTFT cuts, blocking, violations
+    assert any(line.startswith("Wall time per script: pascal_reproduction ") for line in page)
+
+
+def test_page_counts_rows_and_shows_causes_only_for_rows_that_miss():
+    rows = [row(3.5), row(1.2, cause="a named mechanism"), row(0.5, cause="another mechanism")]
+    # ratios: 2.5 / 2 = 1.25 (✓ ✓), 0.2 / 2 = 0.1 (✓ ✗), -0.5 / 2 = -0.25 (✗ ✗)
+    lines = reproductions.page_lines(rows, {"fake": 12.0}, quick=False, today=datetime.date(2025, 1, 2))
+    assert lines[0].startswith("# Paper reproductions")
+    assert "1 of 3 rows reproduce in direction with magnitude within 2x (2 of 3 in direction). Generated 2025-01-02" in lines[2]
+    table = [line for line in lines if line.startswith("| P |")]
+    assert [cells.split(" | ")[5:8] for cells in table] == [["1.25", "✓", "✓"], ["0.10", "✓", "✗"], ["-0.25", "✗", "✗"]]
+    assert "a named mechanism" in table[1] and "another mechanism" in table[2] and "mechanism" not in table[0]
+
+
+def test_a_missing_row_without_cause_makes_the_runner_raise(tmp_path, monkeypatch):
+    monkeypatch.setattr(reproductions, "load_script", lambda name: fake_script([row(3.5), row(1.2)]))
+    with pytest.raises(ValueError, match="does not reproduce .*names no cause"):
+        reproductions.main(["--quick", "--out", str(tmp_path), "--only", "pascal_reproduction"])
+    assert not (tmp_path / "reproductions.md").exists()
+
+
+def test_a_script_without_headlines_is_named(monkeypatch):
+    def without_headlines(name: str) -> types.ModuleType:
+        module = types.ModuleType(name)
+        module.main = lambda argv: 0
+        return module
+
+    monkeypatch.setattr(reproductions.importlib, "import_module", without_headlines)
+    with pytest.raises(ValueError, match=r"experiments\.cauchy_autoscaling has no headlines\(\)"):
+        reproductions.main(["--quick", "--only", "cauchy_autoscaling"])
+
+
+def test_unknown_script_names_are_refused():
+    with pytest.raises(ValueError, match="'cauchy'"):
+        reproductions.main(["--quick", "--only", "cauchy"])
+    with pytest.raises(ValueError, match="--only"):
+        reproductions.main(["--quick", "--only", "pascal_reproduction,"])
