@@ -7,7 +7,10 @@ each ``main`` with ``--out <out>/<script>`` (and ``--quick`` when asked), turns 
 (``Headline.check``) and writes the page: ``docs/reproductions.md`` at full size, or
 ``<out>/reproductions.md`` with ``--quick``, whose first line says the numbers are a smoke run.
 
-    python -m experiments.reproductions [--quick] [--out results/reproductions] [--only NAME,...]
+    python -m experiments.reproductions [--quick] [--out results/reproductions] [--only NAME,...] [--reuse]
+
+``--reuse`` rebuilds the page from the ``results.json`` files a previous run left under ``--out``
+(after a change to a script's ``headlines()``, or when the scripts were run one by one).
 """
 
 from __future__ import annotations
@@ -50,17 +53,23 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
-def run_script(name: str, out: Path, quick: bool) -> tuple[list[Headline], float]:
-    """Run one script, read its ``results.json`` and return its checked rows and wall seconds."""
+def run_script(name: str, out: Path, quick: bool, reuse: bool = False) -> tuple[list[Headline], float | None]:
+    """Run one script (or, with ``reuse``, read the ``results.json`` an earlier run left under
+    ``out``), and return its checked rows and wall seconds (None when reused)."""
     module = load_script(name)
     folder = out / name
-    argv = ["--out", str(folder)] + (["--quick"] if quick else [])
-    started = time.perf_counter()
-    status = module.main(argv)
-    wall_s = time.perf_counter() - started
-    if status not in (0, None):
-        raise RuntimeError(f"experiments.{name} main({argv}) returned {status}")
-    results = json.loads((folder / "results.json").read_text())
+    wall_s = None
+    if not reuse:
+        argv = ["--out", str(folder)] + (["--quick"] if quick else [])
+        started = time.perf_counter()
+        status = module.main(argv)
+        wall_s = time.perf_counter() - started
+        if status not in (0, None):
+            raise RuntimeError(f"experiments.{name} main({argv}) returned {status}")
+    path = folder / "results.json"
+    if not path.is_file():
+        raise ValueError(f"no {path} to reuse: run experiments.{name} with --out {folder} first")
+    results = json.loads(path.read_text())
     rows = module.headlines(results)
     if not rows:
         raise ValueError(f"experiments.{name}.headlines() returned no rows")
@@ -79,7 +88,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def page_lines(rows: list[Headline], walls_s: dict[str, float], quick: bool, today: datetime.date) -> list[str]:
+def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bool, today: datetime.date) -> list[str]:
     """The page: warning (quick only), summary, one table row per headline, run times."""
     reproduced = sum(row.reproduced for row in rows)
     direction = sum(row.direction_ok for row in rows)
@@ -102,8 +111,9 @@ def page_lines(rows: list[Headline], walls_s: dict[str, float], quick: bool, tod
             f"| {_cell(row.paper)} | {_cell(row.where)} | {_cell(row.metric)} | {_cell(row.paper_text)} | {ours} | "
             f"{row.ratio:.2f} | {_mark(row.direction_ok)} | {_mark(row.magnitude_ok)} | {_cell(row.setup)} | "
             f"{'' if row.reproduced else _cell(row.cause)} | `{row.command}` |")
-    lines += ["", "Wall time per script: " + ", ".join(f"{name} {wall:.0f} s" for name, wall in walls_s.items()) + ".",
-              ""]
+    walls = ", ".join(f"{name} {'(results.json of an earlier run)' if wall is None else f'{wall:.0f} s'}"
+                      for name, wall in walls_s.items())
+    lines += ["", f"Wall time per script: {walls}.", ""]
     return lines
 
 
@@ -112,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="every script's --quick size; the page goes to --out")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "reproductions")
     parser.add_argument("--only", type=str, default=None, help="comma-separated script names (default: all seven)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="build the page from the results.json files an earlier run left under --out, running nothing")
     args = parser.parse_args(argv)
     names = list(SCRIPTS) if args.only is None else [n.strip() for n in args.only.split(",")]
     if not names or any(not n for n in names):
@@ -120,13 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         load_script(name)
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[Headline] = []
-    walls_s: dict[str, float] = {}
+    walls_s: dict[str, float | None] = {}
     for name in names:
         print(f"[reproductions] {name} ...", flush=True)
-        script_rows, walls_s[name] = run_script(name, args.out, args.quick)
+        script_rows, walls_s[name] = run_script(name, args.out, args.quick, args.reuse)
         rows += script_rows
+        wall = "reused" if walls_s[name] is None else f"{walls_s[name]:.0f} s"
         print(f"[reproductions] {name}: {len(script_rows)} rows, {sum(r.reproduced for r in script_rows)} reproduce, "
-              f"{walls_s[name]:.0f} s", flush=True)
+              f"{wall}", flush=True)
     page = args.out / "reproductions.md" if args.quick else PAGE
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text("\n".join(page_lines(rows, walls_s, args.quick, datetime.date.today())))

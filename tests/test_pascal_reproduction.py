@@ -87,8 +87,27 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
 def test_headlines_are_signed_changes_against_the_papers_range_midpoints():
     ours = {"max_ttft_cut_vs_fcfs": 0.949, "max_ttft_cut_vs_rr": 0.10, "blocking_p99_pascal_s": 0.5,
             "blocking_p99_no_migration_s": 20.0, "violation_pascal": 0.01, "violation_non_adaptive": 0.02}
-    rows = repro.headlines({"headline_high": ours})
-    assert [r.paper_value for r in rows] == pytest.approx([-66.5, -31.0, -100.0, 100 * (0.0069 / 0.0745 - 1)])
-    assert [r.ours for r in rows] == pytest.approx([-94.9, -10.0, -97.5, -50.0])
-    assert [r.reproduced for r in rows] == [True, False, True, True]  # 10 / 31 = 0.32 is under half the paper's cut
-    assert all(r.setup.startswith("paper setup") and r.cause for r in rows)
+    variant = {"memory_utilization": repro.KV_CONSTRAINED_MEMORY_UTILIZATION, "kv_tokens_per_instance": 78248,
+               "max_ttft_cut_vs_fcfs": 0.60, "max_ttft_cut_vs_rr": 0.05, "cells": {"FCFS": {"blocking_p99_s": 15.09}}}
+    results = {"headline_high": ours, "kv_tokens_per_instance": 102553, "variant_kv_constrained": variant,
+               "cells": {"FCFS": {"high": {"blocking_p99_s": 0.121}}}}
+    rows = repro.headlines(results)
+    assert [r.paper_value for r in rows] == pytest.approx([-66.5, -31.0, -100.0, 100 * (0.0069 / 0.0745 - 1), -66.5, -31.0])
+    assert [r.ours for r in rows] == pytest.approx([-94.9, -10.0, -97.5, -50.0, -60.0, -5.0])
+    assert [r.reproduced for r in rows] == [True, False, True, True, True, False]  # 10 / 31 = 0.32 < half
+    assert all(r.setup.startswith("paper setup") for r in rows[:4]) and all(r.cause for r in rows)
+    assert all(r.setup.startswith("variant: KV-constrained, 78,248 KV tokens") for r in rows[4:])
+    for text in ("102,553 KV tokens", "is 0.12 s", "P99 wait is 15.1 s", "60.0% vs FCFS, 5.0% vs RR"):
+        assert text in rows[0].cause and text in rows[1].cause
+
+
+def test_kv_constrained_pool_is_the_pool_of_96e9_bytes():
+    """The variant counts the H100's 96 GB as 10^9 bytes: 0.9 x 96 x (2^30 - 10^9) bytes fewer for KV
+    than the GiB pool, i.e. 24,304.6 tokens of 262,144 bytes (64 layers x 8 KV heads x 128 x 2 x 2 B)."""
+    from hardware.models import get_model, kv_bytes_per_token_per_gpu
+
+    assert kv_bytes_per_token_per_gpu(get_model("DeepSeek-R1-Distill-Qwen-32B"), 1, 1) == 64 * 8 * 128 * 2 * 2
+    gap_tokens = 0.9 * 96 * (2**30 - 1e9) / (64 * 8 * 128 * 2 * 2)
+    assert gap_tokens == pytest.approx(24304.556)
+    gap = repro.kv_tokens_per_instance() - repro.kv_tokens_per_instance(repro.KV_CONSTRAINED_MEMORY_UTILIZATION)
+    assert abs(gap - gap_tokens) <= 1

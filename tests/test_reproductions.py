@@ -38,7 +38,7 @@ def test_quick_run_of_a_real_script_writes_a_page_whose_first_line_is_the_smoke_
     page = (tmp_path / "reproductions.md").read_text().splitlines()
     assert page[0] == reproductions.SMOKE_WARNING and "not comparable to the papers" in page[0]
     table = [line for line in page if line.startswith("| PASCAL |")]
-    assert len(table) == 4  # pascal_reproduction.headlines(): two TTFT cuts, blocking, violations
+    assert len(table) == 6  # two TTFT cuts, blocking, violations; the two cuts of the KV-constrained variant
     assert any(line.startswith("Wall time per script: pascal_reproduction ") for line in page)
 
 
@@ -76,3 +76,21 @@ def test_unknown_script_names_are_refused():
         reproductions.main(["--quick", "--only", "cauchy"])
     with pytest.raises(ValueError, match="--only"):
         reproductions.main(["--quick", "--only", "pascal_reproduction,"])
+
+
+def test_reuse_builds_the_page_from_an_earlier_run_without_running_the_script(tmp_path, monkeypatch):
+    script = fake_script([row(3.5), row(1.2, cause="a named mechanism")])
+    monkeypatch.setattr(reproductions, "load_script", lambda name: script)
+    assert reproductions.main(["--quick", "--out", str(tmp_path), "--only", "pascal_reproduction"]) == 0
+    first = (tmp_path / "reproductions.md").read_text().splitlines()
+
+    def must_not_run(argv: list[str]) -> int:
+        raise AssertionError(f"--reuse ran the script with {argv}")
+
+    script.main = must_not_run
+    assert reproductions.main(["--quick", "--reuse", "--out", str(tmp_path), "--only", "pascal_reproduction"]) == 0
+    again = (tmp_path / "reproductions.md").read_text().splitlines()
+    assert [line for line in again if line.startswith("| P |")] == [line for line in first if line.startswith("| P |")]
+    assert "Wall time per script: pascal_reproduction (results.json of an earlier run)." in again
+    with pytest.raises(ValueError, match="no .*elsewhere.*results.json to reuse"):
+        reproductions.main(["--quick", "--reuse", "--out", str(tmp_path / "elsewhere"), "--only", "pascal_reproduction"])
