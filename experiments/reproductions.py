@@ -97,7 +97,10 @@ def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bo
         "# Paper reproductions: headline claims, paper vs ours", "",
         f"{reproduced} of {len(rows)} rows reproduce in direction with magnitude within {MAGNITUDE_FACTOR:g}x "
         f"({direction} of {len(rows)} in direction). Generated {today.isoformat()} by "
-        f"`python -m experiments.reproductions{' --quick' if quick else ''}`.", "",
+        f"`python -m experiments.reproductions{' --quick' if quick else ''}"
+        f"{' --reuse' if any(wall is None for wall in walls_s.values()) else ''}`"
+        f"{' (from the results.json of earlier full runs)' if any(wall is None for wall in walls_s.values()) else ''}.",
+        "",
         "Ratio = our effect / the paper's, both measured from the no-effect value (0 for a change in percent, 1 "
         "for a speed-up). Direction ✓ when the ratio is positive; magnitude ✓ when it lies within "
         f"[1/{MAGNITUDE_FACTOR:g}, {MAGNITUDE_FACTOR:g}]. The paper setup row comes first; variants are labelled.", "",
