@@ -224,8 +224,7 @@ def standalone(trace: Trace, quality_min: float, tables: list[ModelLatencyTable]
         raise ValueError(f"cascadia.txt §4.1 names no stand-alone model for quality requirement {quality_min!r}; "
                          f"it names one for {sorted(STANDALONE_MODEL_INDEX)}")
     index = STANDALONE_MODEL_INDEX[quality_min]
-    _, best = tables[index].latency_by_gpus(trace.rate_rps, TOTAL_GPUS)
-    strategy = best[TOTAL_GPUS]
+    strategy = tables[index].strategy_for(trace.rate_rps, TOTAL_GPUS)
     return index, strategy.instance_groups(GPU, tables[index].model, tables[index].dtype)
 
 
@@ -358,10 +357,10 @@ def run_llama(cache: dict[str, ModelLatencyTable], settings: Settings, base_s: d
         tables = [model_table(m, "fp16", TableSettings(gpu=GPU, lengths=trace.lengths), cache) for m in LLAMA_CASCADE]
         plan = CascadiaPlanner(tables, TOTAL_GPUS, profile_of(trace, LLAMA_CASCADE, settings), LLAMA_QUALITY,
                                threshold_levels=settings.threshold_levels).plan(trace.rate_rps)
-        _, best = tables[1].latency_by_gpus(trace.rate_rps, TOTAL_GPUS)
         deployments[trace.name] = {
             "Cascadia": (plan.instance_groups(GPU, tables), LLAMA_CASCADE, plan.thresholds),
-            "Stand-alone": (best[TOTAL_GPUS].instance_groups(GPU, tables[1].model, tables[1].dtype), (LLAMA_CASCADE[1],), ()),
+            "Stand-alone": (tables[1].strategy_for(trace.rate_rps, TOTAL_GPUS).instance_groups(GPU, tables[1].model, tables[1].dtype),
+                            (LLAMA_CASCADE[1],), ()),
         }
         if index in settings.llama_traces:
             cells: dict[str, Any] = {"thresholds": list(plan.thresholds), "reach_fractions": list(plan.routing.reach_fractions)}

@@ -10,7 +10,9 @@ each ``main`` with ``--out <out>/<script>`` (and ``--quick`` when asked), turns 
     python -m experiments.reproductions [--quick] [--out results/reproductions] [--only NAME,...] [--reuse]
 
 ``--reuse`` rebuilds the page from the ``results.json`` files a previous run left under ``--out``
-(after a change to a script's ``headlines()``, or when the scripts were run one by one).
+(after a change to a script's ``headlines()``, or when the scripts were run one by one). A
+full-size run with ``--only`` replaces just those scripts' rows in the committed page (rows are
+matched by their command) and keeps the others, whose scripts the summary line names as kept.
 """
 
 from __future__ import annotations
@@ -88,18 +90,55 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bool, today: datetime.date) -> list[str]:
-    """The page: warning (quick only), summary, one table row per headline, run times."""
-    reproduced = sum(row.reproduced for row in rows)
-    direction = sum(row.direction_ok for row in rows)
+def row_line(row: Headline) -> str:
+    """One headline as a row of the page's table."""
+    ours = f"{row.ours:.3g}{row.unit}" if row.unit in ("%", "×") else f"{row.ours:.3g} {row.unit}"
+    return (f"| {_cell(row.paper)} | {_cell(row.where)} | {_cell(row.metric)} | {_cell(row.paper_text)} | {ours} | "
+            f"{row.ratio:.2f} | {_mark(row.direction_ok)} | {_mark(row.magnitude_ok)} | {_cell(row.setup)} | "
+            f"{'' if row.reproduced else _cell(row.cause)} | `{row.command}` |")
+
+
+def script_of_line(line: str) -> str | None:
+    """The script whose command a page row ends with (``python -m experiments.NAME``), else None."""
+    for name in SCRIPTS:
+        if line.rstrip().endswith(f"`python -m experiments.{name}` |"):
+            return name
+    return None
+
+
+def kept_lines(page: Path, replaced: set[str]) -> dict[str, list[str]]:
+    """Rows of the committed page, by script, for the scripts not in ``replaced``."""
+    kept: dict[str, list[str]] = {}
+    for line in page.read_text().splitlines() if page.is_file() else []:
+        name = script_of_line(line) if line.startswith("| ") else None
+        if name is not None and name not in replaced:
+            kept.setdefault(name, []).append(line)
+    return kept
+
+
+def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bool, today: datetime.date,
+               kept: dict[str, list[str]] | None = None) -> list[str]:
+    """The page: warning (quick only), summary, one table row per headline (with ``kept`` rows of
+    an earlier page for the scripts not run, in ``SCRIPTS`` order), run times."""
+    kept = kept or {}
+    new_lines = {name: [row_line(r) for r in rows if script_of_line(row_line(r)) == name] for name in SCRIPTS}
+    loose = [row_line(r) for r in rows if script_of_line(row_line(r)) is None]
+    table = [line for name in SCRIPTS for line in (kept.get(name) or new_lines[name])] + loose
+    marks = [line.split(" | ")[6:8] for line in table]
+    reproduced = sum(m == ["✓", "✓"] for m in marks)
+    direction = sum(m[0] == "✓" for m in marks)
+    kept_note = (f" for {', '.join(walls_s)}; the rows of {', '.join(kept)} are kept from the earlier full-size page"
+                 if kept else "")
     lines = [SMOKE_WARNING, ""] if quick else []
     lines += [
         "# Paper reproductions: headline claims, paper vs ours", "",
-        f"{reproduced} of {len(rows)} rows reproduce in direction with magnitude within {MAGNITUDE_FACTOR:g}x "
-        f"({direction} of {len(rows)} in direction). Generated {today.isoformat()} by "
+        f"{reproduced} of {len(table)} rows reproduce in direction with magnitude within {MAGNITUDE_FACTOR:g}x "
+        f"({direction} of {len(table)} in direction). Generated {today.isoformat()} by "
         f"`python -m experiments.reproductions{' --quick' if quick else ''}"
+        f"{' --only ' + ','.join(walls_s) if kept else ''}"
         f"{' --reuse' if any(wall is None for wall in walls_s.values()) else ''}`"
-        f"{' (from the results.json of earlier full runs)' if any(wall is None for wall in walls_s.values()) else ''}.",
+        f"{' (from the results.json of earlier full runs)' if any(wall is None for wall in walls_s.values()) else ''}"
+        f"{kept_note}.",
         "",
         "Ratio = our effect / the paper's, both measured from the no-effect value (0 for a change in percent, 1 "
         "for a speed-up). Direction ✓ when the ratio is positive; magnitude ✓ when it lies within "
@@ -108,12 +147,7 @@ def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bo
         "| command |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in rows:
-        ours = f"{row.ours:.3g}{row.unit}" if row.unit in ("%", "×") else f"{row.ours:.3g} {row.unit}"
-        lines.append(
-            f"| {_cell(row.paper)} | {_cell(row.where)} | {_cell(row.metric)} | {_cell(row.paper_text)} | {ours} | "
-            f"{row.ratio:.2f} | {_mark(row.direction_ok)} | {_mark(row.magnitude_ok)} | {_cell(row.setup)} | "
-            f"{'' if row.reproduced else _cell(row.cause)} | `{row.command}` |")
+    lines += table
     walls = ", ".join(f"{name} {'(results.json of an earlier run)' if wall is None else f'{wall:.0f} s'}"
                       for name, wall in walls_s.items())
     lines += ["", f"Wall time per script: {walls}.", ""]
@@ -145,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{wall}", flush=True)
     page = args.out / "reproductions.md" if args.quick else PAGE
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text("\n".join(page_lines(rows, walls_s, args.quick, datetime.date.today())))
-    print(f"[reproductions] wrote {page}: {sum(r.reproduced for r in rows)} of {len(rows)} rows reproduce")
+    kept = kept_lines(page, set(names)) if args.only is not None and not args.quick else {}
+    lines = page_lines(rows, walls_s, args.quick, datetime.date.today(), kept)
+    page.write_text("\n".join(lines))
+    print(f"[reproductions] wrote {page}: {lines[2 if not args.quick else 4].split(' (')[0]}")
     return 0
 
 

@@ -19,6 +19,7 @@ from baselines.cascadia.parallelism import (
     ReplicaTable,
     TableSettings,
     build_replica_table,
+    simulate_replica,
     shape_feasibility,
 )
 from baselines.cascadia.planner import CascadiaPlanner
@@ -163,6 +164,16 @@ def test_latency_by_gpus_marks_infeasible_and_never_increases():
         large_model().latency_by_gpus(-1.0, 4)
 
 
+def test_strategy_for_a_rate_falls_back_to_the_most_capacity_when_all_saturate():
+    table = large_model()  # TP2 carries 2 req/s, TP4 4 req/s
+    # 3 req/s on 4 GPUs: TP4 at 3 req/s (5 s) beats 2 x TP2 at 1.5 req/s each (6.5 s)
+    assert table.strategy_for(3.0, 4) == ParallelismStrategy(((ReplicaShape(4), 1),))
+    # 10 req/s saturates every 8-GPU strategy; 2 x TP4, 4 x TP2 and 2 x TP2 + TP4 all carry 8
+    assert table.strategy_for(10.0, 8) == ParallelismStrategy(((ReplicaShape(4), 2),))
+    with pytest.raises(ValueError, match="fits in 1 GPUs"):
+        table.strategy_for(1.0, 1)
+
+
 def test_strategy_enumeration_respects_the_budget():
     table = large_model()
     strategies = table.strategies(6)
@@ -186,6 +197,21 @@ def test_simulated_replica_table_is_monotone_and_stops_at_saturation():
     assert finite and all(b >= a for a, b in zip(finite, finite[1:]))
     assert all(not math.isfinite(p) for p in table.p95_s[len(finite):])
     assert len(table.p95_s) - len(finite) <= 1  # the grid stops at the first saturated rate
+
+
+
+def test_backlog_marks_a_rate_above_capacity_as_saturated_before_its_p95_grows_4x():
+    """DeepSeek-7B on one H100, ShareGPT lengths, 60 s of arrivals: at 33 req/s the replica keeps
+    up (almost no request is still queued when the last arrives); at 74 req/s it does not (more
+    than a third are), though its 60 s p95 is under 4x the unloaded one, so only the backlog rule
+    stops the table there (a 240 s run's p95 is 7x the 60 s one at that rate)."""
+    settings = TableSettings(lengths="sharegpt_cauchy")
+    keeps_up = simulate_replica("DeepSeek-R1-Distill-Qwen-7B", ReplicaShape(1), "fp16", 32.84, settings)
+    overloaded = simulate_replica("DeepSeek-R1-Distill-Qwen-7B", ReplicaShape(1), "fp16", 73.89, settings)
+    assert keeps_up.backlog_fraction < 0.01 < settings.max_backlog_fraction < 0.3 < overloaded.backlog_fraction
+    assert overloaded.p95_s < settings.saturation_factor * keeps_up.p95_s
+    with pytest.raises(ValueError, match="max_backlog_fraction"):
+        TableSettings(max_backlog_fraction=1.0)
 
 
 # ----------------------------------------------------------------------------- Alg. 1

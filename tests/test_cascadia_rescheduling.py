@@ -125,3 +125,17 @@ def test_rolling_update_drops_a_model_the_plan_gives_no_gpus():
     assert live == sorted([(SMALL, 1, 1, "fp16")] * 4 + [(MEDIUM, 8, 1, "fp16")] * 3)
     assert update.removed == 1 and update.added == 3
     assert all(o.completed for o in outcomes)
+
+
+def test_rolling_update_replaces_a_models_only_replica_with_another_shape():
+    """The 70B's only replica (TP4) gives way to one TP8 replica: the TP8 starts in the free GPUs
+    first (so the TP4 is not drained while it is the 70B's last serving replica), then the TP4
+    drains; the update is not abandoned although, on its first tick, every surplus replica is
+    its model's last serving one (the new replica is starting)."""
+    start = (group(SMALL, 1, 1), group(MEDIUM, 4, 1), group(LARGE, 8, 1))
+    target = (group(SMALL, 1, 1), group(MEDIUM, 8, 1), group(LARGE, 8, 1))
+    update, router, live, outcomes = rolled(start, target, (60.0, 40.0))
+    assert live == sorted([(SMALL, 1, 1, "fp16"), (MEDIUM, 8, 1, "fp16"), (LARGE, 8, 1, "int4")])
+    assert (update.removed, update.added, update.abandoned) == (1, 1, False)
+    assert update.finished_s is not None
+    assert all(o.completed for o in outcomes) and len(outcomes) == 400

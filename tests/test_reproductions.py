@@ -94,3 +94,31 @@ def test_reuse_builds_the_page_from_an_earlier_run_without_running_the_script(tm
     assert "Wall time per script: pascal_reproduction (results.json of an earlier run)." in again
     with pytest.raises(ValueError, match="no .*elsewhere.*results.json to reuse"):
         reproductions.main(["--quick", "--reuse", "--out", str(tmp_path / "elsewhere"), "--only", "pascal_reproduction"])
+
+
+def test_a_full_size_run_with_only_replaces_those_rows_and_keeps_the_others(tmp_path, monkeypatch):
+    """Rows are matched by their command: the pascal row of the earlier page is replaced, the
+    multitier row is kept, and the summary counts both."""
+    def script_row(ours: float, script: str, cause: str = "") -> Headline:
+        return Headline(paper="P", where="Fig. 1", claim="speed-up", metric="speed-up", unit="×", paper_value=3.0,
+                        paper_text="3×", ours=ours, no_effect=1.0, setup="paper setup",
+                        command=f"python -m experiments.{script}", cause=cause)
+
+    page = tmp_path / "reproductions.md"
+    earlier = reproductions.page_lines([script_row(0.5, "pascal_reproduction", "old cause"),
+                                        script_row(3.5, "multitier_reproduction")],
+                                       {"pascal_reproduction": 1.0, "multitier_reproduction": 1.0}, quick=False,
+                                       today=datetime.date(2025, 1, 1))
+    page.write_text("\n".join(earlier))
+    monkeypatch.setattr(reproductions, "PAGE", page)
+    script = fake_script([script_row(2.5, "pascal_reproduction")])
+    script.headlines = lambda results: [script_row(2.5, "pascal_reproduction")]
+    monkeypatch.setattr(reproductions, "load_script", lambda name: script)
+    assert reproductions.main(["--out", str(tmp_path / "out"), "--only", "pascal_reproduction"]) == 0
+    lines = page.read_text().splitlines()
+    table = [line for line in lines if line.startswith("| P |")]
+    assert len(table) == 2 and "old cause" not in page.read_text()
+    kept_row = next(line for line in earlier if line.startswith("| P |") and "multitier_reproduction" in line)
+    assert table[0].split(" | ")[5:8] == ["0.75", "✓", "✓"] and table[1] == kept_row
+    assert lines[2].startswith("2 of 2 rows reproduce") and "--only pascal_reproduction" in lines[2]
+    assert "the rows of multitier_reproduction are kept from the earlier full-size page" in lines[2]

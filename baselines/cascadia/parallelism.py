@@ -22,10 +22,18 @@ Choices the paper leaves open, fixed here:
   fit (``hardware.latency.kv_capacity_tokens``) or whose KV cache cannot hold the longest
   profiled request is marked infeasible, with the reason;
 - rates: geometric from ``min_rate_rps`` by ``rate_ratio``, each simulated for ``arrival_s``
-  seconds of arrivals (so an overloaded replica's queue has time to grow); a rate is
-  *saturated* when its p95 exceeds ``saturation_factor`` x the p95 at the lowest rate (the
-  queue no longer drains), and every higher rate counts as saturated too (latency ``inf``, so
-  the MILP never picks it);
+  seconds of arrivals; a rate is *saturated* when the replica does not keep up with it, i.e.
+  more than ``max_backlog_fraction`` of the requests have not started (no first token) when
+  the last one arrives (the queue grows instead of draining), or when its p95 exceeds
+  ``saturation_factor`` x the p95 at the lowest rate; every higher rate counts as saturated
+  too (latency ``inf``, so the MILP never picks it). The backlog rule matters: 60 s of
+  arrivals are too few for an overloaded queue's p95 to reach 4x the unloaded one
+  (DeepSeek-R1-Distill-Qwen-7B on one H100, ShareGPT lengths, at 49 req/s: p95 17.5 s after
+  60 s of arrivals, 42.0 s after 240 s, with 10 % of the requests still queued), so the p95
+  rule alone let a stage's plan run above its steady-state capacity. Between the last
+  unsaturated and the first saturated grid rate, ``refine_steps`` geometric bisections narrow
+  the capacity from a factor 1.5 to 1.5^(1/4) = 1.11 (a coarse grid understated it by up to a
+  third, and a stage's GPUs follow from it);
 - p95s are made non-decreasing in rate (running maximum) to remove simulation noise, and
   interpolated linearly between grid rates;
 - lengths reaching stage i have the trace's distribution: ``simulator.cascade`` draws scores
@@ -127,10 +135,12 @@ class TableSettings:
     rate_ratio: float = 1.5
     max_points: int = 20
     saturation_factor: float = 4.0
+    max_backlog_fraction: float = 0.05
+    refine_steps: int = 2
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name, minimum in (("min_requests", 20), ("max_requests", 20), ("max_points", 2)):
+        for name, minimum in (("min_requests", 20), ("max_requests", 20), ("max_points", 2), ("refine_steps", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -144,6 +154,8 @@ class TableSettings:
             raise ValueError(f"rate_ratio must be > 1, got {self.rate_ratio!r}")
         if not self.saturation_factor > 1:
             raise ValueError(f"saturation_factor must be > 1, got {self.saturation_factor!r}")
+        if not (math.isfinite(self.max_backlog_fraction) and 0 < self.max_backlog_fraction < 1):
+            raise ValueError(f"max_backlog_fraction must be in (0, 1), got {self.max_backlog_fraction!r}")
 
     def rates_rps(self) -> np.ndarray:
         return self.min_rate_rps * self.rate_ratio ** np.arange(self.max_points)
@@ -178,19 +190,28 @@ class ReplicaTable:
         return np.where(rates > grid[-1], np.inf, out)
 
 
-def simulate_replica_p95_s(
-    model: str, shape: ReplicaShape, dtype: str, rate_rps: float, settings: TableSettings
-) -> float:
-    """App. B's Sim(w, f) for one replica: p95 E2E of ``settings.requests_at(rate_rps)`` Poisson
-    arrivals at ``rate_rps`` with the trace's lengths (``inf`` if any request is rejected)."""
+@dataclass(frozen=True)
+class ReplicaRun:
+    """One simulated rate: p95 E2E (``inf`` if a request was rejected) and the share of requests
+    that had not started (no first token) when the last one arrived."""
+
+    p95_s: float
+    backlog_fraction: float
+
+
+def simulate_replica(model: str, shape: ReplicaShape, dtype: str, rate_rps: float, settings: TableSettings) -> ReplicaRun:
+    """App. B's Sim(w, f) for one replica: ``settings.requests_at(rate_rps)`` Poisson arrivals at
+    ``rate_rps`` with the trace's lengths."""
     rng = np.random.default_rng(settings.seed)
     requests = generate_requests(PoissonArrivals(rate_rps), length_sampler(settings.lengths), settings.requests_at(rate_rps), rng)
     cluster = Cluster({settings.gpu: shape.num_gpus})
     cluster.deploy(InstanceConfig(gpu=settings.gpu, model=model, tp=shape.tp, pp=shape.pp, dtype=dtype), ready_now=True)
     outcomes = cluster.run(requests)
+    last_arrival_s = max(o.arrival_s for o in outcomes)
+    backlog = sum(1 for o in outcomes if not o.completed or o.first_token_s > last_arrival_s) / len(outcomes)
     if any(not o.completed for o in outcomes):
-        return math.inf
-    return float(np.percentile([o.e2e_s for o in outcomes], 95))
+        return ReplicaRun(math.inf, backlog)
+    return ReplicaRun(float(np.percentile([o.e2e_s for o in outcomes], 95)), backlog)
 
 
 def shape_feasibility(model: str, shape: ReplicaShape, dtype: str, settings: TableSettings) -> str | None:
@@ -211,19 +232,43 @@ def shape_feasibility(model: str, shape: ReplicaShape, dtype: str, settings: Tab
 
 
 def build_replica_table(model: str, shape: ReplicaShape, dtype: str, settings: TableSettings) -> ReplicaTable:
-    """Simulate ``shape`` at the settings' rates until it saturates (module docstring)."""
-    rates, p95s = [], []
+    """Simulate ``shape`` at the settings' rates until it saturates, then bisect (geometrically,
+    ``refine_steps`` times) between the last unsaturated rate and the first saturated one, so
+    the capacity is known to within ``rate_ratio ** (1 / 2 ** refine_steps)`` (module docstring)."""
+    rates: list[float] = []
+    p95s: list[float] = []
     baseline_s = math.inf
-    for rate in settings.rates_rps().tolist():
-        p95 = simulate_replica_p95_s(model, shape, dtype, rate, settings)
+
+    def saturated_at(rate: float) -> tuple[bool, float]:
+        nonlocal baseline_s
+        run = simulate_replica(model, shape, dtype, rate, settings)
         if not rates:
-            baseline_s = p95
-        p95 = max(p95, p95s[-1]) if p95s else p95
-        saturated = not math.isfinite(p95) or p95 > settings.saturation_factor * baseline_s
-        rates.append(rate)
-        p95s.append(math.inf if saturated else p95)
+            baseline_s = run.p95_s
+        p95 = max(run.p95_s, p95s[-1]) if p95s else run.p95_s
+        saturated = (not math.isfinite(p95) or p95 > settings.saturation_factor * baseline_s
+                     or run.backlog_fraction > settings.max_backlog_fraction)
+        return saturated, p95
+
+    for rate in settings.rates_rps().tolist():
+        saturated, p95 = saturated_at(rate)
         if saturated:
+            if rates:
+                low, high = rates[-1], rate
+                for _ in range(settings.refine_steps):
+                    middle = math.sqrt(low * high)
+                    middle_saturated, middle_p95 = saturated_at(middle)
+                    if middle_saturated:
+                        high = middle
+                    else:
+                        rates.append(middle)
+                        p95s.append(middle_p95)
+                        low = middle
+                rate = high
+            rates.append(rate)
+            p95s.append(math.inf)
             break
+        rates.append(rate)
+        p95s.append(p95)
     return ReplicaTable(shape, tuple(rates), tuple(p95s))
 
 
@@ -287,6 +332,20 @@ class ModelLatencyTable:
             if latency[gpus - 1] < latency[gpus]:
                 latency[gpus], best[gpus] = latency[gpus - 1], best[gpus - 1]
         return latency, best
+
+    def strategy_for(self, rate_rps: float, max_gpus: int) -> ParallelismStrategy:
+        """The deployment of at most ``max_gpus`` GPUs for total rate ``rate_rps``: the lowest-p95
+        strategy (``latency_by_gpus``), or, when every strategy saturates at that rate, the one
+        with the most capacity, then the fewest GPUs and replicas (a stand-alone baseline then
+        runs overloaded, as it would)."""
+        latency, best = self.latency_by_gpus(rate_rps, max_gpus)
+        if math.isfinite(latency[max_gpus]):
+            return best[max_gpus]
+        capacity = {t.shape: t.capacity_rps for t in self.replicas}
+        strategies = self.strategies(max_gpus)
+        if not strategies:
+            raise ValueError(f"no replica shape of {self.model} fits in {max_gpus} GPUs")
+        return max(strategies, key=lambda x: (sum(capacity[sh] * n for sh, n in x.replicas), -x.num_gpus, -x.num_replicas))
 
     def to_json(self) -> dict:
         return {

@@ -188,6 +188,7 @@ class RollingUpdate:
                 self.cluster.deploy(self.configs[key])
                 self.added += 1
                 current[key] += 1
+        live = self._live()  # with the replicas deployed just now: they are starting, so nothing is stuck yet
         surplus = current - self.target
         if surplus and self.draining is None:
             victim = self._removable(live, surplus)
@@ -373,7 +374,12 @@ class Rescheduler:
         rollout.run()
 
     def record_rollouts(self) -> None:
-        """Copy what each rolling update did into its re-schedule record (after the run)."""
+        """After the run: copy what each rolling update did into its re-schedule record, and
+        close the timelines with the deployment at the run's end (a rollout may finish after
+        the last monitor tick)."""
+        now = self.cluster.events.now_s
+        self.gpus_timeline.append((now, gpus_by_model(self.cluster, self.router.models)))
+        self.thresholds_timeline.append((now, self.router.thresholds))
         for event, rollout in self.rollouts:
             event.thresholds_applied_s, event.rollout_done_s = rollout.thresholds_applied_s, rollout.finished_s
             event.replicas_removed, event.replicas_added = rollout.removed, rollout.added
