@@ -509,14 +509,7 @@ def _cause(results: dict[str, Any], baseline: str | None) -> str:
         CASCADESERVE: ("CascadeServe is planned from the same simulated latency tables, but its replica shapes come from "
                        "each shape's sustainable rate per GPU and it switches gears every 100 ms by the measured QPS"),
     }
-    overload = "; ".join(
-        f"{key}: trace-1 attainment {cell[RESCHEDULING]['phases'][0]['slo_attainment']:.2f} (p95 "
-        f"{cell[RESCHEDULING]['phases'][0]['p95_e2e_s']:.0f} s) with GPUs {cell['initial_plan']['gpus']}"
-        for key, cell in results["runs"].items())
-    texts = [("Mechanism wrong in Cascadia's lookup tables (baselines/cascadia/parallelism.py): each rate is simulated "
-              "for 60 s of arrivals and counts as saturated only when its p95 exceeds 4x the lowest rate's, so a "
-              "replica above its steady-state capacity still looks feasible and Alg. 1 under-provisions a stage, which "
-              f"then queues for a whole 8-minute segment ({overload}).")]
+    texts: list[str] = []
     for b in (CASCADESERVE, STANDALONE) if baseline is None else (baseline,):
         measured, unplanned = [], []
         for key, cell in results["runs"].items():

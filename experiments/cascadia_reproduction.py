@@ -498,9 +498,8 @@ def standalone_cause(results: dict[str, Any]) -> str:
             "for 50% of requests vs 8 GPUs for 94% on the 70B (~4.7x the GPUs per request). A cascaded request pays "
             "every stage it passes plus the 0.27 s judge, so against a large model this cheap the stand-alone wins. "
             "Missing mechanism (hardware/latency.py, not ours): int4 dequantisation / AWQ MoE kernel cost; int4 only "
-            "shrinks weight bytes there. Two effects add to it: the load regime of the Fig. 7 row (the stand-alone runs at "
-            "low SLO scales here), and Alg. 1's lookup tables, whose 60 s simulations let a stage run above its "
-            "steady-state capacity (experiments.cascadia_fluctuating's rows).")
+            "shrinks weight bytes there. The load regime of the Fig. 7 row adds to it (the stand-alone runs at low SLO "
+            "scales here).")
 
 
 def cascadeserve_cause(results: dict[str, Any]) -> str:
