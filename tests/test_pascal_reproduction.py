@@ -111,3 +111,10 @@ def test_kv_constrained_pool_is_the_pool_of_96e9_bytes():
     assert gap_tokens == pytest.approx(24304.556)
     gap = repro.kv_tokens_per_instance() - repro.kv_tokens_per_instance(repro.KV_CONSTRAINED_MEMORY_UTILIZATION)
     assert abs(gap - gap_tokens) <= 1
+
+
+def test_percent_change_is_undefined_without_a_reference_level():
+    """Fig. 13(c) / 15(b) compare against a baseline's blocking or violations; a baseline with none
+    (a short episode) gives nan, so the row needs a cause, instead of a division by zero."""
+    assert repro.percent_change(0.5, 2.0) == -75.0
+    assert math.isnan(repro.percent_change(1.0, 0.0))

@@ -164,7 +164,7 @@ def test_pascal_reproduces_eight_h100_instances_with_its_scheduler():
 
 def test_pascal_rates_default_to_medium_and_increase():
     assert make_scenario("pascal").workload.rate_rps == PASCAL_RATES_RPS["medium"] == 2.0
-    assert [pascal(rate).workload.rate_rps for rate in ("low", "medium", "high")] == [1.0, 2.0, 3.0]
+    assert [pascal(rate).workload.rate_rps for rate in ("low", "medium", "high")] == [1.0, 2.0, 4.0]
     with pytest.raises(ValueError, match="'peak'.*'low', 'medium', 'high'"):
         pascal("peak")
 
