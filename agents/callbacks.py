@@ -7,6 +7,8 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
+import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -192,8 +194,48 @@ def mean_metrics(episodes: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 
 def save_model(model: BaseAlgorithm, path: Path) -> None:
-    """Save ``model`` at ``path`` and its VecNormalize statistics (if any) at ``vecnormalize_path(path)``."""
-    model.save(path)
+    """Save ``model`` at ``path`` and its VecNormalize statistics (if any) at
+    ``vecnormalize_path(path)``, statistics first; each file is written under a temporary name
+    and renamed, so an interruption never leaves a partial file under the final name."""
+    path = Path(path)
     vec_normalize = model.get_vec_normalize_env()
     if vec_normalize is not None:
-        vec_normalize.save(str(vecnormalize_path(path)))
+        stats = vecnormalize_path(path)
+        vec_normalize.save(str(_temporary(stats)))
+        os.replace(_temporary(stats), stats)
+    model.save(_temporary(path))
+    os.replace(_temporary(path), path)
+
+
+def _temporary(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place."""
+    return path.with_name(f"{path.name}.tmp")
+
+
+class CheckpointEvery(BaseCallback):
+    """Saves the model (``save_model``) as ``directory/model_<steps>_steps.zip`` every
+    ``every_calls`` calls (env steps / n_envs), the names SB3's ``CheckpointCallback`` uses,
+    written atomically."""
+
+    def __init__(self, every_calls: int, directory: Path) -> None:
+        super().__init__()
+        self.every_calls = every_calls
+        self.directory = Path(directory)
+
+    def _on_step(self) -> bool:
+        if self.n_calls % self.every_calls == 0:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            save_model(self.model, self.directory / f"model_{self.num_timesteps}_steps.zip")
+        return True
+
+
+class StopOnSignal(BaseCallback):
+    """Ends training at the next env step once ``received`` is set (by a signal handler,
+    ``agents.train``): SB3 then returns from ``learn`` with every step so far counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: signal.Signals | None = None
+
+    def _on_step(self) -> bool:
+        return self.received is None

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import math
+import pickle
 import re
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +55,9 @@ DEVICES = ("cpu", "cuda", "auto")
 EVAL_MODES = ("deterministic", "stochastic")
 SCHEDULE_ARGS = ("learning_rate", "clip_range", "clip_range_vf")  # take ``lin_<value>``
 LINEAR_SCHEDULE = re.compile(r"lin_(.+)")
+SB3_ARCHIVE_MEMBERS = ("data", "policy.pth")  # what every saved SB3 model holds
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -427,8 +433,10 @@ def vecnormalize_path(model_path: Path) -> Path:
     return model_path.with_name(f"{model_path.stem}_vecnormalize.pkl")
 
 
-def latest_checkpoint(run_dir: Path) -> tuple[Path, int]:
-    """The checkpoint ``checkpoints/model_<n>_steps.zip`` of ``run_dir`` with the largest n."""
+def latest_checkpoint(run_dir: Path, with_stats: bool = False) -> tuple[Path, int]:
+    """The intact checkpoint ``checkpoints/model_<n>_steps.zip`` of ``run_dir`` with the
+    largest n (and its VecNormalize statistics when ``with_stats``); newer ones that are
+    truncated or corrupt are skipped with a logged warning naming them."""
     found = []
     for path in (Path(run_dir) / "checkpoints").glob("model_*_steps.zip"):
         match = re.fullmatch(r"model_(\d+)_steps", path.stem)
@@ -436,13 +444,47 @@ def latest_checkpoint(run_dir: Path) -> tuple[Path, int]:
             found.append((int(match[1]), path))
     if not found:
         raise ValueError(f"no checkpoint model_<steps>_steps.zip under {Path(run_dir) / 'checkpoints'}")
-    steps, path = max(found)
-    return path, steps
+    skipped = []
+    for steps, path in sorted(found, reverse=True):
+        problem = checkpoint_problem(path, with_stats)
+        if problem is None:
+            return path, steps
+        skipped.append(f"{path.name} ({problem})")
+        logger.warning("skipping checkpoint %s: %s", path, problem)
+    raise ValueError(f"no intact checkpoint under {Path(run_dir) / 'checkpoints'}: {'; '.join(skipped)}")
+
+
+def checkpoint_problem(path: Path, with_stats: bool) -> str | None:
+    """Why the saved model at ``path`` cannot be loaded (a truncated or corrupt zip, SB3's
+    ``data`` or ``policy.pth`` missing, or, ``with_stats``, its VecNormalize statistics
+    missing or unreadable), or None when it is intact."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            missing = sorted(set(SB3_ARCHIVE_MEMBERS) - set(archive.namelist()))
+            if missing:
+                return f"the archive lacks {missing}"
+            corrupt = archive.testzip()
+            if corrupt is not None:
+                return f"archive member {corrupt} is corrupt"
+    except (zipfile.BadZipFile, OSError) as error:
+        return f"not a readable zip archive: {error}"
+    if with_stats:
+        stats = vecnormalize_path(path)
+        try:
+            with open(stats, "rb") as handle:
+                pickle.load(handle)
+        except FileNotFoundError:
+            return f"its VecNormalize statistics {stats.name} are missing"
+        except (pickle.UnpicklingError, EOFError, OSError, ValueError) as error:
+            return f"its VecNormalize statistics {stats.name} are unreadable: {error!r}"
+    return None
 
 
 def config_path_for(model_path: Path) -> Path:
     """The ``config.yml`` of the run a saved model belongs to (beside it, or one folder up for checkpoints)."""
     model_path = Path(model_path)
+    if not model_path.is_file():
+        raise ValueError(f"no saved model at {model_path}")
     for folder in (model_path.parent, model_path.parent.parent):
         if (folder / "config.yml").is_file():
             return folder / "config.yml"

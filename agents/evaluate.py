@@ -14,9 +14,11 @@ with one run per training seed. Statistics follow Agarwal et al. (NeurIPS 2021) 
 ``rliable`` (``agents.statistics``): per policy and metric the IQM over training seeds x
 evaluation seeds with a 95% stratified-bootstrap interval, and each agent's probability of
 improvement over each heuristic on ``--metric``. Written to ``--out`` (default
-``results/eval/{env}__{scenario}``): ``table.md`` (printed), ``table.csv``,
+``results/eval/{env}__{scenario}``): ``table.md`` (printed first), ``table.csv``,
 ``improvement.csv``, ``episodes.csv`` (every episode), ``performance_profile.png``,
 ``ttft_cdf.png``, ``tier_slo.png``, ``cost_vs_slo.png`` and TensorBoard runs under ``tb/``.
+``--out`` is checked to be writable before any episode runs. Bad input prints one line
+``agents.evaluate: error: ...`` and exits with status 2.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import csv
 import math
 import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,13 +292,42 @@ def markdown_table(results: Sequence[PolicyResult], seeds: Sequence[int], table:
     return "\n".join(lines) + "\n"
 
 
-def write_report(results: Sequence[PolicyResult], seeds: Sequence[int], out_dir: Path,
-                 ttft_slo_s: float | None = None, metric: str = HEADLINE_METRIC) -> str:
-    """Write tables, episodes, plots and TensorBoard runs into ``out_dir``; return the markdown report."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+@dataclass(frozen=True)
+class Report:
+    """The statistics of an evaluation: IQM intervals (``aggregate``), probabilities of
+    improvement on ``metric`` (``improvements``) and the markdown ``table``."""
+
+    intervals: dict[str, dict[str, Interval]]
+    pairs: dict[tuple[str, str], Interval]
+    table: str
+    metric: str
+
+
+def build_report(results: Sequence[PolicyResult], seeds: Sequence[int], metric: str = HEADLINE_METRIC) -> Report:
+    """Compute the report's statistics and markdown table (nothing is written)."""
     intervals = aggregate(results)
     pairs = improvements(results, metric) if metric in table_metrics(results) else {}
-    table = markdown_table(results, seeds, intervals, pairs, metric)
+    return Report(intervals, pairs, markdown_table(results, seeds, intervals, pairs, metric), metric)
+
+
+def check_writable(out_dir: Path) -> None:
+    """Create ``out_dir`` and write (then remove) a probe file in it; ``ValueError`` naming the
+    folder if that fails, so an evaluation does not run its episodes for nothing."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write_probe_"):
+            pass
+    except OSError as error:
+        raise ValueError(f"--out {out_dir} is not a writable folder: {error.strerror or error}") from None
+
+
+def write_report(results: Sequence[PolicyResult], seeds: Sequence[int], out_dir: Path,
+                 ttft_slo_s: float | None = None, metric: str = HEADLINE_METRIC, report: Report | None = None) -> str:
+    """Write tables, episodes, plots and TensorBoard runs into ``out_dir`` (``report``: the
+    statistics already computed by ``build_report``, else computed here); return the markdown report."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = build_report(results, seeds, metric) if report is None else report
+    intervals, pairs, table = report.intervals, report.pairs, report.table
     (out_dir / "table.md").write_text(table)
     _write_csv(out_dir / "table.csv", [{"policy": p, "metric": m, "iqm": i.value, "ci_low": i.low, "ci_high": i.high,
                                         "runs": i.runs, "tasks": i.tasks}
@@ -399,7 +431,8 @@ def modes_from(args: argparse.Namespace, default: tuple[str, ...] = ("determinis
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the CLI; bad input (a ``ValueError`` or ``OSError``) prints one line and returns 2."""
+    parser = argparse.ArgumentParser(prog="agents.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("--env", required=True, help=f"one of {sorted(envs.ENV_IDS)}")
     parser.add_argument("--scenario", default="default", help=f"one of {envs.scenario_names()}")
     parser.add_argument("--policies", required=True, help="comma-separated baseline names and .zip model paths")
@@ -412,6 +445,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", choices=DEVICES, default="auto", help="where saved models run (default auto)")
     parser.add_argument("--out", type=Path, help="output folder (default results/eval/{env}__{scenario})")
     args = parser.parse_args(argv)
+    try:
+        return _evaluate(args)
+    except (ValueError, OSError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _evaluate(args: argparse.Namespace) -> int:
     env_kwargs = {}
     for assignment in args.overrides:
         key, sep, text = assignment.partition("=")
@@ -420,13 +461,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         env_kwargs[key] = parse_value(text)
     seeds = _seeds(args.seeds)
     policies = [p for p in args.policies.split(",") if p]
+    out_dir = args.out or Path("results") / "eval" / f"{sanitize(args.env)}__{args.scenario}"
+    check_writable(out_dir)
     results = evaluate_policies(args.env, args.scenario, policies, seeds, env_kwargs, resolve_device(args.device),
                                 modes_from(args))
     if args.metric not in table_metrics(results):
         raise ValueError(f"unknown --metric {args.metric!r}; the episodes report {table_metrics(results)}")
-    out_dir = args.out or Path("results") / "eval" / f"{sanitize(args.env)}__{args.scenario}"
-    table = write_report(results, seeds, out_dir, _ttft_slo_s(args.env, args.scenario, env_kwargs), args.metric)
-    print(table)
+    report = build_report(results, seeds, args.metric)
+    print(report.table, flush=True)
+    write_report(results, seeds, out_dir, _ttft_slo_s(args.env, args.scenario, env_kwargs), args.metric, report)
     print(f"written to {out_dir}: table.md, table.csv, improvement.csv, episodes.csv, performance_profile.png, "
           "ttft_cdf.png, tier_slo.png, cost_vs_slo.png, tb/")
     return 0

@@ -13,16 +13,31 @@ resolved configuration), the TensorBoard event files, ``progress.csv`` (and
 ``progress_resumed_at_<steps>.csv`` per resume), ``monitor/<rank>.monitor.csv``,
 ``checkpoints/model_<steps>_steps.zip`` (with ``model_vecnormalize_<steps>_steps.pkl`` when
 observations are normalised), ``final_model.zip`` and, with evaluation, ``best_model.zip`` and
-``evaluations.json``.
+``evaluations.json``. Every model file is written under a temporary name and renamed.
+
+Interruption: on SIGINT (Ctrl-C) or SIGTERM the command stops at the next env step, saves the
+model and its VecNormalize statistics as ``checkpoints/model_<steps>_steps.zip``, closes its
+envs (subprocess envs ignore the signals, so they close cleanly) and exits with status 128 +
+the signal number (130, 143); a second signal stops it at once. ``--resume`` continues from the
+newest intact checkpoint (a truncated or corrupt newer one is skipped with a warning) and first
+drops the monitor rows of episodes past it, so the monitor CSVs hold exactly the episodes the
+model has trained on; their ``t`` column continues from the run's start. Bad input prints one
+line ``agents.train: error: ...`` and exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import json
+import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -32,7 +47,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import (
     CSVOutputFormat,
     HParam,
@@ -44,7 +59,14 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 import envs
-from agents.callbacks import BaselineEvalCallback, ServingMetricsCallback, TrainingLayout, save_model
+from agents.callbacks import (
+    BaselineEvalCallback,
+    CheckpointEvery,
+    ServingMetricsCallback,
+    StopOnSignal,
+    TrainingLayout,
+    save_model,
+)
 from agents.config import (
     ALGORITHMS,
     DEVICES,
@@ -66,6 +88,7 @@ from envs.wrappers import FlattenServingObservation
 # Evaluation seeds are 10_000, 10_001, ...: held out from the small training seeds.
 EVAL_SEED_BASE = 10_000
 DEFAULT_CHECKPOINT_FREQ = 10_000
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class EpisodeTierMetrics(gym.Wrapper):
@@ -86,25 +109,73 @@ def make_env(env_id: str, scenario: str, env_kwargs: dict[str, Any], flat: bool)
     to one ``Box`` when ``flat`` (MLP policies). YAML lists become tuples (scenario fields)."""
     if env_id not in envs.ENV_IDS:
         raise ValueError(f"unknown env {env_id!r}; known: {sorted(envs.ENV_IDS)}")
+    if not isinstance(scenario, str):
+        raise ValueError(f"scenario must be a scenario name, one of {envs.scenario_names()}; got {scenario!r}")
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in env_kwargs.items()}
     env: gym.Env = EpisodeTierMetrics(gym.make(env_id, scenario=scenario, **kwargs))
     return FlattenServingObservation(env) if flat else env
 
 
-def _monitored_env(config: TrainConfig, monitor_file: str) -> gym.Env:
-    """A Monitor-wrapped env; a resumed run appends to its existing Monitor CSV."""
-    return Monitor(make_env(config.env_id, config.scenario, config.env_kwargs, config.flat_observation),
-                   filename=monitor_file, override_existing=not Path(monitor_file).exists())
+def _monitored_env(config: TrainConfig, monitor_file: str, t_start: float | None, in_subprocess: bool) -> gym.Env:
+    """A Monitor-wrapped env; a resumed run appends to its existing Monitor CSV, its ``t``
+    counted from the run's ``t_start``. In a subprocess env, SIGINT and SIGTERM are ignored:
+    the training process decides when to stop and closes its envs."""
+    if in_subprocess:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+    monitor = Monitor(make_env(config.env_id, config.scenario, config.env_kwargs, config.flat_observation),
+                      filename=monitor_file, override_existing=not Path(monitor_file).exists())
+    if t_start is not None:
+        monitor.t_start = t_start
+    return monitor
 
 
-def make_vec_env(config: TrainConfig, run_dir: Path) -> VecEnv:
+def make_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | None] | None = None) -> VecEnv:
     """``n_envs`` monitored envs: ``SubprocVecEnv`` when more than one (unless ``vec_env`` is
     ``dummy``), else ``DummyVecEnv``. Action masks reach MaskablePPO through
-    ``env_method("action_masks")`` either way."""
+    ``env_method("action_masks")`` either way. ``t_starts``: each rank's Monitor start time
+    (a resumed run's)."""
     (run_dir / "monitor").mkdir(parents=True, exist_ok=True)
-    env_fns = [partial(_monitored_env, config, str(run_dir / "monitor" / f"{rank}.monitor.csv"))
+    subprocess_envs = config.n_envs > 1 and config.vec_env == "subproc"
+    t_starts = t_starts or [None] * config.n_envs
+    env_fns = [partial(_monitored_env, config, str(monitor_path(run_dir, rank)), t_starts[rank], subprocess_envs)
                for rank in range(config.n_envs)]
-    return SubprocVecEnv(env_fns) if config.n_envs > 1 and config.vec_env == "subproc" else DummyVecEnv(env_fns)
+    return SubprocVecEnv(env_fns) if subprocess_envs else DummyVecEnv(env_fns)
+
+
+def monitor_path(run_dir: Path, rank: int) -> Path:
+    """The Monitor CSV of env ``rank`` in ``run_dir``."""
+    return run_dir / "monitor" / f"{rank}.monitor.csv"
+
+
+def rewind_monitor(path: Path, env_steps: int) -> float | None:
+    """Keep only the episodes of the Monitor CSV at ``path`` that ended within its env's first
+    ``env_steps`` steps (a checkpoint's), dropping any later or half-written row; returns the
+    file's ``t_start`` (None when there is no file, or when a file cut short before its header
+    ends is removed for a fresh one)."""
+    if not path.is_file():
+        return None
+    lines = path.read_text().splitlines(keepends=True)
+    try:
+        t_start = float(json.loads(lines[0][1:])["t_start"])
+        length_column = next(csv.reader([lines[1]])).index("l")
+    except (IndexError, KeyError, ValueError):
+        path.unlink()
+        return None
+    kept, steps = lines[:2], 0
+    for line in lines[2:]:
+        try:
+            steps += int(next(csv.reader([line]))[length_column])
+        except (ValueError, IndexError):
+            break
+        if steps > env_steps or not line.endswith("\n"):
+            break
+        kept.append(line)
+    if len(kept) < len(lines):
+        temporary = path.with_name(f"{path.name}.tmp")
+        temporary.write_text("".join(kept))
+        os.replace(temporary, path)
+    return t_start
 
 
 @dataclass(frozen=True)
@@ -115,15 +186,20 @@ class TrainResult:
     num_timesteps: int
     trained_steps: int
     wall_s: float
+    interrupted_by: signal.Signals | None = None
 
     @property
     def steps_per_s(self) -> float:
         return self.trained_steps / self.wall_s
 
 
-def train(config: TrainConfig, run_root: Path = Path("runs"), *, progress_bar: bool = False, verbose: int = 0) -> TrainResult:
+def train(config: TrainConfig, run_root: Path = Path("runs"), *, progress_bar: bool = False, verbose: int = 0,
+          callbacks: Sequence[BaseCallback] = (), stop_on_signals: bool = False) -> TrainResult:
     """Train a new agent as ``config`` says, in a new run directory under ``run_root``
-    (sets torch's thread count for this process to ``config.torch_threads``)."""
+    (sets torch's thread count for this process to ``config.torch_threads``); ``callbacks``
+    run beside the run's own (e.g. a sweep trial's periodic reports). With
+    ``stop_on_signals`` (the command line), SIGINT / SIGTERM end training early with a
+    checkpoint (module docstring; ``TrainResult.interrupted_by``)."""
     device = resolve_device(config.device)
     config = dataclasses.replace(config, device=device)
     _check_setup(config)
@@ -142,26 +218,29 @@ def train(config: TrainConfig, run_root: Path = Path("runs"), *, progress_bar: b
         model.set_logger(logger)
         logger.record("hparams", HParam(_hparams(config), _hparam_metrics(config)),
                       exclude=("stdout", "log", "json", "csv"))
-        return _learn(model, config, run_dir, config.n_timesteps, resuming=False, progress_bar=progress_bar)
+        return _learn(model, config, run_dir, config.n_timesteps, resuming=False, progress_bar=progress_bar,
+                      extra_callbacks=callbacks, stop_on_signals=stop_on_signals)
     finally:
         venv.close()
 
 
 def resume(run_dir: Path, *, timesteps: int | None = None, device: str | None = None,
-           progress_bar: bool = False, verbose: int = 0) -> TrainResult:
-    """Continue ``run_dir`` from its latest checkpoint: model, VecNormalize statistics and the
-    step count (``reset_num_timesteps=False``). Trains ``timesteps`` more steps, by default
-    what is left of the configured ``n_timesteps``."""
+           progress_bar: bool = False, verbose: int = 0, stop_on_signals: bool = False) -> TrainResult:
+    """Continue ``run_dir`` from its newest intact checkpoint: model, VecNormalize statistics
+    and the step count (``reset_num_timesteps=False``); monitor rows of episodes past the
+    checkpoint are dropped first. Trains ``timesteps`` more steps, by default what is left of
+    the configured ``n_timesteps``. ``stop_on_signals`` as for ``train``."""
     run_dir = Path(run_dir)
     config = TrainConfig.load(run_dir / "config.yml")
     config = dataclasses.replace(config, device=resolve_device(device or config.device))
-    checkpoint, steps = latest_checkpoint(run_dir)
+    checkpoint, steps = latest_checkpoint(run_dir, with_stats=config.normalize is not None)
     more = as_int("timesteps", timesteps, minimum=1) if timesteps is not None else config.n_timesteps - steps
     if more <= 0:
         raise ValueError(f"{run_dir} has trained {steps} of its {config.n_timesteps} steps; pass timesteps to train more")
     config = dataclasses.replace(config, n_timesteps=steps + more)
     torch.set_num_threads(config.torch_threads)
-    venv = make_vec_env(config, run_dir)
+    t_starts = [rewind_monitor(monitor_path(run_dir, rank), steps // config.n_envs) for rank in range(config.n_envs)]
+    venv = make_vec_env(config, run_dir, t_starts)
     try:
         if config.normalize is not None:
             venv = VecNormalize.load(str(vecnormalize_path(checkpoint)), venv)
@@ -170,20 +249,43 @@ def resume(run_dir: Path, *, timesteps: int | None = None, device: str | None = 
         config.save(run_dir / "config.yml")
         model.set_random_seed(config.seed + steps)
         model.set_logger(_logger(run_dir, verbose, f"progress_resumed_at_{steps}.csv"))
-        return _learn(model, config, run_dir, more, resuming=True, progress_bar=progress_bar)
+        return _learn(model, config, run_dir, more, resuming=True, progress_bar=progress_bar,
+                      stop_on_signals=stop_on_signals)
     finally:
         venv.close()
 
 
+@contextmanager
+def _signals_stop(stop: StopOnSignal, enabled: bool) -> Iterator[None]:
+    """While inside, the first SIGINT or SIGTERM sets ``stop.received`` (training ends at the
+    next env step) and puts the previous handlers back, so a second one acts at once. Only
+    in the main thread (Python delivers signals there), and only when ``enabled``."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+
+    def handle(signum: int, _frame: Any) -> None:
+        stop.received = signal.Signals(signum)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handle)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _learn(model: BaseAlgorithm, config: TrainConfig, run_dir: Path, timesteps: int, *, resuming: bool,
-           progress_bar: bool) -> TrainResult:
+           progress_bar: bool, extra_callbacks: Sequence[BaseCallback] = (), stop_on_signals: bool = False) -> TrainResult:
     layout = TrainingLayout(with_evaluation=config.eval_freq > 0)
-    callbacks: list[BaseCallback] = [ServingMetricsCallback(layout)]
+    stop = StopOnSignal()
+    callbacks: list[BaseCallback] = [stop, ServingMetricsCallback(layout), *extra_callbacks]
     if config.checkpoint_freq > 0:
-        callbacks.append(CheckpointCallback(
-            save_freq=max(config.checkpoint_freq // config.n_envs, 1), save_path=str(run_dir / "checkpoints"),
-            name_prefix="model", save_vecnormalize=True,
-        ))
+        callbacks.append(CheckpointEvery(max(config.checkpoint_freq // config.n_envs, 1), run_dir / "checkpoints"))
     if config.eval_freq > 0:
         callbacks.append(BaselineEvalCallback(
             make_env(config.env_id, config.scenario, config.env_kwargs, config.flat_observation),
@@ -193,13 +295,15 @@ def _learn(model: BaseAlgorithm, config: TrainConfig, run_dir: Path, timesteps: 
         ))
     start_steps = model.num_timesteps
     started = time.perf_counter()
-    model.learn(total_timesteps=timesteps, callback=CallbackList(callbacks), reset_num_timesteps=not resuming,
-                progress_bar=progress_bar)
+    with _signals_stop(stop, stop_on_signals):
+        model.learn(total_timesteps=timesteps, callback=CallbackList(callbacks), reset_num_timesteps=not resuming,
+                    progress_bar=progress_bar)
     wall_s = time.perf_counter() - started
     (run_dir / "checkpoints").mkdir(exist_ok=True)
     save_model(model, run_dir / "checkpoints" / f"model_{model.num_timesteps}_steps.zip")
-    save_model(model, run_dir / "final_model.zip")
-    return TrainResult(run_dir, model.num_timesteps, model.num_timesteps - start_steps, wall_s)
+    if stop.received is None:
+        save_model(model, run_dir / "final_model.zip")
+    return TrainResult(run_dir, model.num_timesteps, model.num_timesteps - start_steps, wall_s, stop.received)
 
 
 def _check_setup(config: TrainConfig) -> None:
@@ -271,7 +375,9 @@ def _comma_list(text: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the CLI: bad input (a ``ValueError`` or ``OSError``) prints one line and returns 2;
+    an interrupted run returns 128 + the signal number after saving (module docstring)."""
+    parser = argparse.ArgumentParser(prog="agents.train", description=__doc__.splitlines()[0])
     parser.add_argument("--env", help=f"one of {sorted(envs.ENV_IDS)}")
     parser.add_argument("--scenario", help=f"one of {envs.scenario_names()} (default: default)")
     parser.add_argument("--algo", choices=sorted(ALGORITHMS))
@@ -303,27 +409,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = [name for name in fixed if getattr(args, name) is not None]
         if given:
             parser.error(f"--resume takes the run's config.yml; these cannot change: {given}")
-        result = resume(args.resume, timesteps=args.timesteps, device=args.device,
-                        progress_bar=not args.no_progress_bar, verbose=args.verbose)
-    else:
-        if args.env is None or args.algo is None:
-            parser.error("--env and --algo are required (unless --resume)")
-        config = build_config(
-            args.env, args.scenario or "default", args.algo, 0 if args.seed is None else args.seed,
-            n_timesteps=args.timesteps, n_envs=args.n_envs, device=args.device or "auto",
-            hyperparams_path=args.hyperparams, overrides=args.overrides or (),
-            eval_freq=args.eval_freq or 0,
-            eval_seeds=_eval_seeds(args.eval_seeds) if args.eval_freq else [],
-            eval_baselines=args.eval_baselines or [], eval_metric=args.eval_metric or "return",
-            checkpoint_freq=DEFAULT_CHECKPOINT_FREQ if args.checkpoint_freq is None else args.checkpoint_freq,
-            torch_threads=1 if args.torch_threads is None else args.torch_threads, vec_env=args.vec_env,
-            eval_mode="stochastic" if args.eval_stochastic else "deterministic",
-        )
-        result = train(config, args.run_dir, progress_bar=not args.no_progress_bar, verbose=args.verbose)
+    elif args.env is None or args.algo is None:
+        parser.error("--env and --algo are required (unless --resume)")
+    try:
+        result = _run(args)
+    except (ValueError, OSError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # before training started, or a second Ctrl-C
+        print(f"{parser.prog}: interrupted at once; checkpoints already saved are kept", file=sys.stderr)
+        return 128 + signal.SIGINT
     print(f"run: {result.run_dir}")
     print(f"trained {result.trained_steps} steps (total {result.num_timesteps}) in {result.wall_s:.1f} s: "
           f"{result.steps_per_s:.0f} steps/s")
+    if result.interrupted_by is not None:
+        print(f"interrupted by {result.interrupted_by.name}: saved checkpoints/model_{result.num_timesteps}_steps.zip; "
+              f"continue with: python -m agents.train --resume {result.run_dir}")
+        return 128 + result.interrupted_by
     return 0
+
+
+def _run(args: argparse.Namespace) -> TrainResult:
+    """Train or resume as the parsed command line says."""
+    if args.resume is not None:
+        return resume(args.resume, timesteps=args.timesteps, device=args.device,
+                      progress_bar=not args.no_progress_bar, verbose=args.verbose, stop_on_signals=True)
+    config = build_config(
+        args.env, args.scenario or "default", args.algo, 0 if args.seed is None else args.seed,
+        n_timesteps=args.timesteps, n_envs=args.n_envs, device=args.device or "auto",
+        hyperparams_path=args.hyperparams, overrides=args.overrides or (),
+        eval_freq=args.eval_freq or 0,
+        eval_seeds=_eval_seeds(args.eval_seeds) if args.eval_freq else [],
+        eval_baselines=args.eval_baselines or [], eval_metric=args.eval_metric or "return",
+        checkpoint_freq=DEFAULT_CHECKPOINT_FREQ if args.checkpoint_freq is None else args.checkpoint_freq,
+        torch_threads=1 if args.torch_threads is None else args.torch_threads, vec_env=args.vec_env,
+        eval_mode="stochastic" if args.eval_stochastic else "deterministic",
+    )
+    return train(config, args.run_dir, progress_bar=not args.no_progress_bar, verbose=args.verbose,
+                 stop_on_signals=True)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ workload, SLOs, episode length) that every environment is built from."""
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +18,7 @@ from simulator.instance import InstanceConfig, Role
 from simulator.metrics import QoETargets
 from simulator.request import SLO, Request
 from simulator.workloads import (
+    LENGTH_SAMPLER_NAMES,
     GammaArrivals,
     PoissonArrivals,
     ServeGenRateArrivals,
@@ -25,6 +29,36 @@ from simulator.workloads import (
 )
 
 ARRIVALS = ("poisson", "gamma", "servegen", "azure_conv", "azure_code")
+TRACE_LENGTHS = "trace"  # with Azure arrivals: the trace's own lengths
+
+
+def _number(name: str, value: Any, *, positive: bool) -> None:
+    """Raise unless ``value`` is a finite real number, > 0 (``positive``) or >= 0."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+            or (value <= 0 if positive else value < 0)):
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+
+
+def _integer(name: str, value: Any, minimum: int) -> None:
+    """Raise unless ``value`` is an int (not a bool) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _of_type(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
+    """Raise unless ``value`` is a ``kind`` (``what`` says so in the message)."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
+def _as_tuple(owner: Any, name: str) -> tuple[Any, ...]:
+    """Field ``name`` of a frozen dataclass as a tuple (a list, e.g. from YAML, is converted)."""
+    value = getattr(owner, name)
+    if isinstance(value, list):
+        value = tuple(value)
+        object.__setattr__(owner, name, value)
+    _of_type(name, value, tuple, "a tuple")
+    return value
 
 
 @dataclass(frozen=True)
@@ -49,7 +83,9 @@ class Workload:
     2023 trace's arrival times rescaled to ``rate_rps``, as cauchy.txt §4.1 does). ``lengths``
     names a length sampler (``simulator.workloads.LENGTH_SAMPLER_NAMES``); with Azure arrivals
     ``"trace"`` keeps the trace's own lengths.
-    ``slo_by_tier[k]`` is tier k's targets (one entry serves every tier).
+    ``slo_by_tier[k]`` is tier k's targets (one entry serves every tier); a mapping such as
+    ``{"ttft_s": 1.0}`` (from YAML) becomes an ``SLO``. A field of the wrong type or out of
+    range raises ``ValueError`` naming it and its value.
     """
 
     arrival: str = "poisson"
@@ -62,18 +98,28 @@ class Workload:
     slo_by_tier: tuple[SLO, ...] = (SLO(),)
 
     def __post_init__(self) -> None:
-        if self.arrival not in ARRIVALS:
+        if not isinstance(self.arrival, str) or self.arrival not in ARRIVALS:
             raise ValueError(f"unknown arrival {self.arrival!r}; known: {list(ARRIVALS)}")
-        if not self.rate_rps > 0:
-            raise ValueError(f"rate_rps must be positive, got {self.rate_rps}")
-        if not self.cv > 0:
-            raise ValueError(f"cv must be positive, got {self.cv}")
-        if not isinstance(self.num_tiers, int) or self.num_tiers < 1:
-            raise ValueError(f"num_tiers must be a positive integer, got {self.num_tiers!r}")
+        _number("rate_rps", self.rate_rps, positive=True)
+        _number("cv", self.cv, positive=True)
+        known_lengths = [*LENGTH_SAMPLER_NAMES, TRACE_LENGTHS]
+        if not isinstance(self.lengths, str) or self.lengths not in known_lengths:
+            raise ValueError(f"unknown lengths {self.lengths!r}; known: {known_lengths}")
+        if self.lengths == TRACE_LENGTHS and not self.arrival.startswith("azure"):
+            raise ValueError(f"lengths 'trace' needs Azure arrivals (azure_conv, azure_code), got arrival {self.arrival!r}")
+        _of_type("lengths_options", self.lengths_options, Mapping, "a mapping of length-sampler options")
+        _of_type("priorities", self.priorities, (str, type(None)), "a priority distribution name or None")
+        _integer("num_tiers", self.num_tiers, 1)
+        slos = _as_tuple(self, "slo_by_tier")
+        if any(isinstance(slo, Mapping) for slo in slos):
+            object.__setattr__(self, "slo_by_tier", tuple(_slo(k, slo) for k, slo in enumerate(slos)))
+        for k, slo in enumerate(self.slo_by_tier):
+            _of_type(f"slo_by_tier[{k}]", slo, SLO, "an SLO")
         if len(self.slo_by_tier) not in (1, self.num_tiers):
             raise ValueError(f"slo_by_tier has {len(self.slo_by_tier)} entries for {self.num_tiers} tiers")
 
     def slo(self, tier: int) -> SLO:
+        """A fresh copy of tier ``tier``'s targets."""
         template = self.slo_by_tier[tier if len(self.slo_by_tier) > 1 else 0]
         return dataclasses.replace(template)
 
@@ -104,6 +150,17 @@ class Workload:
             arrivals, length_sampler(self.lengths, **self.lengths_options), num_requests, rng,
             priorities=self.priorities, num_tiers=self.num_tiers, slo=self.slo,
         )
+
+
+def _slo(tier: int, targets: Mapping[str, Any] | SLO) -> SLO:
+    """``targets`` as an ``SLO``; unknown keys raise naming the tier."""
+    if isinstance(targets, SLO):
+        return targets
+    known = [f.name for f in dataclasses.fields(SLO)]
+    unknown = sorted(set(targets) - set(known))
+    if unknown:
+        raise ValueError(f"slo_by_tier[{tier}] has unknown target(s) {unknown}; known: {known}")
+    return SLO(**targets)
 
 
 @dataclass(frozen=True)
@@ -144,7 +201,8 @@ class Scenario:
     episode's length in arrivals. ``tier_weights[k]`` weights tier k in the ``slo`` reward.
     ``qoe`` are the answering-phase targets of reasoning scenarios (pascal.txt §V-A).
     ``cascade`` orders the models of a model cascade, smallest first (cascadia.txt §3.3);
-    empty for scenarios without one.
+    empty for scenarios without one. A field of the wrong type or out of range raises
+    ``ValueError`` naming it and its value.
     """
 
     name: str
@@ -163,12 +221,24 @@ class Scenario:
     cascade: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("name", "description", "reference"):
+            _of_type(name, getattr(self, name), str, "a string")
+        for k, group in enumerate(_as_tuple(self, "instances")):
+            _of_type(f"instances[{k}]", group, InstanceGroup, "an InstanceGroup")
         if not self.instances or sum(g.count for g in self.instances) == 0:
             raise ValueError(f"scenario {self.name!r} deploys no instance")
-        if not isinstance(self.episode_requests, int) or self.episode_requests <= 0:
-            raise ValueError(f"episode_requests must be a positive integer, got {self.episode_requests!r}")
-        if not self.control_interval_s > 0:
-            raise ValueError(f"control_interval_s must be positive, got {self.control_interval_s}")
+        _of_type("workload", self.workload, Workload, "a Workload")
+        _integer("episode_requests", self.episode_requests, 1)
+        _of_type("gpu_inventory", self.gpu_inventory, Mapping, "a mapping GPU name -> count")
+        _integer("max_instances", self.max_instances, 0)
+        _number("control_interval_s", self.control_interval_s, positive=True)
+        for k, weight in enumerate(_as_tuple(self, "tier_weights")):
+            _number(f"tier_weights[{k}]", weight, positive=False)
+        _of_type("qoe", self.qoe, (QoETargets, type(None)), "QoETargets or None")
+        _number("provisioning_s", self.provisioning_s, positive=False)
+        _of_type("record_token_curves", self.record_token_curves, bool, "True or False")
+        for k, model in enumerate(_as_tuple(self, "cascade")):
+            _of_type(f"cascade[{k}]", model, str, "a model name")
         used: dict[str, int] = {}
         for group in self.instances:
             get_gpu(group.config.gpu)
@@ -185,8 +255,6 @@ class Scenario:
             raise ValueError(f"max_instances={self.max_instances} is below the {deployed} deployed instances")
         if len(self.tier_weights) != self.workload.num_tiers:
             raise ValueError(f"tier_weights has {len(self.tier_weights)} entries for {self.workload.num_tiers} tiers")
-        if any(not w >= 0 for w in self.tier_weights):
-            raise ValueError(f"tier_weights must be non-negative, got {self.tier_weights}")
 
     @property
     def num_tiers(self) -> int:

@@ -17,6 +17,9 @@ Outputs under ``--out`` (default ``runs/main``): ``train/<run>/`` per training s
 
     python -m experiments.main [--quick] [--timesteps 100000] [--seeds 5] [--train-seeds 0,1,2]
         [--deterministic] [--stochastic] [--out runs/main]
+
+``--out`` is checked to be writable first; bad input prints one line ``experiments.main: error:
+...`` and exits with status 2.
 """
 
 from __future__ import annotations
@@ -32,7 +35,16 @@ import gymnasium as gym
 
 import baselines
 from agents.config import EVAL_MODES, TrainConfig, as_int, build_config
-from agents.evaluate import HEADLINE_METRIC, PolicyResult, add_mode_flags, evaluate_policies, modes_from, write_report
+from agents.evaluate import (
+    HEADLINE_METRIC,
+    PolicyResult,
+    add_mode_flags,
+    build_report,
+    check_writable,
+    evaluate_policies,
+    modes_from,
+    write_report,
+)
 from agents.train import EVAL_SEED_BASE, train
 
 ENV_ID = "servegym/Routing-v0"
@@ -138,7 +150,8 @@ def evaluate_each(policies: Sequence[str], seeds: Sequence[int], env_kwargs: dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the job; bad input (a ``ValueError`` or ``OSError``) prints one line and returns 2."""
+    parser = argparse.ArgumentParser(prog="experiments.main", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two baselines, 256 steps, short episodes (tests)")
     parser.add_argument("--timesteps", type=int, help=f"training env steps (default {FULL_TIMESTEPS:,}; quick 256)")
     parser.add_argument("--seeds", type=int, help=f"evaluation seeds {EVAL_SEED_BASE}, ... (default 5; quick 2)")
@@ -146,7 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     add_mode_flags(parser)  # the job's default: both modes, each agent listed as [det] and [stoch]
     parser.add_argument("--out", type=Path, default=Path("runs") / "main", help="output folder (default runs/main)")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except (ValueError, OSError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
+    check_writable(args.out)
     settings = settings_for(args.quick, args.timesteps, args.seeds)
     train_seeds = train_seeds_from(args.train_seeds)
     modes = modes_from(args, default=EVAL_MODES)
@@ -168,8 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         models.append(str(trained.run_dir / "final_model.zip"))
     print("[3/3] evaluating the agents")
     results += evaluate_each(models, seeds, configs[0].env_kwargs, modes)
-    table = write_report(results, seeds, args.out / "eval")
-    print(f"\n{table}")
+    report = build_report(results, seeds)
+    print(f"\n{report.table}", flush=True)
+    write_report(results, seeds, args.out / "eval", report=report)
     print(f"tables and plots: {args.out / 'eval'}; total {time.perf_counter() - started:.0f} s")
     print(f"dashboards: tensorboard --logdir {args.out}")
     return 0

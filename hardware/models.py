@@ -60,6 +60,7 @@ _POSITIVE_INT_FIELDS = (
     "vocab_size",
     "num_experts",
     "experts_per_token",
+    "context_tokens",
 )
 _NON_NEGATIVE_INT_FIELDS = (
     "moe_intermediate_size",
@@ -98,6 +99,10 @@ class _LayerParams:
 class ModelSpec:
     """One transformer architecture (field names follow Hugging Face ``config.json``).
 
+    ``context_tokens`` is the longest sequence (prompt + output) the model serves: vLLM's
+    ``max_model_len``, taken from ``max_position_embeddings`` (or the model card where that
+    differs), cited in ``context_source``; ``simulator.context`` applies it to requests.
+
     ``kv_lora_rank > 0`` selects DeepSeek multi-head latent attention, which also uses
     ``q_lora_rank`` (0 = full-rank query), ``qk_rope_head_dim``, ``qk_nope_head_dim`` and
     ``v_head_dim``; these four must be 0 otherwise.
@@ -126,6 +131,8 @@ class ModelSpec:
     linear_bias: bool = False
     encoder_only: bool = False
     source: str
+    context_tokens: int
+    context_source: str
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -146,6 +153,8 @@ class ModelSpec:
                 raise ValueError(f"model {self.name!r}: {field_name}={value!r} must be a bool")
         if not isinstance(self.source, str) or not self.source.strip():
             raise ValueError(f"model {self.name!r}: source must cite the config it comes from")
+        if not isinstance(self.context_source, str) or not self.context_source.strip():
+            raise ValueError(f"model {self.name!r}: context_source must cite where context_tokens comes from")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"model {self.name!r}: num_heads={self.num_heads} is not a multiple of "

@@ -4,6 +4,11 @@ Example (Vidur's reference run)::
 
     python -m simulator --gpu A100-80GB --model Llama-2-7B --instances 4 --scheduler fcfs \\
         --rate 16 --prompt-tokens 512 --output-tokens 128 --requests 10000 --seed 42
+
+Requests longer than the model's context follow ``simulator.context`` (vLLM's rule): a prompt
+over it is rejected (``rejected_by_reason[exceeds_context]``), a longer output stops at it
+(counted as ``context_truncated``, printed under the table and written to the JSON file). Bad
+input prints one line ``python -m simulator: error: ...`` and exits with status 2.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import time
 import numpy as np
 
 from hardware.latency import DEFAULT_CPU_OVERHEAD_S
+from hardware.models import get_model
 from simulator.cluster import Cluster
+from simulator.context import fit_to_context
 from simulator.instance import InstanceConfig
 from simulator.metrics import format_table, summarize, to_json_dict
 from simulator.request import SLO
@@ -72,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     workload.add_argument("--trace", help="trace CSV (arrival_s,prompt_tokens,output_tokens[,reasoning_tokens,tier]) "
                                           "or azure_code / azure_conv")
     parser.add_argument("--cv", type=float, help="Gamma arrivals with this inter-arrival CV (default Poisson)")
-    parser.add_argument("--lengths", default="sharegpt", help="length dataset (see simulator.workloads.LENGTH_SAMPLER_NAMES)")
+    parser.add_argument("--lengths", help="length dataset (default sharegpt; see simulator.workloads.LENGTH_SAMPLER_NAMES)")
     parser.add_argument("--prompt-tokens", type=int, help="fixed prompt length (with --output-tokens)")
     parser.add_argument("--output-tokens", type=int, help="fixed output length (with --prompt-tokens)")
     parser.add_argument("--requests", type=int,
@@ -85,21 +92,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; bad input prints ``error: ...`` to stderr and returns 1 (usage errors exit 2)."""
+    """Run the CLI; bad input prints one line ``python -m simulator: error: ...`` to stderr and
+    returns 2, as argparse's own usage errors exit."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if (args.prompt_tokens is None) != (args.output_tokens is None):
-        parser.error("--prompt-tokens and --output-tokens go together")
     try:
+        _check_flags(args)
         return _simulate(args)
     except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Flags that cannot combine: a trace brings its own arrivals and lengths."""
+    if (args.prompt_tokens is None) != (args.output_tokens is None):
+        raise ValueError("--prompt-tokens and --output-tokens go together")
+    if args.trace:
+        given = [flag for flag, value in (("--cv", args.cv), ("--lengths", args.lengths),
+                                          ("--prompt-tokens", args.prompt_tokens)) if value is not None]
+        if given:
+            raise ValueError(f"--trace {args.trace} sets arrival times and lengths; {', '.join(given)} cannot be "
+                             "combined with it")
+    if args.lengths is not None and args.prompt_tokens is not None:
+        raise ValueError(f"--lengths {args.lengths} and --prompt-tokens / --output-tokens both set the lengths; give one")
+    if args.lengths == "fixed":
+        raise ValueError("--lengths fixed takes its lengths from --prompt-tokens and --output-tokens; give those instead")
+    if args.requests is not None and args.requests <= 0:
+        raise ValueError(f"--requests must be > 0, got {args.requests}")
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    if args.requests is not None and args.requests <= 0:
-        raise ValueError(f"--requests must be > 0, got {args.requests}")
+    context_tokens = get_model(args.model).context_tokens
+    if args.prompt_tokens is not None and args.prompt_tokens > context_tokens:
+        raise ValueError(f"--prompt-tokens {args.prompt_tokens} exceeds the {context_tokens:,}-token context of "
+                         f"{args.model} (hardware/data/models.csv)")
     rng = np.random.default_rng(args.seed)
     slo = SLO(ttft_s=args.ttft_slo, tbt_s=args.tbt_slo)
     if args.trace:
@@ -114,7 +141,7 @@ def _simulate(args: argparse.Namespace) -> int:
         if args.prompt_tokens is not None:
             lengths = FixedLengths(args.prompt_tokens, args.output_tokens)
         else:
-            lengths = length_sampler(args.lengths)
+            lengths = length_sampler(args.lengths or "sharegpt")
         num_requests = 1000 if args.requests is None else args.requests
         requests = generate_requests(arrivals, lengths, num_requests, rng, slo=slo)
     overhead = {}
@@ -138,16 +165,21 @@ def _simulate(args: argparse.Namespace) -> int:
                 ),
                 ready_now=True,
             )
+    fit = fit_to_context(requests, context_tokens)
+    if not fit.served:
+        raise ValueError(f"every prompt exceeds the {context_tokens:,}-token context of {args.model}")
     started = time.perf_counter()
-    outcomes = cluster.run(requests)
+    outcomes = cluster.run(fit.served)
     wall_s = time.perf_counter() - started
-    summary = summarize(outcomes, duration_s=cluster.events.now_s, cost_usd=cluster.cost_usd())
-    print(format_table(summary))
+    duration_s = max([cluster.events.now_s, *(o.arrival_s for o in fit.rejected)])
+    summary = summarize([*outcomes, *fit.rejected], duration_s=duration_s, cost_usd=cluster.cost_usd())
+    counts = {"context_truncated": fit.truncated}
+    print(format_table(summary, counts))
     print(f"\nsimulated {len(requests)} requests ({cluster.events.now_s:.1f} simulated s) in {wall_s:.2f} wall s "
           f"= {len(requests) / wall_s:,.0f} requests per wall-second")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(to_json_dict(summary), handle, indent=2)
+            json.dump({**to_json_dict(summary), **counts}, handle, indent=2)
     return 0
 
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from enum import IntEnum
+
+MAX_ARRIVAL_S = 1e9
+"""Latest arrival time accepted, in seconds (about 32 years). A float's resolution at 1e9 s is
+about 1e-7 s; much later, sums such as ``arrival_s + iteration time`` round back to
+``arrival_s`` and latencies silently read 0."""
 
 
 class Phase(IntEnum):
@@ -19,7 +26,8 @@ class Phase(IntEnum):
 
 @dataclass(slots=True)
 class SLO:
-    """Latency targets of one request; ``None`` means no target.
+    """Latency targets of one request; ``None`` means no target, else a finite number > 0
+    (checked when the SLO is made).
 
     ``ttft_s`` time to first token, ``tbt_s`` worst gap between tokens (also the TPOT target),
     ``ttfat_s`` time to first *answer* token (reasoning models, pascal.txt §V-A),
@@ -31,6 +39,15 @@ class SLO:
     ttfat_s: float | None = None
     e2e_s: float | None = None
 
+    def __post_init__(self) -> None:
+        """Every target is None or a finite number > 0 (a NaN target would be met and missed at once)."""
+        for name, value in (("ttft_s", self.ttft_s), ("tbt_s", self.tbt_s), ("ttfat_s", self.ttfat_s),
+                            ("e2e_s", self.e2e_s)):
+            if value is not None and not (type(value) is float and 0.0 < value < math.inf) and (
+                isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0)
+            ):
+                raise ValueError(f"SLO {name} must be a finite number > 0 or None (no target), got {value!r}")
+
 
 @dataclass(slots=True)
 class Request:
@@ -39,7 +56,8 @@ class Request:
     ``output_tokens`` counts every generated token; of those, the first
     ``reasoning_tokens`` are reasoning (``<think>`` ... ``</think>``) and the rest answer.
     ``tier`` is the priority tier, 0 the highest. ``model`` names the model that must serve it
-    (``None``: any instance). Cascade attributes are optional.
+    (``None``: any instance). Cascade attributes are optional. ``context_truncated``: the
+    output was cut at the model's context (``simulator.context``).
     Timing fields are filled by the simulator (seconds, simulation clock; NaN = not yet).
     """
 
@@ -53,6 +71,16 @@ class Request:
     model: str | None = None
     difficulty: float = 0.0
     quality_by_model: dict[str, float] | None = None
+    context_truncated: bool = False
+
+    def __post_init__(self) -> None:
+        """``arrival_s`` is a number in [0, ``MAX_ARRIVAL_S``]."""
+        arrival_s = self.arrival_s
+        if not (type(arrival_s) is float and 0.0 <= arrival_s <= MAX_ARRIVAL_S) and (
+            isinstance(arrival_s, bool) or not isinstance(arrival_s, numbers.Real) or not 0 <= arrival_s <= MAX_ARRIVAL_S
+        ):
+            raise ValueError(f"request {self.request_id}: arrival_s must be a number in [0, {MAX_ARRIVAL_S:g}] s, "
+                             f"got {arrival_s!r}")
 
     @property
     def answer_tokens(self) -> int:

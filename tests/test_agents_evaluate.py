@@ -197,20 +197,30 @@ def test_command_line_prints_the_mode_and_the_table(saved_model, tmp_path, capsy
     assert printed.startswith("**Evaluation modes: both**")
     assert f"| metric | {BASELINES[0]} | maskable_ppo_final_model[det] | maskable_ppo_final_model[stoch] |" in printed
     assert f"| maskable_ppo_final_model[stoch] | " in printed  # its probability of improvement row
-    with pytest.raises(ValueError, match="unknown --metric 'slo'"):
-        main(["--env", ROUTING, "--policies", BASELINES[0], "--seeds", "3", "--metric", "slo",
-              "--set", "episode_requests=30", "--out", str(out)])
+    assert main(["--env", ROUTING, "--policies", BASELINES[0], "--seeds", "3", "--metric", "slo",
+                 "--set", "episode_requests=30", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("agents.evaluate: error: unknown --metric 'slo'")
 
 
-def test_bad_evaluation_requests_are_rejected(saved_model):
+def test_the_table_is_printed_before_the_files_are_written(tmp_path, capsys):
+    out = tmp_path / "eval"
+    (out / "table.md").mkdir(parents=True)  # writing the report fails on its first file
+    assert main(["--env", ROUTING, "--policies", BASELINES[0], "--seeds", "3", "--set", "episode_requests=30",
+                 "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert f"| metric | {BASELINES[0]} |" in captured.out and "written to" not in captured.out
+    assert captured.err.startswith("agents.evaluate: error: [Errno 21] Is a directory")
+
+
+def test_bad_evaluation_requests_are_rejected(saved_model, capsys):
     with pytest.raises(ValueError, match="unknown policy 'no_such_policy'; known:"):
         evaluate_policies(ROUTING, "default", ["no_such_policy"], SEEDS, SMALL)
     with pytest.raises(ValueError, match="seeds must be distinct"):
         evaluate_policies(ROUTING, "default", BASELINES, [1, 1], SMALL)
     with pytest.raises(ValueError, match="seed must be >= 0, got -2"):
         evaluate_policies(ROUTING, "default", BASELINES, [-2], SMALL)
-    with pytest.raises(ValueError, match="seed 'x' is not an integer"):
-        main(["--env", ROUTING, "--policies", BASELINES[0], "--seeds", "0,x"])
+    assert main(["--env", ROUTING, "--policies", BASELINES[0], "--seeds", "0,x"]) == 2
+    assert capsys.readouterr().err == "agents.evaluate: error: seed 'x' is not an integer\n"
     with pytest.raises(ValueError, match="no saved model at"):
         evaluate_policies(ROUTING, "default", [str(saved_model.with_name("missing.zip"))], SEEDS, SMALL)
     with pytest.raises(ValueError, match="was trained with observation_space"):

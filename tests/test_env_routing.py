@@ -95,7 +95,7 @@ def test_out_of_space_action_and_bad_arguments_raise():
         RoutingEnv(reward="speed")
     with pytest.raises(ValueError, match="unknown scenario 'nope'"):
         RoutingEnv(scenario="nope")
-    with pytest.raises(ValueError, match="rate_rps must be positive, got -1"):
+    with pytest.raises(ValueError, match="rate_rps must be a finite number > 0, got -1.0"):
         RoutingEnv(rate_rps=-1.0)
     with pytest.raises(ValueError, match="unknown scenario override"):
         RoutingEnv(rate=3.0)

@@ -50,9 +50,9 @@ HEADER = (
     "name,num_layers,hidden_size,num_heads,num_kv_heads,intermediate_size,vocab_size,gated_mlp,"
     "num_experts,experts_per_token,moe_intermediate_size,num_shared_experts,dense_layers,kv_lora_rank,"
     "q_lora_rank,qk_rope_head_dim,qk_nope_head_dim,v_head_dim,tied_embeddings,"
-    "learned_position_embeddings,linear_bias,encoder_only,source\n"
+    "learned_position_embeddings,linear_bias,encoder_only,source,context_tokens,context_source\n"
 )
-GOOD_ROW = "Tiny,2,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,test config\n"
+GOOD_ROW = "Tiny,2,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,test config,2048,test card\n"
 
 # Llama-2-7B by hand: 32 layers of (4 h^2 attention + 3 h i MLP), 2 norms per layer.
 LLAMA2_7B_BLOCK_LINEAR = 32 * (4 * 4096**2 + 3 * 4096 * 11008)  # 6_476_005_376
@@ -239,11 +239,22 @@ def test_memory_utilization_must_be_a_fraction(bad):
         ({"qk_rope_head_dim": 64}, "only valid with MLA"),
         ({"gated_mlp": "yes"}, "gated_mlp='yes'"),
         ({"source": " "}, "source"),
+        ({"context_tokens": 0}, "context_tokens=0 must be a positive integer"),
+        ({"context_source": ""}, "context_source must cite"),
     ],
 )
 def test_spec_rejects_bad_fields(changes, message):
     with pytest.raises(ValueError, match=message):
         replace(get_model("Llama-2-7B"), **changes)
+
+
+@pytest.mark.parametrize(
+    "name, context_tokens",
+    [("Llama-2-7B", 4096), ("Llama-3-8B", 8192), ("Llama-3.1-8B", 131072), ("OpenLlama-3B", 2048),
+     ("DeepSeek-R1-671B", 163840), ("BERT-base", 512)],
+)
+def test_catalog_context_lengths_follow_the_model_configs(name, context_tokens):
+    assert get_model(name).context_tokens == context_tokens
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -260,12 +271,12 @@ def test_loader_accepts_a_good_file(tmp_path):
 @pytest.mark.parametrize(
     "row, message",
     [
-        ("Bad,2,64,4,2,128,-100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src\n", "line 3: vocab_size='-100'"),
-        ("Bad,2,64,4,2,128,1.5,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src\n", "line 3: vocab_size='1.5'"),
-        ("Bad,2,64,4,2,128,100,yes,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src\n", "line 3: gated_mlp='yes'"),
-        ("Bad,0,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src\n", "line 3: .*num_layers=0"),
-        ("Tiny,2,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src\n", "line 3: duplicate"),
-        ("Bad,2,64,4,2,128,100,true\n", "line 3: expected 23 fields"),
+        ("Bad,2,64,4,2,128,-100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: vocab_size='-100'"),
+        ("Bad,2,64,4,2,128,1.5,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: vocab_size='1.5'"),
+        ("Bad,2,64,4,2,128,100,yes,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: gated_mlp='yes'"),
+        ("Bad,0,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: .*num_layers=0"),
+        ("Tiny,2,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: duplicate"),
+        ("Bad,2,64,4,2,128,100,true\n", "line 3: expected 25 fields"),
     ],
 )
 def test_loader_names_bad_row_and_field(tmp_path, row, message):

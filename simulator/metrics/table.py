@@ -43,12 +43,16 @@ def to_json_dict(summary: Summary | Mapping[object, Summary]) -> dict:
     }
 
 
-def format_table(summary: Summary | Mapping[object, Summary]) -> str:
-    """Fixed-width text table: one row per metric, one column per summary (``value`` for a single one)."""
+def format_table(summary: Summary | Mapping[object, Summary], extra: Mapping[str, int | float] | None = None) -> str:
+    """Fixed-width text table: one row per metric, one column per summary (``value`` for a single
+    one); ``extra`` rows (a single summary's run-level counts) follow the summary's."""
     columns = dict(summary) if isinstance(summary, Mapping) else {"value": summary}
+    if extra and len(columns) != 1:
+        raise ValueError("extra rows go with a single summary")
     rows: dict[str, dict[str, str]] = {}
     for column, column_summary in columns.items():
-        for name, value in flat_metrics(column_summary).items():
+        flat = {**flat_metrics(column_summary), **(extra or {})}
+        for name, value in flat.items():
             cells = {f"{name}[{key}]": n for key, n in value.items()} if isinstance(value, dict) else {name: value}
             for row, cell in cells.items():
                 rows.setdefault(row, {})[str(column)] = _format_cell(cell)

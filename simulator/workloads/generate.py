@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from simulator.request import SLO, Request
+from simulator.request import MAX_ARRIVAL_S, SLO, Request
 from simulator.workloads._checks import count
 from simulator.workloads.arrivals import ArrivalProcess
 from simulator.workloads.lengths import LengthSampler
@@ -54,6 +54,9 @@ def generate_requests(
             raise ValueError(f"{name} has shape {np.shape(values)}, expected ({num_requests},)")
     if not np.all(np.isfinite(arrival_s)) or np.any(np.diff(arrival_s) < 0) or np.any(arrival_s < 0):
         raise ValueError("arrival times must be finite, >= 0 and non-decreasing")
+    if num_requests and arrival_s[-1] > MAX_ARRIVAL_S:
+        raise ValueError(f"the last of {num_requests} arrivals is at {arrival_s[-1]:.4g} s, after the {MAX_ARRIVAL_S:g} s "
+                         "a simulation accepts (simulator.request.MAX_ARRIVAL_S): is the arrival rate that low?")
     if np.any(prompts < 1) or np.any(outputs < 1) or np.any(reasoning < 0) or np.any(reasoning > outputs):
         raise ValueError("lengths must satisfy prompt >= 1, output >= 1, 0 <= reasoning <= output")
     if slo is None or isinstance(slo, SLO):

@@ -4,11 +4,12 @@ servegym trace CSV (header row, then one request per row, sorted by arrival):
 
     arrival_s,prompt_tokens,output_tokens[,reasoning_tokens][,tier]
 
-``arrival_s`` finite seconds >= 0, non-decreasing; ``prompt_tokens`` and ``output_tokens``
-integers >= 1; ``reasoning_tokens`` integer in [0, output_tokens] (default 0); ``tier``
-integer >= 0 (default 0, the highest). SLOs, difficulty and per-model quality are not part
-of a trace. Any other column, a missing required column or a bad value raises
-``ValueError`` naming file, line and problem.
+``arrival_s`` seconds in [0, 1e9] (``simulator.request.MAX_ARRIVAL_S``), non-decreasing;
+``prompt_tokens`` and ``output_tokens`` integers >= 1; ``reasoning_tokens`` integer in
+[0, output_tokens] (default 0); ``tier`` integer >= 0 (default 0, the highest). SLOs,
+difficulty and per-model quality are not part of a trace. Any other column, a missing
+required column, a bad value or no row at all raises ``ValueError`` naming file, line and
+problem.
 
 Azure format (Azure/AzurePublicDataset ``AzureLLMInferenceTrace_*.csv``): ``TIMESTAMP``
 (wall clock, e.g. ``2023-11-16 18:17:03.9799600``), ``ContextTokens`` (prompt),
@@ -24,7 +25,7 @@ from typing import Iterable
 
 import numpy as np
 
-from simulator.request import Request
+from simulator.request import MAX_ARRIVAL_S, Request
 from simulator.workloads._checks import count, positive_float
 from simulator.workloads.data_files import AZURE_TRACE_FILES
 
@@ -67,6 +68,8 @@ def _row_problem(
     """What is wrong with one parsed request row, or ``None``."""
     if not math.isfinite(arrival_s) or arrival_s < 0:
         return f"arrival_s {arrival_s!r} is not a finite number >= 0"
+    if arrival_s > MAX_ARRIVAL_S:
+        return f"arrival_s {arrival_s!r} is after {MAX_ARRIVAL_S:g} s (simulator.request.MAX_ARRIVAL_S)"
     if arrival_s < previous_arrival_s:
         return f"arrival_s {arrival_s!r} is before the previous row's {previous_arrival_s!r} (rows must be sorted)"
     for column, tokens in (("prompt_tokens", prompt), ("output_tokens", output)):
@@ -109,6 +112,8 @@ def load_trace_csv(path: str | Path) -> list[Request]:
                 raise ValueError(f"{path}, line {line}: {error}") from None
             previous_arrival_s = arrival_s
             requests.append(Request(len(requests), arrival_s, prompt, output, reasoning_tokens=reasoning, tier=tier))
+    if not requests:
+        raise ValueError(f"{path}: the trace has a header but no request rows")
     return requests
 
 

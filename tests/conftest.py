@@ -1,0 +1,23 @@
+"""Suite-wide set-up: nothing a test writes lands outside pytest's temporary directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+SB3_LOGDIR = "SB3_LOGDIR"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def sb3_default_logs_under_pytest_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A bare ``model.learn()`` makes SB3 create a log folder, ``$SB3_LOGDIR`` or else
+    ``SB3-<timestamp>`` in the system temp directory: point it at pytest's own."""
+    previous = os.environ.get(SB3_LOGDIR)
+    os.environ[SB3_LOGDIR] = str(tmp_path_factory.mktemp("sb3_logs"))
+    yield
+    if previous is None:
+        del os.environ[SB3_LOGDIR]
+    else:
+        os.environ[SB3_LOGDIR] = previous
