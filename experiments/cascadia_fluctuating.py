@@ -51,7 +51,10 @@ Outputs under ``--out`` (default ``results/cascadia_fluctuating``): ``report.md`
 numbers next to ours), ``results.json``, ``fig11_fluctuating.png`` (metrics over time) and
 ``tensorboard/<system>/`` runs with the same tags.
 
-    python -m experiments.cascadia_fluctuating [--quick] [--out DIR]
+    python -m experiments.cascadia_fluctuating [--quick] [--out DIR] [--workers 2] [--address auto|HOST:PORT]
+
+The (quality requirement, system) cells fan out over Ray tasks (``simulator.fanout``; ``--workers 1``
+runs them here, without Ray).
 """
 
 from __future__ import annotations
@@ -63,7 +66,6 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,7 @@ from experiments.cascadia_reproduction import (  # noqa: E402
 from envs.scenarios.cascadia import CASCADIA_MODELS  # noqa: E402
 from simulator.cascade import CascadeRouter  # noqa: E402
 from simulator.cluster import Cluster  # noqa: E402
+from simulator.fanout import add_arguments, iter_fan_out  # noqa: E402
 from simulator.outcome import RequestOutcome  # noqa: E402
 from simulator.request import Request  # noqa: E402
 
@@ -414,10 +417,9 @@ def gear_plan_summary(plan: GearPlan, gear_trace: Sequence[int], phases: Sequenc
     }
 
 
-def run_experiment(settings: Settings, workers: int = 2, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every (quality requirement, system) cell, ``workers`` processes at a time."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 2:
-        raise ValueError(f"workers must be 1 or 2 (the machine has 2 cores), got {workers!r}")
+def run_experiment(settings: Settings, workers: int = 2, log: Callable[[str], None] = print,
+                   address: str | None = None) -> dict[str, Any]:
+    """Every (quality requirement, system) cell, ``workers`` at a time (``simulator.fanout``)."""
     started = time.perf_counter()
     stream = Stream.build(settings)
     results: dict[str, Any] = {
@@ -428,15 +430,13 @@ def run_experiment(settings: Settings, workers: int = 2, log: Callable[[str], No
         "window_edges_s": stream.edges_s.tolist(), "requests": len(stream.requests), "runs": {},
     }
     jobs = [(q, system) for q in settings.quality_requirements for system in SYSTEMS]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {job: pool.submit(run_cell, settings, *job) for job in jobs}
-        for (q, system), future in futures.items():
-            cell = future.result()
-            run = results["runs"].setdefault(f"q{q:g}", {"initial_plan": cell.pop("initial_plan"),
-                                                         "standalone_model": cell.pop("standalone_model")})
-            run[system] = cell
-            done = f"no plan ({cell['error']})" if "error" in cell else f"{len(cell['reschedules'])} re-schedules"
-            log(f"q{q:g} {system}: {cell['wall_s']:.0f} s, {done} ({time.perf_counter() - started:.0f} s)")
+    cells = iter_fan_out(run_cell, [(settings, *job) for job in jobs], workers, address)
+    for (q, system), cell in zip(jobs, cells):
+        run = results["runs"].setdefault(f"q{q:g}", {"initial_plan": cell.pop("initial_plan"),
+                                                     "standalone_model": cell.pop("standalone_model")})
+        run[system] = cell
+        done = f"no plan ({cell['error']})" if "error" in cell else f"{len(cell['reschedules'])} re-schedules"
+        log(f"q{q:g} {system}: {cell['wall_s']:.0f} s, {done} ({time.perf_counter() - started:.0f} s)")
     results["headline"] = headline(results["runs"])
     results["wall_s"] = time.perf_counter() - started
     return results
@@ -679,12 +679,12 @@ def write_tensorboard(root: Path, results: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="40 s segments, one quality requirement (< 30 s)")
-    parser.add_argument("--workers", type=int, default=2, help="processes running the (quality, system) cells (1 or 2)")
+    add_arguments(parser)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "cascadia_fluctuating")
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
     args.out.mkdir(parents=True, exist_ok=True)
-    results = run_experiment(settings, workers=args.workers)
+    results = run_experiment(settings, workers=args.workers, address=args.address)
     write_report(args.out / "report.md", results, settings)
     (args.out / "results.json").write_text(json.dumps(results, indent=1, default=float) + "\n")
     plot(args.out, results)

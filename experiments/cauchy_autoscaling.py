@@ -34,7 +34,10 @@ draining instances). Outputs under ``--out`` (default ``results/cauchy_autoscali
 ``report.md`` (the paper's P90 numbers beside ours), ``results.json``, ``fig10_latency.png``,
 ``fig10_gpus_<load>.png`` and ``tensorboard/<system>/``.
 
-    python -m experiments.cauchy_autoscaling [--quick] [--out DIR] [--seeds 0] [--jobs 2] [--load-scales 1 4]
+    python -m experiments.cauchy_autoscaling [--quick] [--out DIR] [--seeds 0] [--workers 2] [--address auto|HOST:PORT]
+        [--load-scales 1 4]
+
+Episodes fan out over Ray tasks (``simulator.fanout``; ``--workers 1`` runs them here, without Ray).
 
 The full run holds 36 episodes (18 per setup; the 4x setup alone took about 9 minutes on 2
 cores); ``--quick`` compresses the clock 60x and the ServeGen day 1440x (about 2 minutes).
@@ -48,7 +51,6 @@ import json
 import shutil
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,7 @@ from baselines.cauchy.scaling_scenario import (  # noqa: E402
 from baselines.cauchy.workloads import WORKLOADS, get_workload  # noqa: E402
 from envs.scaling import ADD, REMOVE  # noqa: E402
 from experiments.headlines import Headline  # noqa: E402
+from simulator.fanout import add_arguments, check_workers, fan_out  # noqa: E402
 
 SCALING = "servegym/Scaling-v0"
 LOAD_SCALE = 4.0
@@ -189,15 +192,12 @@ def setup_label(load_scale: float) -> str:
     return f"variant: {load_scale:g} x the §4.1 mean QPS (plans hold a share of the 24 GPUs like the paper's)"
 
 
-def run_all(settings: Settings, jobs: int) -> dict[str, dict[str, Any]]:
-    """results[setup label] = {"load_scale", load: {workload: {system: cell}}}."""
+def run_all(settings: Settings, workers: int, address: str | None = None) -> dict[str, dict[str, Any]]:
+    """results[setup label] = {"load_scale", load: {workload: {system: cell}}}; the episodes
+    ``workers`` at a time (``simulator.fanout``)."""
     keys = [(w, load, s, seed, scale) for scale in settings.load_scales for load in LOADS for w in settings.workloads
             for s in SYSTEMS for seed in settings.seeds]
-    if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            cells = list(pool.map(run_cell, *zip(*keys), [settings] * len(keys)))
-    else:
-        cells = [run_cell(*key, settings) for key in keys]
+    cells = fan_out(run_cell, [(*key, settings) for key in keys], workers, address)
     by_key = dict(zip(keys, cells))
     return {
         setup_label(scale): {"load_scale": scale} | {
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="clock and loads compressed 60x / 1440x (about 1.5 minutes)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "cauchy_autoscaling")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--jobs", type=int, default=2, help="episodes run in parallel processes")
+    add_arguments(parser)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     parser.add_argument("--load-scales", type=float, nargs="+", default=[PAPER_LOAD_SCALE, LOAD_SCALE],
                         help="multipliers of the §4.1 QPS, one setup each, the first the primary case (1 = the paper's)")
@@ -373,8 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for name in args.workloads:
         get_workload(name)
-    if any(s < 0 for s in args.seeds) or args.jobs < 1:
-        raise ValueError(f"seeds must be non-negative and --jobs positive; got {args.seeds}, {args.jobs}")
+    if any(s < 0 for s in args.seeds):
+        raise ValueError(f"seeds must be non-negative; got {args.seeds}")
+    check_workers(args.workers)
     if not all(np.isfinite(s) and s > 0 for s in args.load_scales) or len(set(args.load_scales)) != len(args.load_scales):
         raise ValueError(f"--load-scales must be distinct positive numbers; got {args.load_scales}")
     if not (args.time_compression > 0 and args.servegen_compression > 0):
@@ -385,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, time_compression=60.0, servegen_compression=1440.0)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    setups = run_all(settings, args.jobs)
+    setups = run_all(settings, args.workers, args.address)
     k = settings.time_compression
     setup_text = (f"Llama-3.1-8B, 8 H800-SXM + 8 A800-PCIe + 8 H20-NVL, GPU combos (Pareto set + aggregated); setups: "
                   + "; ".join(setups) + f" (see the module docstring). Clock compressed {k:g}x: window {120 / k:g} s, "

@@ -37,7 +37,9 @@ episode takes about 50 s here (queues of thousands make every observation long),
 default loads keep the 10 : 15 ratio at 2,000 and 3,000 requests (``--requests``).
 
     python -m experiments.multitier_reproduction [--quick] [--out DIR] [--seeds 0 1 2]
-        [--requests 2000 3000] [--sweep-requests 1000] [--workers 2]
+        [--requests 2000 3000] [--sweep-requests 1000] [--workers 2] [--address auto|HOST:PORT]
+
+Episodes fan out over Ray tasks (``simulator.fanout``; ``--workers 1`` runs them here, without Ray).
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ import json
 import shutil
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ from envs.scenarios.multitier import (  # noqa: E402
     exponential_tier_weights,
 )
 from experiments.headlines import Headline  # noqa: E402
+from simulator.fanout import add_arguments, check_workers, fan_out  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LLUMNIX, INFAAS, RR = "Llumnix+Llumlet", "INFaaS+vLLM", "RR+vLLM"
@@ -202,11 +204,9 @@ def run_episode(episode: Episode) -> dict[str, Any]:
     }
 
 
-def run_all(episodes: list[Episode], workers: int) -> dict[Episode, dict[str, Any]]:
-    if workers == 1:
-        return {episode: run_episode(episode) for episode in episodes}
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return dict(zip(episodes, pool.map(run_episode, episodes, chunksize=1)))
+def run_all(episodes: list[Episode], workers: int, address: str | None = None) -> dict[Episode, dict[str, Any]]:
+    """Every episode's run, ``workers`` at a time (``simulator.fanout``)."""
+    return dict(zip(episodes, fan_out(run_episode, [(episode,) for episode in episodes], workers, address)))
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -578,8 +578,7 @@ def check_arguments(seeds: list[int], requests: list[int], sweep_requests: int, 
         raise ValueError(f"--sweep-requests must be positive, got {sweep_requests}")
     if not seeds or any(s < 0 for s in seeds):
         raise ValueError(f"--seeds must be non-negative integers, got {seeds}")
-    if workers < 1:
-        raise ValueError(f"--workers must be at least 1, got {workers}")
+    check_workers(workers)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -589,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--requests", type=int, nargs=2, default=[2000, 3000], help="the two loads (paper: 10K, 15K)")
     parser.add_argument("--sweep-requests", type=int, default=1000, help="requests per episode at 10 req/s (paper: 1,000)")
-    parser.add_argument("--workers", type=int, default=2, help="episodes run in parallel processes")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     seeds = [0] if args.quick else args.seeds
     requests = [200, 300] if args.quick else args.requests
@@ -599,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     episodes = plan(seeds, (requests[0], requests[1]), sweep_requests)
     print(f"{len(episodes)} episodes on {args.workers} worker(s)")
-    runs = run_all(episodes, args.workers)
+    runs = run_all(episodes, args.workers, args.address)
     results = collect(runs, seeds, (requests[0], requests[1]), sweep_requests, scales)
     args.out.mkdir(parents=True, exist_ok=True)
     setup = (f"Scenario `multitier` at the paper setup (4 x Llama-2-7B on A100-80GB, {PAPER_KV_BLOCKS}-block KV pool of "

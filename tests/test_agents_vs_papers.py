@@ -16,10 +16,11 @@ import pytest
 from gymnasium import spaces
 
 import baselines
+from agents.headline import base_metric, better_when_higher, headline_values
 from agents.statistics import iqm_by_metric, probability_of_improvement
 from agents.rollout import run_episode
 from experiments.agents_vs_papers.__main__ import main
-from experiments.agents_vs_papers.headline import base_metric, better_when_higher, compare, headline_values
+from experiments.agents_vs_papers.headline import compare
 from experiments.agents_vs_papers.recipe import RECIPES_DIR, load_recipe, recipe_names
 from experiments.agents_vs_papers.report import headline_verdict, pick_best, scores, training_diagnostics
 from experiments.agents_vs_papers.runner import AGENT_LABEL, choose_heuristics, usable_policies

@@ -147,7 +147,7 @@ def test_mean_load_plan_covers_the_mean_with_aggregated_combos():
 
 
 def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
-    assert fig10.main(["--quick", "--workloads", "longwriter", "--jobs", "1", "--out", str(tmp_path)]) == 0
+    assert fig10.main(["--quick", "--workloads", "longwriter", "--workers", "1", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "report.md").read_text()
     assert "| LongWriter | 36.77 | 32.83 | -10.7% |" in report  # the paper's P90 beside ours
     results = json.loads((tmp_path / "results.json").read_text())
@@ -206,8 +206,10 @@ def test_headline_rows_from_hand_made_cells():
 def test_bad_arguments_raise(tmp_path):
     with pytest.raises(ValueError, match="unknown Cauchy workload 'alpaca'"):
         fig10.main(["--workloads", "alpaca", "--out", str(tmp_path)])
-    with pytest.raises(ValueError, match="--jobs positive; got \\[0\\], 0"):
-        fig10.main(["--jobs", "0", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="seeds must be non-negative; got \\[-1\\]"):
+        fig10.main(["--seeds", "-1", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="--workers must be a positive integer, got 0"):
+        fig10.main(["--workers", "0", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match="--load-scales must be distinct positive numbers; got \\[4.0, -1.0\\]"):
         fig10.main(["--load-scales", "4", "-1", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match="unknown load 'poisson'; known: \\['azure', 'servegen'\\]"):

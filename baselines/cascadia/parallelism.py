@@ -52,7 +52,6 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,6 +62,7 @@ from envs.scenario import InstanceGroup
 from hardware.latency import kv_capacity_tokens
 from hardware.models import get_model
 from simulator.cluster import Cluster
+from simulator.fanout import fan_out
 from simulator.instance import InstanceConfig
 from simulator.workloads import PoissonArrivals, generate_requests, length_sampler
 
@@ -431,9 +431,8 @@ def _build_cached(entry: tuple[str, str, str]) -> ModelLatencyTable:
 
 
 def write_cache(path: Path = TABLES_PATH, entries: Sequence[tuple[str, str, str]] = CACHED_TABLES, workers: int = 2) -> dict[str, ModelLatencyTable]:
-    """Rebuild and write the cached tables (default settings), ``workers`` processes at a time."""
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        built = list(pool.map(_build_cached, entries))
+    """Rebuild and write the cached tables (default settings), ``workers`` at a time (``simulator.fanout``)."""
+    built = fan_out(_build_cached, [(entry,) for entry in entries], workers)
     tables = {table_key(t.model, t.dtype, t.settings.lengths, t.settings.gpu): t for t in built}
     payload = {"generated_by": "python -m baselines.cascadia.parallelism --write",
                "tables": {key: table.to_json() for key, table in tables.items()}}

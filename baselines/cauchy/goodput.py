@@ -5,7 +5,7 @@ with the simulator (``baselines.cauchy.search``) and cached in
 
 Regenerate (about 15 minutes on 2 cores)::
 
-    python -m baselines.cauchy.goodput --jobs 2
+    python -m baselines.cauchy.goodput --workers 2 [--address auto|HOST:PORT]
 
 Combos are profiled with Cauchy's own opportunistic instance scheduler (§3.4.2).
 """
@@ -17,7 +17,6 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +27,7 @@ from baselines.cauchy.combos import Combo, enumerate_combos, parse_combo
 from baselines.cauchy.melange import bucket_goodput_rps, bucket_shares
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps, run_poisson
 from baselines.cauchy.workloads import INVENTORY, MODEL, WORKLOADS, CauchyWorkload, get_workload
+from simulator.fanout import add_arguments, fan_out
 from simulator.metrics import MetricsSummary
 from simulator.workloads import length_sampler
 
@@ -114,19 +114,17 @@ def _measure(task: tuple) -> float:
 
 
 def measure_goodput_table(
-    workloads: Iterable[str], combos: Sequence[Combo], search: GoodputSearch, jobs: int = 1
+    workloads: Iterable[str], combos: Sequence[Combo], search: GoodputSearch, workers: int = 1,
+    address: str | None = None,
 ) -> GoodputTable:
-    """Profile every combo and every Mélange (bucket, GPU type) for each workload."""
+    """Profile every combo and every Mélange (bucket, GPU type) for each workload, ``workers``
+    measurements at a time (``simulator.fanout``)."""
     tasks: list[tuple] = []
     for name in workloads:
         workload = get_workload(name)
         tasks += [("combo", name, search.as_dict(), combo.name) for combo in combos]
         tasks += [("melange", name, search.as_dict(), gpu, b) for gpu in INVENTORY for b in bucket_shares(workload)]
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs) as pool:
-            values = list(pool.map(_measure, tasks, chunksize=1))
-    else:
-        values = [_measure(task) for task in tasks]
+    values = fan_out(_measure, [(task,) for task in tasks], workers, address)
     table: dict[str, dict] = {"combos": {}, "melange": {}}
     for task, value in zip(tasks, values):
         if task[0] == "combo":
@@ -143,13 +141,12 @@ def measure_goodput_table(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    parser.add_argument("--jobs", type=int, default=1)
+    add_arguments(parser, default_workers=1)
     parser.add_argument("--out", type=Path, default=TABLE_PATH)
     args = parser.parse_args(argv)
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     started = time.perf_counter()
-    table = measure_goodput_table(args.workloads, enumerate_combos(INVENTORY), GoodputSearch(), args.jobs)
+    table = measure_goodput_table(args.workloads, enumerate_combos(INVENTORY), GoodputSearch(), args.workers,
+                                  args.address)
     table.write(args.out)
     print(f"wrote {args.out} in {time.perf_counter() - started:.0f} s")
     return 0

@@ -17,7 +17,8 @@ from gymnasium import spaces
 from agents.config import TrainConfig
 from agents.statistics import BOOTSTRAP_REPS, Interval, iqm_by_metric, iqm_value
 from agents.train import TrainResult
-from experiments.agents_vs_papers.headline import Comparison, better_when_higher, compare
+from agents.headline import better_when_higher
+from experiments.agents_vs_papers.headline import Comparison, compare
 from experiments.agents_vs_papers.recipe import Recipe
 from experiments.agents_vs_papers.runner import AGENT_LABEL, HeuristicChoice
 

@@ -13,9 +13,9 @@ import gymnasium as gym
 import baselines
 from agents.config import TrainConfig, build_config, config_path_for
 from agents.evaluate import load_agent
+from agents.headline import headline_values
 from agents.rollout import run_episode
 from agents.train import EVAL_SEED_BASE, TrainResult, make_env, train
-from experiments.agents_vs_papers.headline import headline_values
 from experiments.agents_vs_papers.recipe import Recipe
 
 AGENT_LABEL = "agent"

@@ -1,0 +1,238 @@
+"""A leaderboard from sweeps: every scenario x every applicable policy on the scenario's headline
+metric, IQM with 95% stratified-bootstrap intervals (``agents.statistics``, rliable).
+
+    python -m agents.leaderboard runs/sweeps/leaderboard [MORE_SWEEP_DIRS ...] \\
+        [--out docs/leaderboard.md] [--all-configs]
+
+Reads each trial's ``evaluation.json`` under ``<sweep>/runs/`` (``agents.trial``). A section per
+scenario and env ranks its policies, best first: each heuristic (one run over the evaluation
+seeds) and each trained agent (an algorithm, reward and hyper-parameter assignment; its runs are
+the training seeds). By default an algorithm and reward show their best assignment (chosen by
+the IQM on the same evaluation seeds, so its interval is optimistic); ``--all-configs`` shows
+every one, as a sweep's own ``table.md`` does. Beside ``--out`` go the same stem's ``.csv``
+and ``.png`` (one panel per scenario).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from agents.headline import better_when_higher
+from agents.statistics import BOOTSTRAP_REPS, Interval, iqm
+
+EVALUATION_GLOB = "runs/*/*/evaluation.json"
+DEFAULT_OUT = Path("docs") / "leaderboard.md"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One policy of one scenario's board: its scores (``runs x evaluation seeds``), interval and,
+    where the board has a constraint (``(metric, minimum)``), the policy's mean of that metric."""
+
+    board: str
+    metric: str
+    policy: str
+    kind: str  # "heuristic" or "agent"
+    scores: np.ndarray
+    interval: Interval
+    detail: str
+    constraint: tuple[str, float] | None = None
+    constraint_mean: float = math.nan
+
+    @property
+    def meets_constraint(self) -> bool:
+        return self.constraint is None or self.constraint_mean >= self.constraint[1]
+
+
+def load_records(sweep_dirs: Sequence[Path]) -> list[dict[str, Any]]:
+    """Every finished trial's ``evaluation.json`` under the sweep directories (each trial once)."""
+    records: dict[str, dict[str, Any]] = {}
+    for folder in sweep_dirs:
+        if not Path(folder).is_dir():
+            raise ValueError(f"no sweep directory {folder}")
+        for path in sorted(Path(folder).glob(EVALUATION_GLOB)):
+            record = json.loads(path.read_text())
+            records.setdefault(record["trial_id"], record)
+    return list(records.values())
+
+
+def entries(records: Sequence[dict[str, Any]], best_only: bool = True) -> list[Entry]:
+    """The board entries of ``records``, each board's best first; the heuristics of a board come
+    from its first trial, and every trial of a board must share its evaluation seeds."""
+    seeds_by_board: dict[tuple[str, str], list[int]] = {}
+    setup_by_board: dict[tuple[str, str], tuple[str, Any]] = {}
+    constraints: dict[tuple[str, str], tuple[str, float] | None] = {}
+    heuristics: dict[tuple[str, str, str], list[dict[str, float]]] = {}
+    agents: dict[tuple[str, str, str], dict[float, dict[str, Any]]] = {}
+    for record in records:
+        board = (record["board"], record["metric"])
+        seeds = [int(row["seed"]) for row in record["agent"]]
+        if seeds_by_board.setdefault(board, seeds) != seeds:
+            raise ValueError(f"trial {record['trial_id']} of {board[0]} was evaluated on seeds {seeds}, "
+                             f"other trials on {seeds_by_board[board]}: boards need one set of evaluation seeds")
+        setting = (record["env_kwargs"], record["constraint"])
+        first, setup = setup_by_board.setdefault(board, (record["trial_id"], setting))
+        if setup != setting:
+            raise ValueError(f"trials {first} and {record['trial_id']} of {board[0]} ran different scenario arguments "
+                             f"or constraints ({setup} and {setting}): a board compares one setting")
+        constraints[board] = tuple(record["constraint"]) if record["constraint"] else None
+        for name, rows in record["heuristics"].items():
+            heuristics.setdefault((*board, name), rows)
+        runs = agents.setdefault((*board, agent_label(record)), {})
+        if record["seed"] in runs:
+            raise ValueError(f"trials {runs[record['seed']]['trial_id']} and {record['trial_id']} train "
+                             f"{agent_label(record)} on {board[0]} with the same seed {record['seed']}")
+        runs[record["seed"]] = record
+    found = [_entry(board, metric, name, "heuristic", [rows], "one run", constraints[(board, metric)])
+             for (board, metric, name), rows in heuristics.items()]
+    for (board, metric, label), runs in agents.items():
+        ordered = [runs[seed] for seed in sorted(runs)]
+        found.append(_entry(board, metric, label, "agent", [r["agent"] for r in ordered],
+                            f"training seeds {', '.join(str(r['seed']) for r in ordered)}; "
+                            f"{ordered[0]['timesteps']:,} steps", constraints[(board, metric)]))
+    if best_only:
+        found = _best_per_algorithm(found)
+    return sorted(found, key=lambda e: (e.board, _rank_key(e)))
+
+
+def agent_label(record: dict[str, Any]) -> str:
+    """``algo``, its reward, and the searched hyper-parameters' values: ``ppo (slo) [gamma=0.95]``."""
+    label = record["algo"] + (f" ({record['reward']})" if record["reward"] else "")
+    searched = [f"{key}={_short(record['hyperparams'][key])}" for key in record["searched"]]
+    return label + (f" [{', '.join(searched)}]" if searched else "")
+
+
+def write_board(records: Sequence[dict[str, Any]], out: Path, *, best_only: bool = True, title: str = "Leaderboard",
+                sources: Sequence[str] = ()) -> list[Entry]:
+    """Write ``out`` (markdown), the same stem ``.csv`` and ``.png``; return the entries."""
+    found = entries(records, best_only)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown(found, title, sources))
+    with open(out.with_suffix(".csv"), "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["board", "metric", "policy", "kind", "iqm", "ci_low", "ci_high", "runs", "tasks",
+                         "constraint", "constraint_mean", "meets_constraint"])
+        writer.writerows([e.board, e.metric, e.policy, e.kind, e.interval.value, e.interval.low, e.interval.high,
+                          e.interval.runs, e.interval.tasks, _constraint_text(e.constraint), e.constraint_mean,
+                          e.meets_constraint] for e in found)
+    if found:
+        plot(found).savefig(out.with_suffix(".png"), dpi=120)
+    return found
+
+
+def markdown(found: Sequence[Entry], title: str, sources: Sequence[str]) -> str:
+    """One table per board, policies ranked best first."""
+    lines = [f"# {title}", ""]
+    if sources:
+        lines += [f"From the sweep(s) {', '.join(f'`{s}`' for s in sources)}.", ""]
+    lines += [f"Cells: IQM over training seeds x evaluation seeds [95% stratified-bootstrap interval over both, "
+              f"rliable, {BOOTSTRAP_REPS:,} resamples] (Agarwal et al., NeurIPS 2021); a heuristic is one run.", ""]
+    if not found:
+        return "\n".join(lines + ["No finished trial yet."]) + "\n"
+    for board in dict.fromkeys(e.board for e in found):
+        members = [e for e in found if e.board == board]
+        metric, constraint = members[0].metric, members[0].constraint
+        lines += [f"## {board}: {metric} ({'higher' if better_when_higher(metric) else 'lower'} is better)", "",
+                  f"Evaluation seeds: {members[0].interval.tasks} per run."]
+        if constraint is None:
+            lines += ["", "| rank | policy | kind | IQM [95% CI] | runs | detail |", "|---:|---|---|---:|---:|---|"]
+            lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {e.interval.runs} | {e.detail} |"
+                      for rank, e in enumerate(members, 1)]
+        else:
+            lines += [f"Target: mean {_constraint_text(constraint)}; a policy missing it (marked *missed*) ranks below "
+                      "every policy meeting it.", "",
+                      f"| rank | policy | kind | IQM [95% CI] | mean {constraint[0]} | runs | detail |",
+                      "|---:|---|---|---:|---:|---:|---|"]
+            lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {e.constraint_mean:.4g}"
+                      f"{'' if e.meets_constraint else ' *missed*'} | {e.interval.runs} | {e.detail} |"
+                      for rank, e in enumerate(members, 1)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(found: Sequence[Entry]) -> Figure:
+    """One panel per board: each policy's IQM with its interval, agents and heuristics in two colours."""
+    boards = list(dict.fromkeys(e.board for e in found))
+    heights = [max(1.5, 0.35 * sum(e.board == b for e in found) + 0.8) for b in boards]
+    figure = Figure(figsize=(7.5, sum(heights)), layout="constrained")
+    for axes, board in zip(figure.subplots(len(boards), 1, squeeze=False, height_ratios=heights)[:, 0], boards):
+        members = [e for e in found if e.board == board and not math.isnan(e.interval.value)][::-1]
+        values = np.array([e.interval.value for e in members])
+        errors = np.array([[e.interval.value - e.interval.low, e.interval.high - e.interval.value] for e in members]).T
+        colors = ["C0" if e.kind == "agent" else "C7" for e in members]
+        axes.barh(np.arange(len(members)), values, xerr=errors.reshape(2, -1), color=colors, capsize=3)
+        axes.set_yticks(np.arange(len(members)), [e.policy for e in members], fontsize="small")
+        axes.set_title(board, fontsize="medium")
+        axes.set_xlabel(f"{members[0].metric if members else ''} (IQM, 95% CI)", fontsize="small")
+        axes.grid(axis="x", alpha=0.3)
+    return figure
+
+
+def _entry(board: str, metric: str, policy: str, kind: str, runs: list[list[dict[str, float]]], detail: str,
+           constraint: tuple[str, float] | None) -> Entry:
+    scores = np.array([[row[metric] for row in rows] for rows in runs], dtype=float)
+    mean = math.nan
+    if constraint is not None:
+        values = np.array([row[constraint[0]] for rows in runs for row in rows], dtype=float)
+        mean = float(np.nanmean(values)) if np.any(~np.isnan(values)) else math.nan
+    return Entry(board, metric, policy, kind, scores, iqm(scores), detail, constraint, mean)
+
+
+def _rank_key(entry: Entry) -> tuple[bool, float]:
+    """Policies meeting the board's constraint first, then by IQM (NaN last)."""
+    value = entry.interval.value
+    if math.isnan(value):
+        return not entry.meets_constraint, math.inf
+    return not entry.meets_constraint, -value if better_when_higher(entry.metric) else value
+
+
+def _constraint_text(constraint: tuple[str, float] | None) -> str:
+    return "" if constraint is None else f"{constraint[0]} >= {constraint[1]:g}"
+
+
+def _best_per_algorithm(found: list[Entry]) -> list[Entry]:
+    """Heuristics, and for each board, algorithm and reward its best-ranked assignment."""
+    best: dict[tuple[str, str], Entry] = {}
+    for entry in found:
+        if entry.kind != "agent":
+            continue
+        key = (entry.board, entry.policy.split(" [")[0])
+        if key not in best or _rank_key(entry) < _rank_key(best[key]):
+            best[key] = entry
+    return [e for e in found if e.kind != "agent"] + list(best.values())
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sweeps", type=Path, nargs="+", help="sweep directories (python -m agents.sweep --run-dir)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"markdown file (default {DEFAULT_OUT}); "
+                                                                       "the .csv and .png go beside it")
+    parser.add_argument("--all-configs", action="store_true", help="every hyper-parameter assignment, not the best")
+    args = parser.parse_args(argv)
+    records = load_records(args.sweeps)
+    if not records:
+        raise ValueError(f"no finished trial (evaluation.json) under {[str(s) for s in args.sweeps]}")
+    found = write_board(records, args.out, best_only=not args.all_configs, sources=[str(s) for s in args.sweeps])
+    print(args.out.read_text())
+    print(f"{len(found)} entries; written {args.out}, {args.out.with_suffix('.csv')}, {args.out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

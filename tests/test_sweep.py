@@ -1,0 +1,144 @@
+"""agents.sweep on Ray Tune: a two-trial local sweep writes its table; an interrupted sweep
+resumes without re-running its finished trials; a trial runs on the second node of a cluster;
+a bad configuration fails before any trial, naming the bad entry. Trials are tiny (64 steps)."""
+
+import copy
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import ray
+import yaml
+from ray.cluster_utils import Cluster
+
+import baselines
+from agents import sweep
+from agents.sweep_config import check_sweep_config, load_sweep_config
+from agents.trial import EVALUATION_FILE, episode_rows
+from agents.train import make_env
+
+CONFIG = {
+    "name": "tiny",
+    "scenarios": [{"scenario": "default", "env_id": "servegym/Routing-v0", "env_kwargs": {"episode_requests": 30},
+                   "heuristics": ["least_outstanding"]}],
+    "algorithms": ["maskable_ppo"],
+    "rewards": ["slo_balance"],
+    "timesteps": 64,
+    "train_seeds": [0, 1],
+    "eval_seeds": [10000],
+    "hyperparams": {"n_steps": 32, "batch_size": 32, "n_epochs": 1},
+}
+
+
+def _write(tmp_path: Path, config: dict) -> Path:
+    path = tmp_path / "sweep.yml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _evaluations(root: Path) -> list[Path]:
+    return sorted(root.glob(f"runs/*/*/{EVALUATION_FILE}"))
+
+
+def test_two_trial_local_sweep_writes_its_table(tmp_path):
+    config = load_sweep_config(_write(tmp_path, CONFIG))
+    outcome = sweep.run_sweep(config, tmp_path / "out", max_concurrent=2, verbose=0)
+    assert outcome.finished == 2 and outcome.errors == []
+    records = [json.loads(path.read_text()) for path in _evaluations(outcome.root)]
+    assert sorted(r["seed"] for r in records) == [0, 1]
+    for record in records:  # agents.train's run directory: configuration, TensorBoard events, models
+        run_dir = Path(record["run_dir"])
+        assert (run_dir / "config.yml").is_file() and (run_dir / "final_model.zip").is_file()
+        assert list(run_dir.glob("events.out.tfevents.*")) and record["timesteps"] == 64
+    env = make_env("servegym/Routing-v0", "default", {"episode_requests": 30, "reward": "slo_balance"}, flat=False)
+    direct = episode_rows(env, baselines.make("least_outstanding", env), "slo_attainment", [10000])
+    assert json.dumps(records[0]["heuristics"]["least_outstanding"]) == json.dumps(direct)  # as run by hand (NaN too)
+    table = (outcome.root / "table.md").read_text()
+    assert "## default (servegym/Routing-v0): slo_attainment (higher is better)" in table
+    assert "| maskable_ppo (slo_balance) | agent |" in table and "training seeds 0, 1; 64 steps" in table
+    assert "| least_outstanding | heuristic |" in table
+    assert (outcome.root / "table.png").is_file() and (outcome.root / "table.csv").read_text().count("\n") == 3
+
+
+def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path):
+    # 1,024 steps: long enough that the second trial is still training when the signals land
+    path = _write(tmp_path, {**CONFIG, "timesteps": 1024, "hyperparams": {**CONFIG["hyperparams"], "n_steps": 256}})
+    root = tmp_path / "out"
+    command = [sys.executable, "-m", "agents.sweep", str(path), "--run-dir", str(root), "--max-concurrent", "1",
+               "--verbose", "0"]
+    process = subprocess.Popen(command, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not _evaluations(root) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)  # Ctrl-C twice: Tune stops at once, without a last save
+    time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=120)
+    first = _evaluations(root)
+    assert len(first) == 1, "the sweep should have been interrupted after its first trial"
+    finished_at = first[0].stat().st_mtime_ns
+    outcome = sweep.run_sweep(load_sweep_config(path), root, max_concurrent=1, verbose=0)
+    assert outcome.finished == 2 and outcome.errors == []
+    after = _evaluations(root)
+    assert len(after) == 2 and first[0] in after and first[0].stat().st_mtime_ns == finished_at
+    assert len(list(first[0].parent.parent.iterdir())) == 1  # the finished trial's run was not made again
+    assert "training seeds 0, 1; 1,024 steps" in (root / "table.md").read_text()
+
+
+def test_a_trial_runs_on_the_second_node_of_a_cluster(tmp_path):
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        head, second = cluster.head_node.node_id, cluster.add_node(num_cpus=1).node_id
+        cluster.wait_for_nodes()
+        config = load_sweep_config(_write(tmp_path, {**CONFIG, "train_seeds": [0]}))
+        outcome = sweep.run_sweep(config, tmp_path / "out", address=cluster.address, verbose=0)
+        assert not ray.is_initialized()  # the sweep disconnected from the cluster
+    finally:
+        cluster.shutdown()
+    assert outcome.finished == 1 and outcome.errors == []
+    (record,) = [json.loads(path.read_text()) for path in _evaluations(outcome.root)]
+    assert record["node_id"] == second != head
+
+
+BAD = [
+    (lambda c: c["scenarios"][0].update(scenario="nowhere"), r"scenarios\[0\]\.scenario: unknown scenario 'nowhere'"),
+    (lambda c: c["scenarios"][0].update(env_id="servegym/Chess-v0"), r"scenarios\[0\]\.env_id: unknown env 'servegym/Chess-v0'"),
+    (lambda c: c.update(algorithms=["maskable_ppo", "sac"]), r"algorithms: unknown algorithm 'sac'"),
+    (lambda c: c.update(rewards=["speed"]), r"rewards: unknown reward 'speed'"),
+    (lambda c: c["hyperparams"].update(learning_rate={"grid": []}), r"hyperparams\.learning_rate: empty grid \[\]"),
+    (lambda c: c.update(train_seeds=[0, -3]), r"train_seeds seed must be >= 0, got -3"),
+    (lambda c: c.update(eval_seeds=[-1]), r"eval_seeds seed must be >= 0, got -1"),
+    (lambda c: c["hyperparams"].update(gamma={"uniform": [0.9, 0.99]}), r"hyperparams\.gamma: uniform needs search random"),
+    (lambda c: c["hyperparams"].update(n_step=8), r"cell default/Routing-v0/maskable_ppo/slo_balance: unknown hyper-parameter 'n_step'"),
+    (lambda c: c["scenarios"][0].update(heuristics=["cascadia"]), r"scenarios\[0\]\.heuristics: 'cascadia' does not apply"),
+    (lambda c: c["scenarios"][0].update(metric="speed"), r"scenarios\[0\]\.metric: unknown metric 'speed'"),
+    (lambda c: (c.update(algorithms=["dqn"], hyperparams={}), c["scenarios"][0].update(env_id="servegym/Tier-v0", heuristics=["llumnix"])),
+     r"cell default/Tier-v0/dqn/slo_balance: algorithm 'dqn' cannot act in MultiDiscrete"),
+]
+
+
+@pytest.mark.parametrize("mutate, message", BAD)
+def test_a_bad_config_fails_before_any_trial_naming_the_entry(tmp_path, mutate, message):
+    config = copy.deepcopy(CONFIG)
+    mutate(config)
+    with pytest.raises(ValueError, match=message):
+        sweep.main([str(_write(tmp_path, config)), "--run-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists() and not ray.is_initialized()
+
+
+def test_search_spaces_expand_reproducibly():
+    config = copy.deepcopy(CONFIG)
+    config.update(search="random", samples=3, search_seed=7,
+                  hyperparams={**CONFIG["hyperparams"], "gamma": {"uniform": [0.9, 0.99]},
+                               "learning_rate": {"grid": [1e-4, 3e-4]}})
+    first = check_sweep_config(config).assignments()
+    assert first == check_sweep_config(copy.deepcopy(config)).assignments()
+    assert [a["learning_rate"] for a in first] == [1e-4] * 3 + [3e-4] * 3
+    assert all(0.9 <= a["gamma"] < 0.99 for a in first) and len({a["gamma"] for a in first}) == 6
+    config.update(search="optuna")
+    with pytest.raises(ValueError, match=r"hyperparams\.learning_rate: search optuna takes no grid; use choice"):
+        check_sweep_config(config)
