@@ -34,8 +34,8 @@ import gymnasium as gym
 import numpy as np
 
 from baselines.policy import register
-from baselines.routing_classic import RoutingPolicy, unsquash
-from envs.observation import SERVICE_TIME_SCALE_S
+from baselines.routing_classic import RoutingPolicy
+from envs.schema import DecodedObservation
 
 
 class ReplicaState(IntEnum):
@@ -135,16 +135,16 @@ class Infaas(RoutingPolicy):
         penalty = np.array([STATE_PENALTY[s] for s in self.states])
         return self.alpha * queue_depth + self.beta * service_s + self.gamma * penalty
 
-    def estimates(self, observation: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def estimates(self, view: DecodedObservation) -> tuple[np.ndarray, np.ndarray]:
         """Per replica: expected service time s_r (seconds) and queue depth q_r (requests)."""
-        return unsquash(self.feature(observation, "service_time_ewma"), SERVICE_TIME_SCALE_S), self.outstanding(observation)
+        return view.instances["service_time_ewma"], self.outstanding(view)
 
     def act(self, observation: dict[str, np.ndarray]) -> int:
-        self.update_states(*self.estimates(observation))
+        self.update_states(*self.estimates(self.decode(observation)))
         return super().act(observation)
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
-        service_s, queue_depth = self.estimates(observation)
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
+        service_s, queue_depth = self.estimates(view)
         active = valid & np.array([s == ReplicaState.ACTIVE for s in self.states])
         candidates = active if active.any() else valid
         slots = np.flatnonzero(candidates)

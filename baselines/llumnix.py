@@ -32,19 +32,12 @@ import gymnasium as gym
 import numpy as np
 
 from baselines.policy import register
-from baselines.routing_classic import ROUTING_ENV_ID, RoutingPolicy, unsquash
+from baselines.routing_classic import ROUTING_ENV_ID, RoutingPolicy
 from envs.headroom import HEADROOM_MAX_FRACTION, default_headroom_fractions
-from envs.observation import FREENESS_SCALE, KV_BLOCKS_SCALE
+from envs.schema import DecodedObservation
 from envs.tier import HEADROOM_CAP_FRACTION, HEADROOM_LEVELS
 
 TIER_ENV_ID = "servegym/Tier-v0"
-
-
-def unsquash_signed(squashed: np.ndarray | float, scale: float) -> np.ndarray:
-    """Invert ``x / (|x| + scale)`` (``envs.observation.signed_squash``); ±1 maps back to ±∞."""
-    s = np.asarray(squashed, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        return np.where(np.abs(s) >= 1.0, np.sign(s) * np.inf, scale * s / (1.0 - np.abs(s)))
 
 
 def freeness_from_features(
@@ -76,9 +69,8 @@ class HeadroomPolicy(RoutingPolicy):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        self.num_tiers = self.env.scenario.num_tiers
+        self.num_tiers = int(self.schema.constants["num_tiers"])
         self.headroom_fractions = self.fractions(self.num_tiers)
-        self.tier_columns = [self.feature_index[f"tier_{k}"] for k in range(self.num_tiers)]
 
     def fractions(self, num_tiers: int) -> np.ndarray:
         raise NotImplementedError
@@ -94,21 +86,19 @@ class HeadroomPolicy(RoutingPolicy):
             return self.headroom_fractions.astype(np.float32)
         return nearest_levels(self.headroom_fractions)
 
-    def freeness(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        """Each slot's F under this policy's budgets, read from the observation."""
-        with np.errstate(divide="ignore"):  # an idle instance's M / B is squashed to 1: infinite
-            kv_blocks_per_request = unsquash(self.feature(observation, "kv_blocks_per_request"), KV_BLOCKS_SCALE)
+    def freeness(self, view: DecodedObservation) -> np.ndarray:
+        """Each slot's F under this policy's budgets, read from the observation (an idle
+        instance's M / B decodes to ∞)."""
+        tier_present = np.stack([view.instances[f"tier_{k}"] > 0 for k in range(self.num_tiers)], axis=1)
         return freeness_from_features(
-            unsquash_signed(self.feature(observation, "freeness_normal"), FREENESS_SCALE),
-            kv_blocks_per_request,
-            observation["instances"][:, self.tier_columns] > 0,
+            view.instances["freeness_normal"], view.instances["kv_blocks_per_request"], tier_present,
             self.headroom_fractions,
         )
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
         """§3.4: the valid instance with the highest F (the first on ties)."""
         slots = np.flatnonzero(valid)
-        return int(slots[np.argmax(self.freeness(observation)[slots])])
+        return int(slots[np.argmax(self.freeness(view)[slots])])
 
 
 @register

@@ -33,11 +33,8 @@ from typing import ClassVar
 import gymnasium as gym
 import numpy as np
 
-from baselines.llumnix import unsquash_signed
 from baselines.policy import Policy, register
-from baselines.routing_classic import KV_SCALE_TOKENS, unsquash
-from envs.observation import FREENESS_SCALE, KV_BLOCKS_SCALE, TOKEN_SCALE
-from envs.migration import GLOBAL_CONTEXT, PER_SLOT_CONTEXT
+from envs.schema import DecodedObservation
 
 MIGRATION_ENV_ID = "servegym/Migration-v0"
 REBALANCE_GAP_BLOCKS = 0.3  # θ of §3.5, in blocks per request
@@ -80,37 +77,32 @@ class MigrationPolicy(Policy):
         super().__init__(env)
         if self.env.mode != "periodic":
             raise ValueError(f"policy {self.name!r} drives Migration-v0 in mode='periodic', not {self.env.mode!r}")
-        self.slots = int(self.env.observation_space["instances"].shape[0])
+        self.slots = self.schema.max_instances
         self.noop = np.array([self.slots, self.slots], dtype=np.int64)
 
-    def masks(self, observation: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def masks(self, view: DecodedObservation) -> tuple[np.ndarray, np.ndarray]:
         """Valid source and destination slots (the no-op index dropped)."""
-        mask = np.asarray(observation["action_mask"]).reshape(-1) > 0.5
-        return mask[:self.slots], mask[self.slots + 1:2 * self.slots + 1]
+        return view.mask("source")[:self.slots], view.mask("destination")[:self.slots]
 
-    def candidate_columns(self, observation: dict[str, np.ndarray], offset: int) -> np.ndarray:
-        context = observation["context"]
-        return np.array([context[GLOBAL_CONTEXT + PER_SLOT_CONTEXT * slot + offset] for slot in range(self.slots)])
-
-    def room_for(self, observation: dict[str, np.ndarray], source: int) -> np.ndarray:
+    def room_for(self, view: DecodedObservation, source: int) -> np.ndarray:
         """Slots whose free KV can take ``source``'s candidate now: any slot for a queued
         candidate (it holds no KV); for a running one, free tokens at least its KV, the
         watermark and ``ROOM_SLACK_TOKENS``."""
-        if self.candidate_columns(observation, 0)[source] > 0.5:
+        if view.context["has_queued_candidate"][source]:
             return np.ones(self.slots, dtype=bool)
-        need_tokens = float(unsquash(self.candidate_columns(observation, 2)[source], TOKEN_SCALE))
-        capacity = unsquash(self.feature(observation, "kv_capacity"), KV_SCALE_TOKENS)
-        free = (1.0 - self.feature(observation, "kv_used_fraction").astype(np.float64)) * capacity
+        need_tokens = float(view.context["candidate_kv_tokens"][source])
+        capacity = view.instances["kv_capacity"]
+        free = (1.0 - view.instances["kv_used_fraction"]) * capacity
         return free >= need_tokens + WATERMARK_FRACTION * capacity + ROOM_SLACK_TOKENS
 
-    def pair(self, observation: dict[str, np.ndarray], freeness: np.ndarray, sources: np.ndarray,
+    def pair(self, view: DecodedObservation, freeness: np.ndarray, sources: np.ndarray,
              destinations: np.ndarray, gap_blocks: float) -> np.ndarray:
         """``rebalance_pair`` over the destinations with room for the chosen source's candidate."""
         chosen = rebalance_pair(freeness, sources, destinations, gap_blocks)
         if chosen is None:
             return self.noop
         source = chosen[0]
-        chosen = rebalance_pair(freeness, sources, destinations & self.room_for(observation, source), gap_blocks)
+        chosen = rebalance_pair(freeness, sources, destinations & self.room_for(view, source), gap_blocks)
         return self.noop if chosen is None else np.array(chosen, dtype=np.int64)
 
 
@@ -128,9 +120,9 @@ class LlumnixMigration(MigrationPolicy):
         self.gap_blocks = float(gap_blocks)
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        sources, destinations = self.masks(observation)
-        freeness = unsquash_signed(self.feature(observation, "freeness_full"), FREENESS_SCALE)
-        return self.pair(observation, freeness, sources, destinations, self.gap_blocks)
+        view = self.decode(observation)
+        sources, destinations = self.masks(view)
+        return self.pair(view, view.instances["freeness_full"], sources, destinations, self.gap_blocks)
 
 
 @register
@@ -146,16 +138,18 @@ class LlumnixMigrationPublic(MigrationPolicy):
             raise ValueError(f"threshold_blocks must be a finite number, got {threshold_blocks!r}")
         self.threshold_blocks = float(threshold_blocks)
 
-    def migration_freeness(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+    @staticmethod
+    def migration_freeness(view: DecodedObservation) -> np.ndarray:
         """Public Llumnix's migration freeness: F_normal less the watermark per batch slot."""
-        normal = unsquash_signed(self.feature(observation, "freeness_normal"), FREENESS_SCALE)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_request = unsquash(self.feature(observation, "kv_blocks_per_request"), KV_BLOCKS_SCALE)
-            return np.where(np.isfinite(normal), normal - WATERMARK_FRACTION * per_request, normal)
+        normal = view.instances["freeness_normal"]
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(normal), normal - WATERMARK_FRACTION * view.instances["kv_blocks_per_request"],
+                            normal)
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        sources, destinations = self.masks(observation)
-        freeness = self.migration_freeness(observation)
+        view = self.decode(observation)
+        sources, destinations = self.masks(view)
+        freeness = self.migration_freeness(view)
         sources = sources & (freeness < self.threshold_blocks)
         destinations = destinations & (freeness > self.threshold_blocks)
-        return self.pair(observation, freeness, sources, destinations, 0.0)
+        return self.pair(view, freeness, sources, destinations, 0.0)

@@ -25,10 +25,9 @@ from typing import ClassVar
 import gymnasium as gym
 import numpy as np
 
-from baselines.llumnix import unsquash_signed
 from baselines.policy import Policy, register
-from envs.observation import FREENESS_SCALE
 from envs.scaling import ADD, HOLD, REMOVE
+from envs.schema import DecodedObservation
 
 SCALING_ENV_ID = "servegym/Scaling-v0"
 SCALE_OUT_BELOW_BLOCKS = -0.5  # §3.6
@@ -66,20 +65,20 @@ class FreenessBandScaling(Policy):
         self.scale_out_below, self.scale_in_above = float(scale_out_below), float(scale_in_above)
         self.kinds = len(self.env.units)
 
-    def mean_freeness(self, observation: dict[str, np.ndarray]) -> float:
+    def mean_freeness(self, view: DecodedObservation) -> float:
         """Average of the freeness feature over the serving instances (∞ if one is idle)."""
-        serving = self.feature(observation, "serving") > 0.5
+        serving = view.instances["serving"]
         if not serving.any():
             raise ValueError("no serving instance in the observation: nothing to average")
-        values = unsquash_signed(self.feature(observation, self.freeness_feature)[serving], FREENESS_SCALE)
-        return float(np.mean(values))
+        return float(np.mean(view.instances[self.freeness_feature][serving]))
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        decision = band_decision(self.mean_freeness(observation), self.scale_out_below, self.scale_in_above)
+        view = self.decode(observation)
+        decision = band_decision(self.mean_freeness(view), self.scale_out_below, self.scale_in_above)
         action = np.full(self.kinds, HOLD, dtype=np.int64)
         if decision == HOLD:
             return action
-        allowed = np.asarray(observation["action_mask"]).reshape(self.kinds, 3)[:, decision] > 0.5
+        allowed = view.mask("choice")[:, decision]
         kinds = np.flatnonzero(allowed)
         if kinds.size:
             action[kinds[0] if decision == ADD else kinds[-1]] = decision

@@ -45,6 +45,7 @@ import numpy as np
 
 from baselines.policy import register
 from baselines.routing_classic import RoutingPolicy
+from envs.schema import DecodedObservation
 
 @register
 class Pascal(RoutingPolicy):
@@ -64,43 +65,44 @@ class Pascal(RoutingPolicy):
             raise ValueError(f"answer_headroom_tokens must be a non-negative integer, got {answer_headroom_tokens!r}")
         self.answer_headroom_tokens = int(answer_headroom_tokens)
 
-    def slo_compliant(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+    @staticmethod
+    def slo_compliant(view: DecodedObservation) -> np.ndarray:
         """``t_i``: the token pacer reports every answering request on pace, counting those
         still waiting for their first answer token (``answers_overdue``)."""
-        return (self.feature(observation, "pacer_behind") < 0.5) & (self.counts(observation, "answers_overdue") == 0)
+        return ~view.instances["pacer_behind"] & (view.instances["answers_overdue"] == 0)
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
         """Algorithm 1 (pascal.txt §IV-B)."""
-        candidates = valid & self.slo_compliant(observation)
+        candidates = valid & self.slo_compliant(view)
         if not candidates.any():
             candidates = valid
-        return self.least_kv_slot(observation, candidates)
+        return self.least_kv_slot(view, candidates)
 
-    def algorithm2(self, observation: dict[str, np.ndarray], valid: np.ndarray, source: int) -> int:
+    def algorithm2(self, view: DecodedObservation, valid: np.ndarray, source: int) -> int:
         """Algorithm 2 (pascal.txt §IV-B): the answering request's instance."""
-        load = self.counts(observation, "reasoning") - self.counts(observation, "demoted")
-        candidates = valid & self.slo_compliant(observation)
+        load = view.instances["reasoning"] - view.instances["demoted"]
+        candidates = valid & self.slo_compliant(view)
         if not candidates.any():
             candidates = valid
-            load = load + self.counts(observation, "fresh_answering")
+            load = load + view.instances["fresh_answering"]
         slots = np.flatnonzero(candidates)
         not_source = (slots != source).astype(np.int64)
-        footprint = self.kv_footprint_tokens(observation)[slots]
+        footprint = view.instances["kv_footprint"][slots]
         order = np.lexsort((slots, footprint, not_source, load[slots]))
         return int(slots[order[0]])
 
-    def has_memory(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+    def has_memory(self, view: DecodedObservation) -> np.ndarray:
         """Per instance: GPU KV that is free and that no queued request is waiting for holds
         the request's KV plus ``answer_headroom_tokens``."""
-        need = self.request_kv_tokens(observation) + self.answer_headroom_tokens
-        return self.unclaimed_kv_tokens(observation) >= need
+        need = self.request_kv_tokens(view) + self.answer_headroom_tokens
+        return self.unclaimed_kv_tokens(view) >= need
 
-    def place_answer(self, observation: dict[str, np.ndarray], valid: np.ndarray, source: int) -> int:
+    def place_answer(self, view: DecodedObservation, valid: np.ndarray, source: int) -> int:
         if self.migration == "never" and valid[source]:
             return source
-        chosen = self.algorithm2(observation, valid, source)
+        chosen = self.algorithm2(view, valid, source)
         if self.migration == "adaptive" and valid[source] and chosen != source:
-            memory = self.has_memory(observation)
+            memory = self.has_memory(view)
             if memory[source] and not memory[chosen]:
                 return source
         return chosen

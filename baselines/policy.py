@@ -1,7 +1,13 @@
 """One interface for heuristics, planners and learned agents: SB3's ``predict``.
 
-A heuristic reads only the observation (and the feature layout its env publishes), so a
-learned agent sees exactly what it sees. Policies are built for an env: ``make(name, env)``.
+A heuristic reads only the observation, through the schema its env publishes
+(``env.schema``, ``envs.schema``): ``self.decode(observation)`` gives raw values by name, so
+no policy indexes the observation or inverts its encodings itself, and a learned agent sees
+exactly what it sees. Besides the observation a policy may read the env's public settings (its
+action mode, levels, gears, unit kinds: what its action space means) and ``self.scenario``, the
+problem statement (deployment, workload, inventory) that planners take; never the env's
+simulator, reward function or other internals (``tests/test_baselines_contract.py``).
+Policies are built for an env: ``make(name, env)``.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import gymnasium as gym
 import numpy as np
 
 from envs.base import ServingEnv
+from envs.scenario import Scenario
+from envs.schema import DecodedObservation, ObservationSchema
 
 
 class Policy:
@@ -35,7 +43,8 @@ class Policy:
             raise ValueError(f"policy {self.name!r} drives {env_id} with action in {list(self.action_modes)}, not {mode!r}")
         self.env = unwrapped
         self.action_space = env.action_space
-        self.feature_index = {name: i for i, name in enumerate(unwrapped.features.names)}
+        self.schema: ObservationSchema = unwrapped.schema
+        self.scenario: Scenario = unwrapped.scenario
 
     def reset(self) -> None:
         """Forget any per-episode state (called at every episode start)."""
@@ -55,9 +64,9 @@ class Policy:
             self.reset()
         return self.act(observation), state
 
-    def feature(self, observation: dict[str, np.ndarray], name: str) -> np.ndarray:
-        """Column ``name`` of the per-instance feature matrix (one value per slot)."""
-        return observation["instances"][:, self.feature_index[name]]
+    def decode(self, observation: dict[str, np.ndarray]) -> DecodedObservation:
+        """The observation's raw values by name (``envs.schema.DecodedObservation``)."""
+        return self.schema.decode(observation)
 
 
 _REGISTRY: dict[str, type[Policy]] = {}

@@ -4,8 +4,8 @@ decision they keep it where it is (no migration), moving it only when its instan
 longer take it (masked out, e.g. draining), and then by their own arrival rule.
 
 ``RoutingPolicy`` is the base the other Routing-v0 heuristics (INFaaS, PASCAL) build on: it
-reads the decision's context (arrival or phase change, request size, source instance) and
-un-squashes per-instance features back to counts and tokens (``envs.observation``).
+reads the decision (arrival or phase change, request size, source instance) and the
+instances' load from the decoded observation (``envs.schema``): counts, tokens, seconds.
 """
 
 from __future__ import annotations
@@ -14,16 +14,9 @@ import gymnasium as gym
 import numpy as np
 
 from baselines.policy import Policy, register
-from envs.observation import COUNT_SCALE, TOKEN_SCALE
+from envs.schema import DecodedObservation
 
 ROUTING_ENV_ID = "servegym/Routing-v0"
-KV_SCALE_TOKENS = 1e6  # the squash scale of ``kv_capacity`` and ``kv_footprint``
-
-
-def unsquash(squashed: np.ndarray | float, scale: float) -> np.ndarray:
-    """Invert ``x / (x + scale)``: the raw value (count, tokens, seconds) as float64."""
-    s = np.asarray(squashed, dtype=np.float64)
-    return scale * s / (1.0 - s)
 
 
 class RoutingPolicy(Policy):
@@ -34,77 +27,65 @@ class RoutingPolicy(Policy):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        self.max_instances = int(self.env.observation_space["instances"].shape[0])
+        self.max_instances = self.schema.max_instances
 
     # ----------------------------------------------------------------- decision
     def act(self, observation: dict[str, np.ndarray]) -> int:
-        valid = self.valid_slots(observation)
+        view = self.decode(observation)
+        valid = view.mask("instance")
         if not valid.any():
             raise ValueError("no valid instance in observation['action_mask']: nothing to route to")
-        source = self.source_slot(observation)
+        source = self.source_slot(view)
         if source is None:
-            return self.route(observation, valid)
-        return self.place_answer(observation, valid, source)
+            return self.route(view, valid)
+        return self.place_answer(view, valid, source)
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
         """The instance for a new request (``valid`` is the action mask as booleans)."""
         raise NotImplementedError
 
-    def place_answer(self, observation: dict[str, np.ndarray], valid: np.ndarray, source: int) -> int:
+    def place_answer(self, view: DecodedObservation, valid: np.ndarray, source: int) -> int:
         """The instance for a request that just finished reasoning on slot ``source``: stay,
         unless the source is masked out (then route it like a new request)."""
-        return source if valid[source] else self.route(observation, valid)
+        return source if valid[source] else self.route(view, valid)
 
     # ----------------------------------------------------------------- observation reading
     @staticmethod
-    def valid_slots(observation: dict[str, np.ndarray]) -> np.ndarray:
-        return np.asarray(observation["action_mask"]).reshape(-1) > 0.5
-
-    def source_slot(self, observation: dict[str, np.ndarray]) -> int | None:
+    def source_slot(view: DecodedObservation) -> int | None:
         """The instance a phase-change request finished reasoning on; None for an arrival."""
-        context = observation["context"]
-        if context[1] < 0.5:
+        if not view.context["is_phase_change"]:
             return None
-        return int(np.argmax(context[-self.max_instances:]))
+        return view.context["source_slot"]
 
     @staticmethod
-    def request_kv_tokens(observation: dict[str, np.ndarray]) -> float:
+    def request_kv_tokens(view: DecodedObservation) -> float:
         """KV the decision's request holds or will hold: prompt plus generated tokens."""
-        context = observation["context"]
-        return float(unsquash(context[2], TOKEN_SCALE) + unsquash(context[3], TOKEN_SCALE))
+        return view.context["prompt_tokens"] + view.context["generated_tokens"]
 
-    def counts(self, observation: dict[str, np.ndarray], name: str) -> np.ndarray:
-        """A per-instance request count (``waiting``, ``reasoning``, ...) as integers."""
-        return np.rint(unsquash(self.feature(observation, name), COUNT_SCALE)).astype(np.int64)
-
-    def outstanding(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+    @staticmethod
+    def outstanding(view: DecodedObservation) -> np.ndarray:
         """Requests waiting, running or swapped out on each instance."""
-        return sum(self.counts(observation, name) for name in ("waiting", "running", "swapped"))
+        return view.instances["waiting"] + view.instances["running"] + view.instances["swapped"]
 
-    def kv_footprint_tokens(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        """KV tokens held on the GPU plus in host memory (swapped requests), per instance."""
-        return unsquash(self.feature(observation, "kv_footprint"), KV_SCALE_TOKENS)
-
-    def free_kv_tokens(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+    @staticmethod
+    def free_kv_tokens(view: DecodedObservation) -> np.ndarray:
         """Free GPU KV tokens per instance: (1 - used fraction) x capacity."""
-        capacity = unsquash(self.feature(observation, "kv_capacity"), KV_SCALE_TOKENS)
-        return (1.0 - self.feature(observation, "kv_used_fraction").astype(np.float64)) * capacity
+        return (1.0 - view.instances["kv_used_fraction"]) * view.instances["kv_capacity"]
 
-    def unclaimed_kv_tokens(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+    @classmethod
+    def unclaimed_kv_tokens(cls, view: DecodedObservation) -> np.ndarray:
         """Free GPU KV tokens minus what queued requests wait for: the prompt tokens of waiting
         requests still to prefill and the KV of swapped requests (in host memory, to swap in)."""
-        gpu_tokens = self.feature(observation, "kv_used_fraction").astype(np.float64) * unsquash(
-            self.feature(observation, "kv_capacity"), KV_SCALE_TOKENS
-        )
-        host_tokens = np.maximum(self.kv_footprint_tokens(observation) - gpu_tokens, 0.0)
-        pending_tokens = unsquash(self.feature(observation, "pending_prefill_tokens"), TOKEN_SCALE)
-        return self.free_kv_tokens(observation) - pending_tokens - host_tokens
+        gpu_tokens = view.instances["kv_used_fraction"] * view.instances["kv_capacity"]
+        host_tokens = np.maximum(view.instances["kv_footprint"] - gpu_tokens, 0.0)
+        return cls.free_kv_tokens(view) - view.instances["pending_prefill_tokens"] - host_tokens
 
-    def least_kv_slot(self, observation: dict[str, np.ndarray], candidates: np.ndarray) -> int:
+    @staticmethod
+    def least_kv_slot(view: DecodedObservation, candidates: np.ndarray) -> int:
         """The candidate with the smallest KV footprint (GPU + host); ties go to fewer waiting
         requests (queued, holding no KV yet, e.g. one routed a moment ago), then the lower slot."""
-        footprint = self.kv_footprint_tokens(observation)
-        waiting = self.counts(observation, "waiting")
+        footprint = view.instances["kv_footprint"]
+        waiting = view.instances["waiting"]
         slots = np.flatnonzero(candidates)
         order = np.lexsort((slots, waiting[slots], footprint[slots]))
         return int(slots[order[0]])
@@ -130,7 +111,7 @@ class RoundRobinRouting(RoutingPolicy):
     def reset(self) -> None:
         self.next_slot = 0
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
         order = (self.next_slot + np.arange(self.max_instances)) % self.max_instances
         choice = int(order[np.argmax(valid[order])])
         self.next_slot = (choice + 1) % self.max_instances
@@ -154,7 +135,7 @@ class RandomRouting(RoutingPolicy):
     def reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
         return int(self.rng.choice(np.flatnonzero(valid)))
 
 
@@ -165,8 +146,8 @@ class LeastOutstandingRouting(RoutingPolicy):
 
     name = "least_outstanding"
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
-        return first_minimum(self.outstanding(observation), valid)
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
+        return first_minimum(self.outstanding(view), valid)
 
 
 @register
@@ -177,5 +158,5 @@ class LeastKVRouting(RoutingPolicy):
 
     name = "least_kv"
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
-        return self.least_kv_slot(observation, valid)
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
+        return self.least_kv_slot(view, valid)

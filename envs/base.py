@@ -1,18 +1,20 @@
 """What every servegym environment shares: scenario and cluster set-up, seeding, the
-observation dictionary, action masking with fallback, rewards and episode metrics."""
+observation dictionary and its schema, action masking with fallback, rewards and episode metrics."""
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs.observation import InstanceFeatures
+from envs.observation import InstanceFeatures, instance_fields
 from envs.presets import make_scenario
 from envs.rewards import REWARDS, RewardFunction
 from envs.scenario import Scenario
+from envs.schema import Entry, MaskPart, ObservationSchema
 from simulator.cluster import Cluster
 from simulator.metrics import flat_metrics, summarize
 from simulator.outcome import RequestOutcome
@@ -28,7 +30,11 @@ class ServingEnv(gym.Env):
 
     Observation (``spaces.Dict``): ``instances`` (max_instances x features, see
     ``envs.observation``), ``context`` (the decision's context, subclass-specific) and
-    ``action_mask`` (1.0 for valid actions; the same as ``action_masks()`` flattened).
+    ``action_mask`` (1.0 for valid actions; the same as ``action_masks()`` flattened). Its
+    layout is ``self.schema`` (``envs.schema.ObservationSchema``): names, units and encodings,
+    and ``schema.decode(observation)`` for raw values by name. The action mask is computed once
+    per step and ``action_masks()`` returns it read-only, until the next step (or a change to
+    the cluster through its public methods, ``Cluster.version``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -60,6 +66,10 @@ class ServingEnv(gym.Env):
         self.features = InstanceFeatures(
             self.scenario.max_instances, self.scenario.num_tiers, tpot, reasoning=self.scenario.reasoning
         )
+        self.schema = ObservationSchema(
+            self.env_id, self.scenario.max_instances, instance_fields(self.scenario.num_tiers),
+            self.context_entries(), self.mask_parts(), self.schema_constants(),
+        )
         self.observation_space = spaces.Dict(
             {
                 "instances": spaces.Box(-1.0, 1.0, self.features.matrix.shape, dtype=np.float32),
@@ -69,14 +79,31 @@ class ServingEnv(gym.Env):
         )
         self.cluster: Cluster | None = None
         self._seen = 0
-        self._arrival_times: list[float] = []
+        self._arrival_times_s: list[float] = []
+        self._mask: np.ndarray | None = None
+        self._mask_version = -1
 
     # ----------------------------------------------------------------- subclass interface
-    def context_size(self) -> int:
+    def context_entries(self) -> tuple[Entry, ...]:
+        """The context's fields in order (``envs.schema``)."""
         raise NotImplementedError
 
-    def mask_size(self) -> int:
+    def mask_parts(self) -> tuple[MaskPart, ...]:
+        """The named parts of the flat action mask, in order."""
         raise NotImplementedError
+
+    def schema_constants(self) -> dict[str, float]:
+        """Fixed values the observation's encodings use, published in ``schema.constants``."""
+        return {
+            "max_instances": self.scenario.max_instances, "num_tiers": self.scenario.num_tiers,
+            "episode_requests": self.scenario.episode_requests, "control_interval_s": self.scenario.control_interval_s,
+        }
+
+    def context_size(self) -> int:
+        return self.schema.context_size
+
+    def mask_size(self) -> int:
+        return self.schema.mask_size
 
     def cluster_options(self) -> dict[str, Any]:
         """Keyword arguments for ``Cluster`` (routers, external decisions)."""
@@ -91,8 +118,22 @@ class ServingEnv(gym.Env):
         return list(self.cluster.instances)
 
     def action_masks(self) -> np.ndarray:
-        """Valid actions as booleans (sb3-contrib MaskablePPO reads this through VecEnvs)."""
+        """Valid actions as booleans (sb3-contrib MaskablePPO reads this through VecEnvs),
+        computed once per step and returned read-only."""
+        version = self.cluster.version if self.cluster is not None else -1
+        if self._mask is None or self._mask_version != version:
+            mask = self.compute_action_mask()
+            mask.flags.writeable = False
+            self._mask, self._mask_version = mask, version
+        return self._mask
+
+    def compute_action_mask(self) -> np.ndarray:
+        """The valid actions in the current state (called once per step by ``action_masks``)."""
         raise NotImplementedError
+
+    def state_changed(self) -> None:
+        """Forget what was computed for the last observation (the mask): the state moves on."""
+        self._mask = None
 
     def apply(self, action: Any, valid: bool) -> None:
         """Carry out ``action`` (already replaced by the fallback when ``valid`` is False)."""
@@ -112,8 +153,10 @@ class ServingEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         requests = self.scenario.requests(self.np_random)
-        self.cluster = self.scenario.build_cluster(**self.cluster_options())
+        self.state_changed()
+        self.cluster = self.scenario.build_cluster(**self.cluster_options(), track_arrays=True)
         self.cluster.submit(requests)
+        self._arrival_times_s = [request.arrival_s for request in self.cluster.submitted_requests]
         self._seen = 0
         self.reward_fn.reset(self.cluster)
         self.on_reset()
@@ -135,6 +178,7 @@ class ServingEnv(gym.Env):
                 raise InvalidActionError(f"action {action!r} is masked out (strict=True)")
             action = self.fallback_action()
         self.apply(action, valid)
+        self.state_changed()
         done = self.advance()
         finished = self.cluster.outcomes[self._seen:]
         self._seen = len(self.cluster.outcomes)
@@ -193,13 +237,10 @@ class ServingEnv(gym.Env):
     # ----------------------------------------------------------------- helpers for subclasses
     def recent_qps(self, window_s: float = 10.0) -> float:
         """Arrivals per second over the last ``window_s`` simulated seconds."""
+        return self.recent_arrivals(window_s) / window_s
+
+    def recent_arrivals(self, window_s: float) -> int:
+        """Requests arrived in the last ``window_s`` simulated seconds (arrival times are sorted)."""
         assert self.cluster is not None
-        now = self.cluster.events.now_s
-        requests = self.cluster.submitted_requests
         arrived = self.cluster.arrived
-        count = 0
-        index = arrived - 1
-        while index >= 0 and requests[index].arrival_s > now - window_s:
-            count += 1
-            index -= 1
-        return count / window_s
+        return arrived - bisect.bisect_right(self._arrival_times_s, self.cluster.events.now_s - window_s, 0, arrived)

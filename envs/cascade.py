@@ -9,18 +9,78 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.base import ServingEnv
-from envs.observation import COUNT_SCALE, squash
+from envs.observation import COUNT_SCALE, arrived_field, cost_rate_field, count_field, instance_fields_doc
 from envs.rewards import EpisodeQualityReward, EpisodeSLOQualityReward, LatencyConstrainedQualityReward, QualityReward
+from envs.schema import (
+    IDENTITY,
+    Block,
+    Entry,
+    Field,
+    MaskPart,
+    linear,
+    observation_tables,
+    ratio,
+    with_observation_tables,
+)
 from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality
 from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
+from simulator.instance_arrays import RUNNING, WAITING
 
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
 BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
 ACTION_MODES = ("thresholds", "gear", "continuous")
 QUALITY_REWARDS = {"quality": QualityReward, "quality_episode": EpisodeQualityReward,
                    "slo_quality_episode": EpisodeSLOQualityReward}
-CONTEXT_PROGRESS = 2  # context index of the episode progress (arrived / episode_requests)
-CONTEXT_STAGES = 7  # context index of the first stage's waiting requests; stage i's at 7 + 3i
+
+
+def cascade_context(
+    stages: int, episode_requests: int, gears: int | None, min_queue_lengths: SequenceOf[int] | None
+) -> tuple[Entry, ...]:
+    """Cascade-v0's context fields (``envs.schema``): the last interval, per stage its queues,
+    the thresholds, then the gear (gear mode) or minimum queue lengths (batching)."""
+    per_stage = (
+        count_field("waiting", "requests waiting on the stage's instances"),
+        count_field("running", "requests running on them"),
+        Field("accepted_share", "fraction", IDENTITY, "share of the interval's finished requests accepted there"),
+    )
+    entries: tuple[Entry, ...] = (
+        Field("arrivals_per_s", "req/s", ratio(COUNT_SCALE), "arrivals per second over the last control interval"),
+        Field("burst_arrivals_per_s", "req/s", ratio(COUNT_SCALE), "arrivals per second over the last 100 ms"),
+        arrived_field(episode_requests),
+        cost_rate_field(),
+        count_field("finished", "requests finished in the last interval"),
+        Field("p95_e2e_s", "s", ratio(E2E_SCALE_S), "their p95 E2E latency (0 when none completed)"),
+        Field("mean_score", "score", linear(SCORE_MAX), "their mean accepted score (a rejected one counts 0)"),
+        Block("stage", stages, per_stage, count_text="S"),
+        Field("threshold", "score", linear(SCORE_MAX), "the judge thresholds h_1 … h_{S−1} in force",
+              size=stages - 1, size_text="S − 1"),
+    )
+    if gears is not None:
+        entries += (Field("gear", "gear", linear(max(gears - 1, 1)), "the gear in force", integer=True,
+                          scale_text="max(G − 1, 1)"),)
+    if min_queue_lengths is not None:
+        entries += (Field("min_queue_length", "requests", linear(min_queue_lengths[-1]),
+                          "each model's minimum queue length (with min_queue_lengths)", size=stages,
+                          integer=True, size_text="S", scale_text="the largest choice"),)
+    return entries
+
+
+def cascade_mask(
+    stages: int, action_mode: str, threshold_levels: int, gears: int, queue_choices: int | None
+) -> tuple[MaskPart, ...]:
+    if action_mode == "gear":
+        return (MaskPart("gear", (gears,), "the gears whose thresholds and entry stage are allowed (action='gear')",
+                         shape_text="G"),)
+    if action_mode == "continuous":
+        return (MaskPart("stage", (stages - 1,), "stages whose threshold may be above 0 (action='continuous')",
+                         shape_text="S − 1"),)
+    parts = (MaskPart("threshold_level", (stages - 1, threshold_levels), "each stage's allowed levels",
+                      shape_text="(S − 1) x levels"),)
+    if queue_choices is not None:
+        parts += (MaskPart("queue_length", (stages, queue_choices),
+                           "each model's minimum queue length choices (always valid; with min_queue_lengths)",
+                           shape_text="S x choices"),)
+    return parts
 
 
 class CascadeEnv(ServingEnv):
@@ -72,16 +132,11 @@ class CascadeEnv(ServingEnv):
     ``min_queue_lengths`` (default) the action, observation and instances are unchanged.
 
     ## Observation space
-    ``Dict``: ``instances`` (max_instances x features, ``envs.observation``), ``action_mask``
-    and ``context`` =
-    [0] arrivals per second over the last control interval, [1] over the last 100 ms (both
-    squashed by 16), [2] episode progress (arrived / episode_requests), [3] cluster $ per hour
-    (squashed by 100), [4] requests finished in the last interval (squashed by 16), [5] their
-    p95 E2E (squashed by 10 s), [6] their mean accepted score / 100 (rejected count 0); then
-    per stage i, at 7 + 3i: waiting and running requests on its instances (squashed by 16),
-    share of the interval's finished requests accepted there; then the current thresholds /
-    100 (any mode but gear); in gear mode last the current gear / (gears − 1) (0 with one
-    gear); with batching last each model's minimum queue length / the largest choice.
+    ``Dict``: ``instances`` (max_instances x features, ``envs.observation``), ``context`` (the
+    last interval's arrivals, completions, latency and quality, per stage its queues and
+    acceptances, the thresholds in force; in gear mode the gear, with batching the minimum
+    queue lengths) and ``action_mask``; the tables at the end (from ``self.schema``) give
+    every entry, its unit and encoding.
 
     ## Rewards
     ``reward="quality"`` (default): −(p95 E2E of the interval's requests in seconds) −
@@ -148,6 +203,8 @@ class CascadeEnv(ServingEnv):
             raise ValueError(f"unknown quality_kind {quality_kind!r}; known: {list(QUALITY_KINDS)}")
         self.min_queue_lengths = None if min_queue_lengths is None else _check_lengths(min_queue_lengths, action)
         self.threshold_levels = threshold_levels
+        self.quality_min = quality_min
+        self.quality_penalty_mu = quality_penalty_mu
         self.action_mode = action
         self.gears = [] if gears is None else [tuple(float(h) for h in gear) for gear in gears]
         if action == "gear" and not self.gears:
@@ -185,6 +242,8 @@ class CascadeEnv(ServingEnv):
         self._gear = 0
         self._until_s = 0.0
         self._window_first_outcome = 0
+        self._stages_cluster: Any = None
+        self._stage_of = np.zeros(0, dtype=np.int64)
 
     def _check_cascade(self) -> None:
         models, name = self.models, self.scenario.name
@@ -206,18 +265,13 @@ class CascadeEnv(ServingEnv):
         """Action entries choosing minimum queue lengths: one per model with batching, else 0."""
         return 0 if self.min_queue_lengths is None else len(self.scenario.cascade)
 
-    def context_size(self) -> int:
-        stages = len(self.scenario.cascade)
-        gear = 1 if self.action_mode == "gear" else 0
-        return CONTEXT_STAGES + 3 * stages + max(stages - 1, 0) + gear + self._batch_entries()
+    def context_entries(self) -> tuple[Entry, ...]:
+        gears = len(self.gears) if self.action_mode == "gear" else None
+        return cascade_context(len(self.scenario.cascade), self.scenario.episode_requests, gears, self.min_queue_lengths)
 
-    def mask_size(self) -> int:
-        if self.action_mode == "gear":
-            return len(self.gears)
-        if self.action_mode == "continuous":
-            return len(self.scenario.cascade) - 1
-        batch = len(self.min_queue_lengths or ()) * self._batch_entries()
-        return self.threshold_levels * max(len(self.scenario.cascade) - 1, 0) + batch
+    def mask_parts(self) -> tuple[MaskPart, ...]:
+        choices = None if self.min_queue_lengths is None else len(self.min_queue_lengths)
+        return cascade_mask(len(self.scenario.cascade), self.action_mode, self.threshold_levels, len(self.gears), choices)
 
     def cluster_options(self) -> dict[str, Any]:
         return self.router.cluster_options()
@@ -278,7 +332,7 @@ class CascadeEnv(ServingEnv):
         serving = self._serving_models()
         return [self.models[stage + 1] in serving for stage in range(len(self.models) - 1)]
 
-    def action_masks(self) -> np.ndarray:
+    def compute_action_mask(self) -> np.ndarray:
         allowed = self._forwarding_allowed()
         if self.action_mode == "gear":
             serving = self._serving_models()
@@ -331,42 +385,42 @@ class CascadeEnv(ServingEnv):
         self._until_s = self.cluster.events.now_s + self.scenario.control_interval_s
 
     def context(self) -> np.ndarray:
-        assert self.cluster is not None
+        assert self.cluster is not None and self.cluster.arrays is not None
         cluster = self.cluster
         stages = len(self.models)
-        vector = np.zeros(self.context_size(), dtype=np.float32)
         finished = cluster.outcomes[self._window_first_outcome:]
         completed = [o for o in finished if o.completed]
-        vector[0] = squash(self.recent_qps(self.scenario.control_interval_s), COUNT_SCALE)
-        vector[1] = squash(self.recent_qps(BURST_WINDOW_S), COUNT_SCALE)
-        vector[CONTEXT_PROGRESS] = cluster.arrived / self.scenario.episode_requests
-        vector[3] = squash(cluster.cost_rate_usd_per_s() * 3600.0, 100.0)
-        vector[4] = squash(len(finished), COUNT_SCALE)
-        if completed:
-            vector[5] = squash(float(np.percentile([o.e2e_s for o in completed], 95)), E2E_SCALE_S)
-        if finished:
-            vector[6] = float(np.mean([o.quality if o.completed else 0.0 for o in finished])) / SCORE_MAX
-        accepted = [0] * stages
+        stage_of = self._stage_of_instances()
+        accepted = np.zeros(stages)
         for outcome in completed:
-            accepted[self.router.stage_of(cluster.instances[outcome.instance_id])] += 1
-        waiting = [0] * stages
-        running = [0] * stages
-        for instance in cluster.active_instances():
-            stage = self.router.stage_of(instance)
-            waiting[stage] += len(instance.waiting)
-            running[stage] += len(instance.running)
-        for stage in range(stages):
-            vector[CONTEXT_STAGES + 3 * stage] = squash(waiting[stage], COUNT_SCALE)
-            vector[CONTEXT_STAGES + 1 + 3 * stage] = squash(running[stage], COUNT_SCALE)
-            vector[CONTEXT_STAGES + 2 + 3 * stage] = accepted[stage] / len(finished) if finished else 0.0
-        start = CONTEXT_STAGES + 3 * stages
-        vector[start:start + stages - 1] = np.asarray(self.thresholds(), dtype=np.float32) / SCORE_MAX
+            accepted[stage_of[outcome.instance_id]] += 1
+        counts = cluster.arrays.table[:len(stage_of)]
+        raw: dict[str, Any] = {
+            "arrivals_per_s": self.recent_qps(self.scenario.control_interval_s),
+            "burst_arrivals_per_s": self.recent_qps(BURST_WINDOW_S),
+            "arrived": cluster.arrived,
+            "cost_rate": cluster.cost_rate_usd_per_s() * 3600.0,
+            "finished": len(finished),
+            "p95_e2e_s": float(np.percentile([o.e2e_s for o in completed], 95)) if completed else 0.0,
+            "mean_score": float(np.mean([o.quality if o.completed else 0.0 for o in finished])) if finished else 0.0,
+            "waiting": np.bincount(stage_of, weights=counts[:, WAITING], minlength=stages),
+            "running": np.bincount(stage_of, weights=counts[:, RUNNING], minlength=stages),
+            "accepted_share": accepted / len(finished) if finished else 0.0,
+            "threshold": self.thresholds(),
+        }
         if self.action_mode == "gear":
-            vector[-1] = self._gear / (len(self.gears) - 1) if len(self.gears) > 1 else 0.0
+            raw["gear"] = self._gear
         if self.min_queue_lengths is not None:
-            largest = self.min_queue_lengths[-1]
-            vector[-stages:] = [self.min_queue_lengths[int(k)] / largest for k in self._queue_choices]
-        return vector
+            raw["min_queue_length"] = [self.min_queue_lengths[int(k)] for k in self._queue_choices]
+        return self.schema.encode_context(raw)
+
+    def _stage_of_instances(self) -> np.ndarray:
+        """Each instance's cascade stage, by instance id (the deployment is fixed)."""
+        assert self.cluster is not None
+        if self._stages_cluster is not self.cluster:
+            self._stages_cluster = self.cluster
+            self._stage_of = np.array([self.router.stage_of(i) for i in self.cluster.instances.values()], dtype=np.int64)
+        return self._stage_of
 
 
 def _box_to_thresholds(action: Any) -> list[float]:
@@ -399,3 +453,12 @@ def _check_lengths(lengths: SequenceOf[int], action: str) -> tuple[int, ...]:
     ):
         raise ValueError(f"min_queue_lengths must be strictly increasing positive integers, got {lengths!r}")
     return tuple(int(v) for v in values)
+
+
+CascadeEnv.__doc__ = with_observation_tables(
+    CascadeEnv.__doc__,
+    observation_tables(
+        instance_fields_doc(), cascade_context(2, 1, None, (1,)),
+        cascade_mask(2, "thresholds", 2, 1, 1) + cascade_mask(2, "gear", 2, 1, None) + cascade_mask(2, "continuous", 2, 1, None),
+    ) + "\n\nIn gear mode the context ends instead with ``gear`` at 6 + 4S: the gear in force, x / max(G − 1, 1).",
+)

@@ -10,8 +10,27 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.base import ServingEnv
-from envs.headroom import default_headroom_fractions, freeness_full
-from envs.observation import COUNT_SCALE, FREENESS_SCALE, TOKEN_SCALE, signed_squash, squash
+from envs.headroom import default_headroom_fractions
+from envs.observation import (
+    COUNT_SCALE,
+    FREENESS_SCALE,
+    TOKEN_SCALE,
+    arrived_field,
+    count_field,
+    flag_field,
+    instance_fields_doc,
+)
+from envs.schema import (
+    Block,
+    Entry,
+    Field,
+    MaskPart,
+    linear,
+    observation_tables,
+    ratio,
+    signed_ratio,
+    with_observation_tables,
+)
 from envs.tier import freest_instance
 from simulator.cluster import Cluster, Decision, Router
 from simulator.instance import Instance, Lifecycle, Role
@@ -23,8 +42,36 @@ LLUMNIX_POLLING_INTERVAL_S = 0.05  # Llumnix's migration polling interval (multi
 MIGRATION_INTERVAL_BY_SCENARIO_S = {"default": 0.5}  # coarser where 0.05 s would make ~20k steps
 MODES = ("periodic", "phase")
 ROUTERS = ("round_robin", "least_loaded", "llumnix")
-GLOBAL_CONTEXT = 6
-PER_SLOT_CONTEXT = 5
+
+
+def migration_context(max_instances: int, num_tiers: int, episode_requests: int) -> tuple[Entry, ...]:
+    """Migration-v0's context fields (``envs.schema``): the cluster, then each slot's candidate."""
+    last_tier = max(num_tiers - 1, 1)
+    per_slot = (
+        flag_field("has_queued_candidate", "the slot would give up a queued request"),
+        flag_field("has_running_candidate", "the slot would give up a running request (phase mode: the request)"),
+        Field("candidate_kv_tokens", "tokens", ratio(TOKEN_SCALE),
+              "the candidate's KV need: its prompt (+ generated) tokens if queued, else its KV"),
+        Field("candidate_tier", "tier", linear(last_tier), "the candidate's tier", integer=True, scale_text="max(K − 1, 1)"),
+        Field("freeness_full", "blocks/request", signed_ratio(FREENESS_SCALE),
+              "the slot's F_full with the paper's default headroom (``envs.headroom.freeness_full``)"),
+    )
+    return (
+        flag_field("phase_mode", "mode='phase'"),
+        Field("recent_qps", "req/s", ratio(COUNT_SCALE), "arrivals per second over the last 10 s"),
+        arrived_field(episode_requests),
+        count_field("live_migrations", "live migrations this env started that are still in flight"),
+        Field("prompt_tokens", "tokens", ratio(TOKEN_SCALE), "the phase-change request's prompt (0 in periodic mode)"),
+        Field("generated_tokens", "tokens", ratio(TOKEN_SCALE), "its generated tokens (0 in periodic mode)"),
+        Block("slot", max_instances, per_slot, count_text="N"),
+    )
+
+
+def migration_mask(max_instances: int) -> tuple[MaskPart, ...]:
+    slots = max_instances + 1
+    return (MaskPart("source", (slots,), "source slots with a candidate; the last entry is the no-op", shape_text="N + 1"),
+            MaskPart("destination", (slots,), "serving slots of a source's model; the last entry is the no-op",
+                     shape_text="N + 1"))
 
 
 def migration_candidate(instance: Instance, excluded: Collection[int] = ()) -> Sequence | None:
@@ -89,13 +136,10 @@ class MigrationEnv(ServingEnv):
     raises ``ValueError``.
 
     ## Observation space
-    ``Dict``: ``instances`` (``envs.observation``), ``action_mask`` and ``context`` = [phase
-    mode, recent QPS (squashed by 16 req/s), episode progress, live migrations in flight
-    (squashed by 16), the phase-change request's prompt and generated tokens (squashed by
-    4,096; 0 in periodic mode)], then per slot [has a queued candidate, has a running
-    candidate, the candidate's KV need in tokens (squashed by 4,096), its tier / (K − 1),
-    the slot's K-tier F_full with the paper's default headroom (``envs.headroom``, signed
-    squash by 64 blocks)].
+    ``Dict``: ``instances`` (``envs.observation``), ``context`` (the cluster and the
+    phase-change request, then per slot the request it would give up and its F_full) and
+    ``action_mask``; the tables at the end (from ``self.schema``) give every entry, its unit
+    and encoding.
 
     ## Rewards
     ``reward="slo"`` (default), ``"latency"`` or ``"cost"``: see ``envs.rewards``, over the
@@ -153,13 +197,19 @@ class MigrationEnv(ServingEnv):
         self._decision: Decision | None = None
         self._next_tick_s = 0.0
         self._in_flight: dict[int, tuple[Sequence, int]] = {}
+        self._candidates: list[Sequence | None] | None = None
+        self._candidates_version = -1
 
     # ----------------------------------------------------------------- ServingEnv interface
-    def context_size(self) -> int:
-        return GLOBAL_CONTEXT + PER_SLOT_CONTEXT * self.scenario.max_instances
+    def context_entries(self) -> tuple[Entry, ...]:
+        return migration_context(self.scenario.max_instances, self.scenario.num_tiers, self.scenario.episode_requests)
 
-    def mask_size(self) -> int:
-        return 2 * (self.scenario.max_instances + 1)
+    def mask_parts(self) -> tuple[MaskPart, ...]:
+        return migration_mask(self.scenario.max_instances)
+
+    def state_changed(self) -> None:
+        super().state_changed()
+        self._candidates = None
 
     def cluster_options(self) -> dict[str, Any]:
         router: Router | str
@@ -212,7 +262,19 @@ class MigrationEnv(ServingEnv):
     def candidate(self, slot: int) -> Sequence | None:
         """The request the instance in ``slot`` would give up now (phase mode: the request at
         its phase change, for its source slot only)."""
-        instance = self._slot_instance(slot)
+        return self._candidate_of(self._slot_instance(slot))
+
+    def observed_candidates(self) -> list[Sequence | None]:
+        """``candidate(slot)`` for every slot, computed once per observation."""
+        assert self.cluster is not None
+        if self._candidates is None or self._candidates_version != self.cluster.version:
+            self._candidates_version = self.cluster.version
+            instances = list(self.cluster.instances.values())
+            slots = self.scenario.max_instances
+            self._candidates = [self._candidate_of(instances[s] if s < len(instances) else None) for s in range(slots)]
+        return self._candidates
+
+    def _candidate_of(self, instance: Instance | None) -> Sequence | None:
         if instance is None or instance.lifecycle not in (Lifecycle.SERVING, Lifecycle.DRAINING):
             return None
         if self.mode == "phase":
@@ -244,25 +306,21 @@ class MigrationEnv(ServingEnv):
         return None
 
     # ----------------------------------------------------------------- masking and acting
-    def action_masks(self) -> np.ndarray:
+    def compute_action_mask(self) -> np.ndarray:
         slots = self.scenario.max_instances
         sources = np.zeros(slots + 1, dtype=bool)
         destinations = np.zeros(slots + 1, dtype=bool)
         sources[slots] = destinations[slots] = True
         if self.cluster is None:
             return np.concatenate([sources, destinations])
+        instances = list(self.cluster.instances.values())
         source_models: set[str] = set()
-        for slot in range(slots):
-            instance = self._slot_instance(slot)
-            if instance is not None and self.candidate(slot) is not None:
+        for slot, seq in enumerate(self.observed_candidates()):
+            if seq is not None:
                 sources[slot] = True
-                source_models.add(instance.model.name)
-        for slot in range(slots):
-            instance = self._slot_instance(slot)
-            destinations[slot] = (
-                instance is not None and instance.lifecycle == Lifecycle.SERVING
-                and instance.model.name in source_models
-            )
+                source_models.add(instances[slot].model.name)
+        for slot, instance in enumerate(instances):
+            destinations[slot] = instance.lifecycle == Lifecycle.SERVING and instance.model.name in source_models
         return np.concatenate([sources, destinations])
 
     def is_noop(self, action: Any) -> bool:
@@ -313,29 +371,36 @@ class MigrationEnv(ServingEnv):
     # ----------------------------------------------------------------- observation
     def context(self) -> np.ndarray:
         assert self.cluster is not None
-        vector = np.zeros(self.context_size(), dtype=np.float32)
-        vector[0] = self.mode == "phase"
-        vector[1] = squash(self.recent_qps(), COUNT_SCALE)
-        vector[2] = self.cluster.arrived / self.scenario.episode_requests
-        vector[3] = squash(len(self.live_migrations_in_flight()), COUNT_SCALE)
-        if self._decision is not None:
-            vector[4] = squash(self._decision.seq.prompt_tokens, TOKEN_SCALE)
-            vector[5] = squash(self._decision.seq.generated_tokens, TOKEN_SCALE)
+        slots = self.scenario.max_instances
+        queued = np.zeros(slots, dtype=bool)
+        running = np.zeros(slots, dtype=bool)
+        kv_tokens = np.zeros(slots)
+        tiers = np.zeros(slots)
         last_tier = max(self.scenario.num_tiers - 1, 1)
-        for slot in range(self.scenario.max_instances):
-            instance = self._slot_instance(slot)
-            if instance is None or instance.lifecycle == Lifecycle.STOPPED:
-                continue
-            base = GLOBAL_CONTEXT + PER_SLOT_CONTEXT * slot
-            seq = self.candidate(slot)
+        for slot, seq in enumerate(self.observed_candidates()):
             if seq is not None:
-                queued = self.mode == "periodic" and seq.residency == Residency.QUEUED
-                vector[base] = queued
-                vector[base + 1] = not queued
-                vector[base + 2] = squash(seq.prefill_target_tokens if queued else seq.kv_tokens, TOKEN_SCALE)
-                vector[base + 3] = min(seq.tier, last_tier) / last_tier
-            vector[base + 4] = signed_squash(freeness_full(instance, self._default_headroom), FREENESS_SCALE)
-        return vector
+                queued[slot] = self.mode == "periodic" and seq.residency == Residency.QUEUED
+                running[slot] = not queued[slot]
+                kv_tokens[slot] = seq.prefill_target_tokens if queued[slot] else seq.kv_tokens
+                tiers[slot] = min(seq.tier, last_tier)
+        freeness = np.zeros(slots)
+        load = self.features.load
+        assert load is not None
+        freeness[self.features.slots] = load.freeness_full(self._default_headroom)
+        decision = self._decision
+        return self.schema.encode_context({
+            "phase_mode": self.mode == "phase",
+            "recent_qps": self.recent_qps(),
+            "arrived": self.cluster.arrived,
+            "live_migrations": len(self.live_migrations_in_flight()),
+            "prompt_tokens": decision.seq.prompt_tokens if decision is not None else 0,
+            "generated_tokens": decision.seq.generated_tokens if decision is not None else 0,
+            "has_queued_candidate": queued,
+            "has_running_candidate": running,
+            "candidate_kv_tokens": kv_tokens,
+            "candidate_tier": tiers,
+            "freeness_full": freeness,
+        })
 
     def step_info(self, finished: list | None = None) -> dict[str, Any]:
         info = super().step_info(finished)
@@ -344,3 +409,8 @@ class MigrationEnv(ServingEnv):
         info["migrations_done"] = self.cluster.migrations_done
         info["migrations_aborted"] = self.cluster.migrations_aborted
         return info
+
+
+MigrationEnv.__doc__ = with_observation_tables(
+    MigrationEnv.__doc__, observation_tables(instance_fields_doc(), migration_context(1, 1, 1), migration_mask(1))
+)

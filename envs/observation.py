@@ -1,11 +1,14 @@
-"""Per-instance observation features shared by every environment.
+"""Per-instance observation features shared by every environment, built from the arrays the
+simulator keeps (``simulator.instance_arrays``) with vector operations.
 
-Each instance slot (``max_instances`` rows) gets ``INSTANCE_FEATURES`` columns, all float32
-in [-1, 1]. Counts and sizes are squashed with ``x / (x + scale)`` (so they stay bounded
-without clipping, and 0.5 means "x equals scale"); freeness, which can be negative or
-infinite, with ``x / (|x| + scale)``. An empty slot is all zeros. A squashed count saturates
-under a burst (200 and 250 waiting requests are 0.926 and 0.940), so the load is also given
-scale-free: each instance's share of the cluster's requests and of each tier's requests.
+Each instance slot (``max_instances`` rows) gets one column per feature of
+``instance_fields(num_tiers)``, all float32 in [-1, 1] (names, units and encodings in
+``envs.schema`` terms; each env's docstring shows the table). Counts and sizes are encoded
+with ``x / (x + scale)`` (bounded without clipping; 0.5 means "x equals scale"); freeness,
+which can be negative or infinite, with ``x / (|x| + scale)``. An empty slot is all zeros. An
+encoded count saturates under a burst (200 and 250 waiting requests are 0.926 and 0.940), so
+the load is also given scale-free: each instance's share of the cluster's requests and of
+each tier's requests.
 """
 
 from __future__ import annotations
@@ -15,60 +18,118 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from envs.headroom import batch_size, default_headroom_fractions, freeness_normal
+from envs.headroom import default_headroom_fractions, head_of_line_demand_blocks
+from envs.schema import IDENTITY, ColumnEncoder, Field, linear, ratio, signed_ratio
 from simulator.cluster import Cluster
-from simulator.instance import Instance, Lifecycle, Role
+from simulator.instance import Instance
+from simulator.instance_arrays import (
+    BLOCK_SIZE,
+    KV_TOTAL_BLOCKS,
+    KV_USED_BLOCKS,
+    LIFECYCLE,
+    LIFECYCLE_CODES,
+    PENDING_PREFILL_TOKENS,
+    RUNNING,
+    SWAPPED,
+    SWAPPED_KV_BLOCKS,
+    WAITING,
+    WAITING_PREFILL_BLOCKS,
+    WATERMARK_BLOCKS,
+)
 from simulator.sequence import Residency
 
 COUNT_SCALE = 16.0  # requests
 TOKEN_SCALE = 4096.0  # tokens
 FREENESS_SCALE = 64.0  # blocks per request (Llumnix's migrate-out threshold is 3, scale-up 10)
 SERVICE_TIME_SCALE_S = 10.0  # seconds
-KV_BLOCKS_SCALE = 1000.0  # blocks (the squash scale of ``kv_blocks_per_request``)
+KV_BLOCKS_SCALE = 1000.0  # blocks (the encoding scale of ``kv_blocks_per_request``)
+KV_TOKENS_SCALE = 1e6  # tokens (the encoding scale of ``kv_capacity`` and ``kv_footprint``)
 SERVICE_TIME_EWMA_WEIGHT = 0.6  # weight of the newest completion (andersvestrum/llumnix_sim INFaaS config)
+STARTING, SERVING, DRAINING, STOPPED = (LIFECYCLE_CODES[state] for state in ("starting", "serving", "draining", "stopped"))
 
-BASE_FEATURES = (
-    "present",
-    "starting",
-    "serving",
-    "draining",
-    "role_aggregated",
-    "role_prefill",
-    "role_decode",
-    "gpu_tflops",  # fp16 TFLOP/s of the instance's GPUs, squashed by 1,000
-    "gpu_bandwidth",  # their memory GB/s, squashed by 10,000
-    "cost_rate",  # $/hour of the instance, squashed by 10
-    "waiting",
-    "running",
-    "swapped",
-    "kv_used_fraction",
-    "kv_capacity",  # KV capacity in tokens, squashed by 1M tokens
-    "freeness",  # Llumnix dispatch freeness (see ``freeness``), signed squash
-    "reasoning",
-    "answering",
-    "fresh_answering",
-    "pacer_behind",  # the token pacer's SLO flag (pascal.txt Alg. 1), 0 without a TPOT target
-    "pending_prefill_tokens",
-    "kv_footprint",  # KV tokens on the GPU plus swapped requests' KV in host memory (pascal.txt Alg. 1 m_i), squashed by 1M tokens
-    "demoted",  # reasoning requests demoted to the low-priority queue (pascal.txt §IV-C), squashed by 16
-    "service_time_ewma",  # EWMA of completed requests' service time here, in s, squashed by 10 s (INFaaS, multitier-llumnix.txt §3.7)
-    "answers_overdue",  # requests past </think>, queued or swapped, no answer token for over one TPOT target (pascal.txt §IV-B pacer), squashed by 16
-    "freeness_full",  # K-tier F_full with the paper's default headroom (multitier-llumnix.txt eq. 1-4; equals ``envs.headroom.freeness_full``), signed squash
-    "freeness_normal",  # F_normal, the same without headroom (eq. 1; the auto-scaling signal of §3.6), signed squash
-    "kv_blocks_per_request",  # M / B of eq. 1 (KV blocks over the batch B), squashed by 1,000 blocks; 1 when B = 0
+
+def flag_field(name: str, description: str) -> Field:
+    return Field(name, "flag", IDENTITY, description)
+
+
+def count_field(name: str, description: str) -> Field:
+    return Field(name, "requests", ratio(COUNT_SCALE), description, integer=True)
+
+
+INSTANCE_FIELDS = (
+    flag_field("present", "a live (not stopped) instance is in the slot"),
+    flag_field("starting", "loading its weights"),
+    flag_field("serving", "serving"),
+    flag_field("draining", "draining: no new requests, stops when empty"),
+    flag_field("role_aggregated", "runs prefill and decode"),
+    flag_field("role_prefill", "prefill-only (disaggregated)"),
+    flag_field("role_decode", "decode-only (disaggregated)"),
+    Field("gpu_tflops", "TFLOP/s", ratio(1000.0), "fp16 TFLOP/s of the instance's GPUs"),
+    Field("gpu_bandwidth", "GB/s", ratio(10000.0), "memory bandwidth of its GPUs"),
+    Field("cost_rate", "USD/h", ratio(10.0), "price of its GPUs"),
+    count_field("waiting", "requests queued, holding no KV"),
+    count_field("running", "requests in the batch"),
+    count_field("swapped", "requests preempted to host memory"),
+    Field("kv_used_fraction", "fraction", IDENTITY, "KV blocks in use now over all blocks"),
+    Field("kv_capacity", "tokens", ratio(KV_TOKENS_SCALE), "KV capacity"),
+    Field("freeness", "blocks/request", signed_ratio(FREENESS_SCALE),
+          "Llumnix dispatch freeness (``freeness``); +∞ when empty"),
+    count_field("reasoning", "requests before ``</think>``"),
+    count_field("answering", "requests past ``</think>`` (or any started request without reasoning)"),
+    count_field("fresh_answering", "answering requests within their first 500 answer tokens"),
+    flag_field("pacer_behind", "the token pacer's SLO flag (pascal.txt Alg. 1); 0 without a TPOT target"),
+    Field("pending_prefill_tokens", "tokens", ratio(TOKEN_SCALE), "prompt tokens the waiting requests still need"),
+    Field("kv_footprint", "tokens", ratio(KV_TOKENS_SCALE),
+          "KV on the GPU plus swapped requests' KV in host memory (pascal.txt Alg. 1 m_i)"),
+    count_field("demoted", "reasoning requests demoted to the low-priority queue (pascal.txt §IV-C)"),
+    Field("service_time_ewma", "s", ratio(SERVICE_TIME_SCALE_S),
+          "EWMA of completed requests' service time here (INFaaS, multitier-llumnix.txt §3.7)"),
+    count_field("answers_overdue", "requests past ``</think>``, queued or swapped, no answer token for over one TPOT target"),
+    Field("freeness_full", "blocks/request", signed_ratio(FREENESS_SCALE),
+          "K-tier F_full with the paper's default headroom (multitier-llumnix.txt eq. 1-4)"),
+    Field("freeness_normal", "blocks/request", signed_ratio(FREENESS_SCALE), "F_normal: F without headroom (eq. 1)"),
+    Field("kv_blocks_per_request", "blocks", ratio(KV_BLOCKS_SCALE), "M / B of eq. 1; +∞ (encoded 1) when B = 0"),
 )
+BASE_FEATURES = tuple(f.name for f in INSTANCE_FIELDS)
 
 
-def instance_feature_names(num_tiers: int) -> tuple[str, ...]:
-    return (BASE_FEATURES + tuple(f"tier_{k}" for k in range(num_tiers)) + ("request_share",)
-            + tuple(f"tier_{k}_share" for k in range(num_tiers)))
+def arrived_field(episode_requests: int) -> Field:
+    """Requests arrived so far, encoded as the episode's progress (arrived / E)."""
+    return Field("arrived", "requests", linear(episode_requests), "requests arrived so far (episode progress)",
+                 integer=True, scale_text="E")
+
+
+def cost_rate_field() -> Field:
+    return Field("cost_rate", "USD/h", ratio(100.0), "what the cluster's GPUs cost per hour now")
+
+
+def instance_fields(num_tiers: int) -> tuple[Field, ...]:
+    """Every instance column: the base features, the per-tier request counts and the shares."""
+    tiers = tuple(count_field(f"tier_{k}", f"requests of tier {k}" + (" or lower" if k == num_tiers - 1 and k else ""))
+                  for k in range(num_tiers))
+    shares = (Field("request_share", "fraction", IDENTITY, "this instance's share of the requests in the cluster"),) + tuple(
+        Field(f"tier_{k}_share", "fraction", IDENTITY, f"its share of the tier-{k} requests") for k in range(num_tiers)
+    )
+    return INSTANCE_FIELDS + tiers + shares
+
+
+def instance_fields_doc() -> tuple[Field, ...]:
+    """The instance columns for documentation: one entry per group of K per-tier columns."""
+    return INSTANCE_FIELDS + (
+        Field("tier_k", "requests", ratio(COUNT_SCALE), "requests of tier k, k < K (the last: that tier or lower)",
+              integer=True, size_text="K"),
+        Field("request_share", "fraction", IDENTITY, "this instance's share of the requests in the cluster"),
+        Field("tier_k_share", "fraction", IDENTITY, "its share of the tier-k requests, k < K", size_text="K"),
+    )
 
 
 def squash(x: float, scale: float) -> float:
+    """The ``ratio`` encoding of one value: x / (x + scale)."""
     return x / (x + scale)
 
 
 def signed_squash(x: float, scale: float) -> float:
+    """The ``signed_ratio`` encoding of one value: x / (|x| + scale), ±∞ → ±1."""
     if math.isinf(x):
         return 1.0 if x > 0 else -1.0
     return x / (abs(x) + scale)
@@ -88,8 +149,87 @@ def freeness(instance: Instance) -> float:
     return (free - kv.watermark_blocks - wanted) / requests
 
 
+class InstanceLoad:
+    """The load of some instances (``ids``) at this moment, from one gather of the cluster's
+    arrays: queue lengths, KV in use (counting decode iterations finished but not applied yet),
+    per-tier requests (the last tier counting every higher one), the batch B and head-of-line
+    demand of eq. 1-2 (``envs.headroom``), and the freeness they give."""
+
+    def __init__(self, cluster: Cluster, ids: np.ndarray, num_tiers: int) -> None:
+        arrays = cluster.arrays
+        if arrays is None:
+            raise ValueError("the cluster keeps no instance arrays: build it with track_arrays=True")
+        instances = cluster.instances
+        self.ids = ids
+        self.table = table = arrays.table[ids]
+        self.lifecycle = table[:, LIFECYCLE]
+        self.total_blocks = table[:, KV_TOTAL_BLOCKS]
+        self.block_size = table[:, BLOCK_SIZE]
+        waiting, running, swapped = table[:, WAITING], table[:, RUNNING], table[:, SWAPPED]
+        self.requests = waiting + running + swapped
+        queued = (waiting + swapped) > 0
+        self.batch = running + queued
+        id_list = ids.tolist()
+        unsynced = [instances[i].unsynced_kv_blocks() for i in id_list]
+        self.used_blocks = table[:, KV_USED_BLOCKS] + np.array(unsynced) if any(unsynced) else table[:, KV_USED_BLOCKS]
+        self.head_of_line_blocks = np.zeros(len(id_list), dtype=np.int64)
+        if queued.any():
+            for row in np.flatnonzero(queued).tolist():
+                self.head_of_line_blocks[row] = head_of_line_demand_blocks(instances[id_list[row]])
+        tiers = arrays.tier_table[ids]
+        self.beyond_tiers = tiers.shape[1] > num_tiers and bool(tiers[:, num_tiers:].any())
+        if tiers.shape[1] < num_tiers:
+            tiers = np.pad(tiers, ((0, 0), (0, num_tiers - tiers.shape[1])))
+        elif tiers.shape[1] > num_tiers:
+            tiers = np.concatenate([tiers[:, :num_tiers - 1], tiers[:, num_tiers - 1:].sum(axis=1, keepdims=True)], axis=1)
+        self.tier_requests = tiers
+
+    def freeness(self) -> np.ndarray:
+        """Llumnix dispatch freeness (``freeness``): (free − watermark − Σ waiting blocks) /
+        requests, +∞ with no request."""
+        table = self.table
+        spare = (self.total_blocks - self.used_blocks) - table[:, WATERMARK_BLOCKS] - table[:, WAITING_PREFILL_BLOCKS]
+        return np.divide(spare, self.requests, out=np.full(len(self.ids), np.inf), where=self.requests > 0)
+
+    def _present_fraction(self, headroom_fractions: np.ndarray) -> np.ndarray:
+        """Σ h_p over the tiers present on each instance, added in tier order."""
+        present = np.zeros(len(self.ids))
+        for tier, fraction in enumerate(headroom_fractions.tolist()):
+            present = present + np.where(self.tier_requests[:, tier] > 0, fraction, 0.0)
+        return present
+
+    def _freeness(self, usage: np.ndarray) -> np.ndarray:
+        value = np.divide(self.total_blocks - usage, self.batch, out=np.full(len(self.ids), np.inf), where=self.batch > 0)
+        value[self.lifecycle == DRAINING] = -np.inf
+        return value
+
+    def freeness_normal(self) -> np.ndarray:
+        """F_normal (``envs.headroom.freeness_normal``): −∞ draining, +∞ with B = 0."""
+        return self._freeness((self.used_blocks + self.head_of_line_blocks).astype(np.float64))
+
+    def freeness_full(self, headroom_fractions: np.ndarray) -> np.ndarray:
+        """F_full (``envs.headroom.freeness_full``) under ``headroom_fractions``: each tier
+        present charges M · h_p once."""
+        if self.beyond_tiers:
+            raise ValueError(f"requests of a tier beyond the {len(headroom_fractions)} headroom fractions")
+        usage = (self.used_blocks + self.head_of_line_blocks).astype(np.float64)
+        if not headroom_fractions.any():  # no budget: usage + M · 0 is usage
+            return self._freeness(usage)
+        return self._freeness(usage + self.total_blocks * self._present_fraction(headroom_fractions))
+
+    def headroom_charge(self, freeness_normal: np.ndarray, headroom_fractions: np.ndarray) -> np.ndarray:
+        """F_full from F_normal as the observation writes it: F_normal − M · Σ_present h_p / B
+        where B > 0 and F_normal is finite."""
+        if not headroom_fractions.any():  # no budget: F_normal − 0
+            return freeness_normal.copy()
+        charged = np.isfinite(freeness_normal) & (self.batch > 0)
+        charge = np.divide(self.total_blocks * self._present_fraction(headroom_fractions), self.batch,
+                           out=np.zeros(len(self.ids)), where=charged)
+        return np.subtract(freeness_normal, charge, out=freeness_normal.copy(), where=charged)
+
+
 class InstanceFeatures:
-    """Fills the ``(max_instances, n_features)`` matrix from a cluster's live state."""
+    """Fills the ``(max_instances, n_features)`` matrix from a cluster's arrays."""
 
     def __init__(
         self,
@@ -104,139 +244,148 @@ class InstanceFeatures:
         self.per_request_detail = reasoning or num_tiers > 1
         self.max_instances = max_instances
         self.num_tiers = num_tiers
-        self.names = instance_feature_names(num_tiers)
+        self.fields = instance_fields(num_tiers)
+        self.names = tuple(f.name for f in self.fields)
+        self.column = {name: i for i, name in enumerate(self.names)}
         self.default_headroom = default_headroom_fractions(num_tiers)
         self.tpot_target_s = tpot_target_s
         self.fresh_quantum_tokens = fresh_quantum_tokens
         self.matrix = np.zeros((max_instances, len(self.names)), dtype=np.float32)
-        self._counts = np.zeros((max_instances, 1 + num_tiers))  # requests and per-tier requests of each row
+        self._encoder = ColumnEncoder([f.encoding for f in self.fields])
+        self.load: InstanceLoad | None = None  # the last fill's load, one row per live slot (``slots``)
+        self.slots = np.zeros(0, dtype=np.int64)  # the slots the last fill found a live instance in
         self._cluster: Cluster | None = None  # the caches below belong to this cluster
-        self._static: dict[int, list[float]] = {}
+        self._static = np.zeros((6, 0))
         self._service_seen = 0
-        self._service_ewma_s: dict[int, float] = {}
+        self._service_ewma_s = np.zeros(0)
+        self._service_measured = np.zeros(0, dtype=bool)
 
     def fill(self, cluster: Cluster, slots: Sequence[int | None] | None = None) -> np.ndarray:
         """Row k describes instance ``slots[k]`` (an instance id, or None for an empty slot);
         by default instance k of the cluster. Stopped instances leave their row empty."""
-        matrix, counts = self.matrix, self._counts
-        matrix.fill(0.0)
-        counts.fill(0.0)
+        arrays = cluster.arrays
+        if arrays is None:
+            raise ValueError("the cluster keeps no instance arrays: build it with track_arrays=True")
         if slots is None:
             slots = list(cluster.instances)
         if len(slots) > self.max_instances:
             raise ValueError(f"{len(slots)} instance slots asked, more than the {self.max_instances} available")
         if cluster is not self._cluster:
-            self._cluster, self._static, self._service_seen, self._service_ewma_s = cluster, {}, 0, {}
+            self._cluster, self._service_seen = cluster, 0
+            self._static, self._service_ewma_s = np.zeros((6, 0)), np.zeros(0)
+            self._service_measured = np.zeros(0, dtype=bool)
+        self._grow_caches(cluster)
         self._update_service_time(cluster)
-        for slot, instance_id in enumerate(slots):
-            if instance_id is not None:
-                instance = cluster.instances[instance_id]
-                if instance.lifecycle != Lifecycle.STOPPED:
-                    row, tiers = self.row(instance)
-                    matrix[slot, :len(row)] = row
-                    counts[slot] = [instance.num_requests, *tiers]
-        self._fill_shares(matrix, counts)
+        lifecycle = arrays.table[:, LIFECYCLE].tolist()
+        rows = [slot for slot, i in enumerate(slots) if i is not None and lifecycle[i] != STOPPED]
+        ids = np.array([slots[slot] for slot in rows], dtype=np.int64)
+        load = InstanceLoad(cluster, ids, self.num_tiers)
+        table, column, k = load.table, self.column, self.num_tiers
+        raw = np.zeros((len(self.names), len(ids)))  # one row per feature, one column per live slot
+        raw[column["present"]] = 1.0
+        raw[column["starting"]] = load.lifecycle == STARTING
+        raw[column["serving"]] = load.lifecycle == SERVING
+        raw[column["draining"]] = load.lifecycle == DRAINING
+        raw[column["role_aggregated"]:column["cost_rate"] + 1] = self._static[:, ids]
+        raw[column["waiting"]:column["swapped"] + 1] = table[:, WAITING:SWAPPED + 1].T
+        raw[column["kv_used_fraction"]] = load.used_blocks / load.total_blocks
+        raw[column["kv_capacity"]] = load.total_blocks * load.block_size
+        raw[column["freeness"]] = load.freeness()
+        self._per_request(cluster, ids, raw, table)
+        raw[column["pending_prefill_tokens"]] = table[:, PENDING_PREFILL_TOKENS]
+        raw[column["kv_footprint"]] = load.block_size * (load.used_blocks + table[:, SWAPPED_KV_BLOCKS])
+        raw[column["service_time_ewma"]] = self._service_ewma_s[ids]
+        f_normal = load.freeness_normal()
+        raw[column["freeness_full"]] = load.headroom_charge(f_normal, self.default_headroom)
+        raw[column["freeness_normal"]] = f_normal
+        np.divide(load.total_blocks, load.batch, out=raw[column["kv_blocks_per_request"]], where=load.batch > 0)
+        raw[column["kv_blocks_per_request"], load.batch == 0] = np.inf
+        tiers = column["tier_0"]
+        raw[tiers:tiers + k] = load.tier_requests.T
+        requests = raw[column["request_share"]:]  # request_share, tier_k_share: the counts, then divided
+        requests[0] = load.requests
+        requests[1:] = load.tier_requests.T
+        totals = requests.sum(axis=1, keepdims=True)
+        np.divide(requests, totals, out=requests, where=totals > 0)
+        self.load, self.slots = load, np.array(rows, dtype=np.int64)
+        matrix = self.matrix
+        matrix.fill(0.0)
+        if rows and rows[-1] == len(rows) - 1:  # slots 0 .. m − 1, as in deployment order
+            self._encoder.encode(raw.T, matrix[:len(rows)])
+        elif rows:
+            matrix[rows] = self._encoder.encode(raw.T, np.empty((len(rows), len(self.names)), dtype=np.float32))
         return matrix
 
-    def _fill_shares(self, matrix: np.ndarray, counts: np.ndarray) -> None:
-        """``request_share`` and ``tier_k_share``: a row's part of the column total over the
-        filled rows (0 where the total is 0)."""
-        totals = counts.sum(axis=0)
-        shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
-        matrix[:, -(1 + self.num_tiers):] = shares
+    def _grow_caches(self, cluster: Cluster) -> None:
+        """Static features (role, hardware) and service-time EWMAs for instances new since the last fill."""
+        known = self._static.shape[1]
+        count = len(cluster.instances)
+        if count == known:
+            return
+        static = np.zeros((6, count))
+        static[:, :known] = self._static
+        for instance_id in range(known, count):
+            instance = cluster.instances[instance_id]
+            gpu, n, role = instance.gpu, instance.config.num_gpus, instance.role.value
+            static[:, instance_id] = [
+                role == "aggregated", role == "prefill", role == "decode",
+                gpu.fp16_tflops * n, gpu.mem_bandwidth_gbps * n, gpu.price_per_hour_usd * n,
+            ]
+        self._static = static
+        self._service_ewma_s = np.concatenate([self._service_ewma_s, np.zeros(count - known)])
+        self._service_measured = np.concatenate([self._service_measured, np.zeros(count - known, dtype=bool)])
 
     def _update_service_time(self, cluster: Cluster) -> None:
         """Fold the requests completed since the last call into each instance's EWMA of service
         time (first scheduled to finish, as INFaaS's latency monitor in andersvestrum/llumnix_sim
         measures it): ewma = w * newest + (1 - w) * ewma, the first completion taken as is."""
-        ewma = self._service_ewma_s
+        ewma, measured = self._service_ewma_s, self._service_measured
         weight = SERVICE_TIME_EWMA_WEIGHT
         for outcome in cluster.outcomes[self._service_seen:]:
             if outcome.completed:
                 service_s = outcome.finish_s - outcome.first_scheduled_s
-                previous = ewma.get(outcome.instance_id)
-                ewma[outcome.instance_id] = service_s if previous is None else weight * service_s + (1.0 - weight) * previous
+                instance_id = outcome.instance_id
+                if not measured[instance_id]:
+                    ewma[instance_id] = service_s
+                    measured[instance_id] = True
+                else:
+                    ewma[instance_id] = weight * service_s + (1.0 - weight) * ewma[instance_id]
         self._service_seen = len(cluster.outcomes)
 
-    def _static_part(self, instance: Instance) -> list[float]:
-        """Features fixed for an instance's life: role and hardware."""
-        cached = self._static.get(instance.instance_id)
-        if cached is None:
-            gpu, n, role = instance.gpu, instance.config.num_gpus, instance.role
-            cached = [
-                float(role == Role.AGGREGATED),
-                float(role == Role.PREFILL),
-                float(role == Role.DECODE),
-                squash(gpu.fp16_tflops * n, 1000.0),
-                squash(gpu.mem_bandwidth_gbps * n, 10000.0),
-                squash(gpu.price_per_hour_usd * n, 10.0),
-            ]
-            self._static[instance.instance_id] = cached
-        return cached
-
-    def row(self, instance: Instance) -> tuple[list[float], list[int]]:
-        """The instance's features before the shares, and its request count per tier."""
-        lifecycle = instance.lifecycle
-        kv = instance.kv
-        pending = sum(seq.prefill_target_tokens - seq.kv_tokens for seq in instance.waiting)
-        reasoning = answering = fresh = demoted = overdue = 0
-        overdue_before_s = instance.events.now_s - self.tpot_target_s if self.tpot_target_s is not None else -math.inf
-        tiers = [0] * self.num_tiers
-        last_tier = self.num_tiers - 1
-        fresh_tokens = self.fresh_quantum_tokens
+    def _per_request(self, cluster: Cluster, ids: np.ndarray, raw: np.ndarray, table: np.ndarray) -> None:
+        """``reasoning``, ``answering``, ``fresh_answering``, ``demoted``, ``answers_overdue`` and
+        ``pacer_behind`` into ``raw`` (one row per feature): per-request counts where the
+        scenario needs them (reasoning or several tiers), else ``answering`` = running + swapped."""
+        column = self.column
         if not self.per_request_detail:
-            tiers[0] = instance.num_requests
-            answering = len(instance.running) + len(instance.swapped)
-        for seq in instance.sequences() if self.per_request_detail else ():
-            tiers[seq.tier if seq.tier < last_tier else last_tier] += 1
-            if seq.reasoning_tokens and seq.generated_tokens < seq.reasoning_tokens:
-                reasoning += 1
-                demoted += seq.demoted
-            elif seq.generated_tokens > 0:
-                answering += 1
-                if (
-                    seq.generated_tokens == seq.reasoning_tokens
-                    and seq.residency != Residency.RUNNING
-                    and seq.reasoning_end_s < overdue_before_s
-                ):
-                    overdue += 1
-                if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < fresh_tokens:
-                    fresh += 1
-        used_blocks = instance.kv_used_blocks_now()
-        block_size = kv.block_size
-        host_tokens = block_size * sum(-(-seq.kv_tokens // block_size) for seq in instance.swapped)
-        behind = (
-            float(instance.answering_behind_pace(self.tpot_target_s)) if self.tpot_target_s is not None else 0.0
-        )
-        batch = batch_size(instance)
-        f_normal = freeness_normal(instance)
-        f_full = f_normal
-        if batch and math.isfinite(f_normal):  # eq. 4: tier p's budget M·h_p counts once if p is present
-            present = [h for h, count in zip(self.default_headroom, tiers) if count]
-            f_full -= kv.total_blocks * sum(present) / batch
-        return [
-            1.0,
-            float(lifecycle == Lifecycle.STARTING),
-            float(lifecycle == Lifecycle.SERVING),
-            float(lifecycle == Lifecycle.DRAINING),
-            *self._static_part(instance),
-            squash(len(instance.waiting), COUNT_SCALE),
-            squash(len(instance.running), COUNT_SCALE),
-            squash(len(instance.swapped), COUNT_SCALE),
-            used_blocks / kv.total_blocks,
-            squash(kv.capacity_tokens, 1e6),
-            signed_squash(freeness(instance), FREENESS_SCALE),
-            squash(reasoning, COUNT_SCALE),
-            squash(answering, COUNT_SCALE),
-            squash(fresh, COUNT_SCALE),
-            behind,
-            squash(pending, TOKEN_SCALE),
-            squash(used_blocks * block_size + host_tokens, 1e6),
-            squash(demoted, COUNT_SCALE),
-            squash(self._service_ewma_s.get(instance.instance_id, 0.0), SERVICE_TIME_SCALE_S),
-            squash(overdue, COUNT_SCALE),
-            signed_squash(f_full, FREENESS_SCALE),
-            signed_squash(f_normal, FREENESS_SCALE),
-            squash(kv.total_blocks / batch, KV_BLOCKS_SCALE) if batch else 1.0,
-            *(squash(t, COUNT_SCALE) for t in tiers),
-        ], tiers
+            raw[column["answering"]] = table[:, RUNNING] + table[:, SWAPPED]
+        else:
+            instances = cluster.instances
+            now_s = cluster.events.now_s
+            overdue_before_s = now_s - self.tpot_target_s if self.tpot_target_s is not None else -math.inf
+            fresh_tokens = self.fresh_quantum_tokens
+            for row, instance_id in enumerate(ids.tolist()):
+                reasoning = answering = fresh = demoted = overdue = 0
+                for seq in instances[instance_id].sequences():
+                    if seq.reasoning_tokens and seq.generated_tokens < seq.reasoning_tokens:
+                        reasoning += 1
+                        demoted += seq.demoted
+                    elif seq.generated_tokens > 0:
+                        answering += 1
+                        if (
+                            seq.generated_tokens == seq.reasoning_tokens
+                            and seq.residency != Residency.RUNNING
+                            and seq.reasoning_end_s < overdue_before_s
+                        ):
+                            overdue += 1
+                        if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < fresh_tokens:
+                            fresh += 1
+                raw[column["reasoning"], row] = reasoning
+                raw[column["answering"], row] = answering
+                raw[column["fresh_answering"], row] = fresh
+                raw[column["demoted"], row] = demoted
+                raw[column["answers_overdue"], row] = overdue
+        if self.tpot_target_s is not None:
+            instances = cluster.instances
+            for row, instance_id in enumerate(ids.tolist()):
+                raw[column["pacer_behind"], row] = instances[instance_id].answering_behind_pace(self.tpot_target_s)

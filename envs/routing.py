@@ -8,9 +8,32 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.base import ServingEnv
-from envs.observation import COUNT_SCALE, TOKEN_SCALE, squash
+from envs.observation import COUNT_SCALE, TOKEN_SCALE, arrived_field, cost_rate_field, flag_field, instance_fields_doc
+from envs.schema import ONE_HOT, Entry, Field, MaskPart, observation_tables, ratio, with_observation_tables
 from simulator.cluster import Decision
-from simulator.instance import Lifecycle, Role
+from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, ROLE, ROLE_CODES
+
+SERVING = LIFECYCLE_CODES["serving"]
+
+
+def routing_context(num_tiers: int, max_instances: int, episode_requests: int) -> tuple[Entry, ...]:
+    """Routing-v0's context fields (``envs.schema``)."""
+    return (
+        flag_field("is_arrival", "the decision routes a new request"),
+        flag_field("is_phase_change", "the decision places a request that finished reasoning"),
+        Field("prompt_tokens", "tokens", ratio(TOKEN_SCALE), "the request's prompt"),
+        Field("generated_tokens", "tokens", ratio(TOKEN_SCALE), "tokens it generated so far"),
+        Field("tier", "tier", ONE_HOT, "its priority tier (−1: no decision)", size=num_tiers, size_text="K"),
+        Field("recent_qps", "req/s", ratio(COUNT_SCALE), "arrivals per second over the last 10 s"),
+        cost_rate_field(),
+        arrived_field(episode_requests),
+        Field("source_slot", "slot", ONE_HOT, "where a phase-change request finished reasoning (−1: arrival)",
+              size=max_instances, size_text="N"),
+    )
+
+
+def routing_mask(max_instances: int) -> tuple[MaskPart, ...]:
+    return (MaskPart("instance", (max_instances,), "the slots that may take the request", shape_text="N"),)
 
 
 class RoutingEnv(ServingEnv):
@@ -29,10 +52,10 @@ class RoutingEnv(ServingEnv):
     ``invalid_action_penalty`` and sets ``info["invalid_action"]``; ``strict=True`` raises.
 
     ## Observation space
-    ``Dict``: ``instances`` (max_instances x features, ``envs.observation``), ``action_mask``
-    and ``context`` = [is_arrival, is_phase_change, prompt tokens, tokens generated so far
-    (squashed by 4,096), tier one-hot (num_tiers), recent QPS (squashed by 16 req/s), cluster $
-    per hour (squashed by 100), episode progress, source-instance one-hot (max_instances; phase changes)].
+    ``Dict``: ``instances`` (max_instances x features, ``envs.observation``), ``context`` (the
+    decision: the request, the load, the source instance of a phase change) and
+    ``action_mask``; the tables at the end (from ``self.schema``, K = tiers, N = slots, E =
+    episode requests) give every entry, its unit and encoding.
 
     ## Rewards
     ``reward="slo"`` (default; ±1 per request when it finishes), ``"slo_dense"`` / ``"slo_balance"``
@@ -61,11 +84,11 @@ class RoutingEnv(ServingEnv):
         self._decision: Decision | None = None
         self._reasoning = False
 
-    def context_size(self) -> int:
-        return 7 + self.scenario.num_tiers + self.scenario.max_instances
+    def context_entries(self) -> tuple[Entry, ...]:
+        return routing_context(self.scenario.num_tiers, self.scenario.max_instances, self.scenario.episode_requests)
 
-    def mask_size(self) -> int:
-        return self.scenario.max_instances
+    def mask_parts(self) -> tuple[MaskPart, ...]:
+        return routing_mask(self.scenario.max_instances)
 
     def cluster_options(self) -> dict[str, Any]:
         return {"router": None, "external_phase_decisions": True}
@@ -78,19 +101,20 @@ class RoutingEnv(ServingEnv):
         self._decision = self.cluster.advance()
         return self._decision is None
 
-    def action_masks(self) -> np.ndarray:
-        assert self.cluster is not None
+    def compute_action_mask(self) -> np.ndarray:
+        assert self.cluster is not None and self.cluster.arrays is not None
         mask = np.zeros(self.scenario.max_instances, dtype=bool)
         decision = self._decision
         if decision is None:
             return mask
+        arrays, count = self.cluster.arrays, len(self.cluster.instances)
+        excluded = ROLE_CODES["decode"] if decision.kind == "route" else ROLE_CODES["prefill"]
+        table = arrays.table[:count]
+        valid = (table[:, LIFECYCLE] == SERVING) & (table[:, ROLE] != excluded)
         model = decision.seq.request.model
-        for slot, instance in enumerate(self.cluster.instances.values()):
-            mask[slot] = (
-                instance.lifecycle == Lifecycle.SERVING
-                and (model is None or instance.model.name == model)
-                and (instance.role != Role.DECODE if decision.kind == "route" else instance.role != Role.PREFILL)
-            )
+        if model is not None:
+            valid &= np.array([instance.model.name == model for instance in self.cluster.instances.values()])
+        mask[:count] = valid
         return mask
 
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:
@@ -113,19 +137,22 @@ class RoutingEnv(ServingEnv):
 
     def context(self) -> np.ndarray:
         assert self.cluster is not None
-        n_tiers = self.scenario.num_tiers
-        vector = np.zeros(self.context_size(), dtype=np.float32)
         decision = self._decision
-        if decision is not None:
-            seq = decision.seq
-            vector[0] = decision.kind == "route"
-            vector[1] = decision.kind == "phase"
-            vector[2] = squash(seq.prompt_tokens, TOKEN_SCALE)
-            vector[3] = squash(seq.generated_tokens, TOKEN_SCALE)
-            vector[4 + min(seq.tier, n_tiers - 1)] = 1.0
-            if decision.kind == "phase":
-                vector[7 + n_tiers + list(self.cluster.instances).index(decision.instance_id)] = 1.0
-        vector[4 + n_tiers] = squash(self.recent_qps(), COUNT_SCALE)
-        vector[5 + n_tiers] = squash(self.cluster.cost_rate_usd_per_s() * 3600.0, 100.0)
-        vector[6 + n_tiers] = self.cluster.arrived / self.scenario.episode_requests
-        return vector
+        seq = decision.seq if decision is not None else None
+        phase = decision is not None and decision.kind == "phase"
+        return self.schema.encode_context({
+            "is_arrival": decision is not None and decision.kind == "route",
+            "is_phase_change": phase,
+            "prompt_tokens": seq.prompt_tokens if seq is not None else 0,
+            "generated_tokens": seq.generated_tokens if seq is not None else 0,
+            "tier": min(seq.tier, self.scenario.num_tiers - 1) if seq is not None else -1,
+            "recent_qps": self.recent_qps(),
+            "cost_rate": self.cluster.cost_rate_usd_per_s() * 3600.0,
+            "arrived": self.cluster.arrived,
+            "source_slot": list(self.cluster.instances).index(decision.instance_id) if phase else -1,
+        })
+
+
+RoutingEnv.__doc__ = with_observation_tables(
+    RoutingEnv.__doc__, observation_tables(instance_fields_doc(), routing_context(1, 1, 1), routing_mask(1))
+)

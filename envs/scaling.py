@@ -10,16 +10,57 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.base import ServingEnv
-from envs.observation import COUNT_SCALE, squash
+from envs.observation import COUNT_SCALE, arrived_field, cost_rate_field, count_field, instance_fields_doc
 from envs.rewards import CostReward
 from envs.scenario import ScalingUnit
+from envs.schema import (
+    IDENTITY,
+    Block,
+    Entry,
+    Field,
+    MaskPart,
+    linear,
+    observation_tables,
+    ratio,
+    with_observation_tables,
+)
 from simulator.cluster import Cluster
 from simulator.instance import Lifecycle
+from simulator.instance_arrays import RUNNING, SWAPPED, WAITING
 from simulator.sequence import Sequence
 
 REMOVE, HOLD, ADD = 0, 1, 2
 KIND_FEATURES = ("serving", "starting", "draining")
 ACTION_MODES = ("per_kind", "one_unit")
+
+
+def scaling_context(kinds: int, max_instances: int, episode_requests: int) -> tuple[Entry, ...]:
+    """Scaling-v0's context fields (``envs.schema``): the cluster's last window, then per kind
+    its units by state."""
+    per_kind = tuple(
+        Field(f"{state}_units", "units", linear(max_instances), f"units of the kind {state}", integer=True,
+              scale_text="N")
+        for state in KIND_FEATURES
+    )
+    return (
+        Field("arrivals_per_s", "req/s", ratio(COUNT_SCALE), "arrivals per second over the last window"),
+        count_field("waiting", "requests waiting in the cluster"),
+        count_field("running", "requests running in the cluster"),
+        count_field("swapped", "requests swapped out in the cluster"),
+        cost_rate_field(),
+        Field("slo_attainment", "fraction", IDENTITY, "SLO attainment of the requests finished in the last window"),
+        count_field("finished", "requests finished in the last window"),
+        arrived_field(episode_requests),
+        Block("kind", kinds, per_kind, count_text="kinds"),
+    )
+
+
+def scaling_mask(kinds: int, action_mode: str) -> tuple[MaskPart, ...]:
+    if action_mode == "per_kind":
+        return (MaskPart("choice", (kinds, 3), "per kind: remove, hold, add", shape_text="kinds x 3"),)
+    return (MaskPart("hold", (1,), "hold (always valid; action='one_unit')"),
+            MaskPart("add", (kinds,), "add one unit of the kind", shape_text="kinds"),
+            MaskPart("remove", (kinds,), "remove one unit of the kind", shape_text="kinds"))
 
 
 @dataclass
@@ -64,13 +105,11 @@ class ScalingEnv(ServingEnv):
 
     ## Observation space
     ``Dict``: ``instances`` (max_instances x features, ``envs.observation``; an instance keeps
-    its slot for life, a stopped instance's slot is reused), ``action_mask`` and ``context`` =
-    [arrivals per second over the last window (squashed by 16), waiting, running and swapped
-    requests in the cluster (each squashed by 16), cluster $ per hour (squashed by 100), SLO
-    attainment of the requests finished in the last window (0 when none), their count
-    (squashed by 16), episode progress (arrived / episode_requests)] + per kind [serving,
-    starting, draining units, each / max_instances]. A unit is in its entry instance's state;
-    once its entry has stopped, draining until its last instance stops.
+    its slot for life, a stopped instance's slot is reused), ``context`` (the cluster's last
+    window, then per kind its serving, starting and draining units) and ``action_mask``; the
+    tables at the end (from ``self.schema``) give every entry, its unit and encoding. A unit is
+    in its entry instance's state; once its entry has stopped, draining until its last
+    instance stops.
 
     ## Rewards
     ``reward="cost"`` (default: SLO-meeting output tokens against dollars spent, cauchy.txt
@@ -133,12 +172,12 @@ class ScalingEnv(ServingEnv):
         self._until_s = 0.0
         self._window_first_outcome = 0
 
-    def context_size(self) -> int:
-        return 8 + len(KIND_FEATURES) * len(self.scenario.scaling_units())
-
-    def mask_size(self) -> int:
+    def context_entries(self) -> tuple[Entry, ...]:
         kinds = len(self.scenario.scaling_units())
-        return 3 * kinds if self.action_mode == "per_kind" else 1 + 2 * kinds
+        return scaling_context(kinds, self.scenario.max_instances, self.scenario.episode_requests)
+
+    def mask_parts(self) -> tuple[MaskPart, ...]:
+        return scaling_mask(len(self.scenario.scaling_units()), self.action_mode)
 
     def cluster_options(self) -> dict[str, Any]:
         return {"router": self.route}
@@ -223,7 +262,7 @@ class ScalingEnv(ServingEnv):
         return all(n <= free_gpus.get(gpu, 0) for gpu, n in wanted.items())
 
     # ----------------------------------------------------------------- actions
-    def action_masks(self) -> np.ndarray:
+    def compute_action_mask(self) -> np.ndarray:
         mask = np.zeros((len(self.units), 3), dtype=bool)
         mask[:, HOLD] = True
         serving = self._lifecycle_counts()[:, 0]
@@ -289,19 +328,28 @@ class ScalingEnv(ServingEnv):
         return list(self._slots)
 
     def context(self) -> np.ndarray:
-        assert self.cluster is not None
+        assert self.cluster is not None and self.cluster.arrays is not None
         cluster = self.cluster
-        vector = np.zeros(self.context_size(), dtype=np.float32)
-        active = cluster.active_instances()
         finished = cluster.outcomes[self._window_first_outcome:]
         met = sum(o.completed and self.reward_fn.met(o) for o in finished)
-        vector[0] = squash(self.recent_qps(self.scaling_window_s), COUNT_SCALE)
-        vector[1] = squash(sum(len(i.waiting) for i in active), COUNT_SCALE)
-        vector[2] = squash(sum(len(i.running) for i in active), COUNT_SCALE)
-        vector[3] = squash(sum(len(i.swapped) for i in active), COUNT_SCALE)
-        vector[4] = squash(cluster.cost_rate_usd_per_s() * 3600.0, 100.0)
-        vector[5] = met / len(finished) if finished else 0.0
-        vector[6] = squash(len(finished), COUNT_SCALE)
-        vector[7] = cluster.arrived / self.scenario.episode_requests
-        vector[8:] = (self._lifecycle_counts() / self.scenario.max_instances).reshape(-1)
-        return vector
+        queues = cluster.arrays.table[:len(cluster.instances), WAITING:SWAPPED + 1].sum(axis=0)
+        units = self._lifecycle_counts()
+        return self.schema.encode_context({
+            "arrivals_per_s": self.recent_qps(self.scaling_window_s),
+            "waiting": queues[WAITING],
+            "running": queues[RUNNING],
+            "swapped": queues[SWAPPED],
+            "cost_rate": cluster.cost_rate_usd_per_s() * 3600.0,
+            "slo_attainment": met / len(finished) if finished else 0.0,
+            "finished": len(finished),
+            "arrived": cluster.arrived,
+            "serving_units": units[:, 0],
+            "starting_units": units[:, 1],
+            "draining_units": units[:, 2],
+        })
+
+
+ScalingEnv.__doc__ = with_observation_tables(
+    ScalingEnv.__doc__,
+    observation_tables(instance_fields_doc(), scaling_context(1, 1, 1), scaling_mask(1, "per_kind") + scaling_mask(1, "one_unit")),
+)

@@ -10,21 +10,51 @@ from gymnasium import spaces
 
 from envs.base import ServingEnv
 from envs.headroom import check_headroom_fractions, default_headroom_fractions, freeness_full
-from envs.observation import COUNT_SCALE, squash
+from envs.observation import COUNT_SCALE, InstanceLoad, arrived_field, count_field, instance_fields_doc
+from envs.schema import (
+    IDENTITY,
+    Block,
+    Entry,
+    Field,
+    MaskPart,
+    linear,
+    observation_tables,
+    ratio,
+    with_observation_tables,
+)
 from simulator.cluster import Cluster
 from simulator.instance import Lifecycle, Role
+from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, ROLE, ROLE_CODES
 from simulator.outcome import RequestOutcome
 from simulator.sequence import Sequence
 
 HEADROOM_LEVELS = 5  # L: discrete levels per tier
 HEADROOM_CAP_FRACTION = 0.4  # h_cap: twice the paper's h_max = 0.2, so tier 0 may reserve more
-PER_TIER_CONTEXT = 5
 
 
 def freest_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndarray) -> int:
     """Dispatch rule of multitier-llumnix.txt §3.4: the serving, non-draining instance that can
     take ``seq`` (not decode-only, same model) with the highest F_full under
-    ``headroom_fractions``; ties go to the lowest instance id."""
+    ``headroom_fractions`` (``envs.headroom.freeness_full``; from the cluster's arrays when it
+    keeps them, else instance by instance); ties go to the lowest instance id."""
+    fractions = check_headroom_fractions(headroom_fractions)
+    arrays = cluster.arrays
+    if arrays is None:
+        return _freest_instance_by_instance(cluster, seq, fractions)
+    count = len(cluster.instances)
+    table = arrays.table[:count]
+    candidates = (table[:, LIFECYCLE] == LIFECYCLE_CODES["serving"]) & (table[:, ROLE] != ROLE_CODES["decode"])
+    model = seq.request.model
+    if model is not None:
+        candidates &= np.array([instance.model.name == model for instance in cluster.instances.values()])
+    ids = np.flatnonzero(candidates)
+    if ids.size == 0:
+        raise RuntimeError(f"no serving instance can take request {seq.request_id}")
+    freeness = InstanceLoad(cluster, ids, len(fractions)).freeness_full(fractions)
+    return int(ids[np.argmax(freeness)])
+
+
+def _freest_instance_by_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndarray) -> int:
     best_id, best_freeness = -1, -math.inf
     model = seq.request.model
     for instance in cluster.instances.values():
@@ -38,6 +68,29 @@ def freest_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndar
     if best_id < 0:
         raise RuntimeError(f"no serving instance can take request {seq.request_id}")
     return best_id
+
+
+def tier_context(num_tiers: int, ttft_targets_s: tuple[float, ...], episode_requests: int) -> tuple[Entry, ...]:
+    """Tier-v0's context fields (``envs.schema``): per tier, then the cluster's arrivals."""
+    per_tier = (
+        Field("headroom_fraction", "fraction of M", linear(HEADROOM_CAP_FRACTION), "h_p in force"),
+        Field("arrivals_per_s", "req/s", ratio(COUNT_SCALE), "the tier's arrivals in the last interval per second"),
+        count_field("finished", "the tier's requests finished in the last interval"),
+        Field("slo_attainment", "fraction", IDENTITY, "their SLO attainment (0 when none finished)"),
+        Field("mean_ttft_s", "s", ratio(1.0), "mean TTFT of those completed (0 when none)",
+              scales=ttft_targets_s, scale_text="the tier's TTFT target (1 s without one)"),
+    )
+    return (
+        Block("tier", num_tiers, per_tier, count_text="K"),
+        Field("recent_qps", "req/s", ratio(COUNT_SCALE), "arrivals per second over the last 10 s"),
+        arrived_field(episode_requests),
+    )
+
+
+def tier_mask(num_tiers: int, continuous: bool) -> tuple[MaskPart, ...]:
+    if continuous:
+        return (MaskPart("tier", (num_tiers,), "each tier's budget (always valid; continuous=True)", shape_text="K"),)
+    return (MaskPart("level", (num_tiers, HEADROOM_LEVELS), "each tier's levels (always valid)", shape_text="K x 5"),)
 
 
 class TierEnv(ServingEnv):
@@ -63,12 +116,10 @@ class TierEnv(ServingEnv):
     the space raises ``ValueError``.
 
     ## Observation space
-    ``Dict``: ``instances`` (``envs.observation``), ``action_mask`` and ``context`` = for each
-    tier p [h_p / 0.4, arrivals in the last interval per second (squashed by 16 req/s),
-    requests finished in the last interval (squashed by 16), their SLO attainment (0 when none
-    finished), mean TTFT of those completed (squashed by the tier's TTFT target, 1 s without
-    one)], then [recent QPS over 10 s (squashed by 16 req/s), episode progress (arrived /
-    episode_requests)].
+    ``Dict``: ``instances`` (``envs.observation``), ``context`` (per tier: its budget and the
+    last interval's arrivals, completions, SLO attainment and TTFT; then the cluster's
+    arrivals) and ``action_mask``; the tables at the end (from ``self.schema``) give every
+    entry, its unit and encoding.
 
     ## Rewards
     ``reward="slo"`` (default; tier-weighted by ``scenario.tier_weights``), ``"latency"`` or
@@ -106,12 +157,13 @@ class TierEnv(ServingEnv):
         self._interval_stats = np.zeros((tiers, 5))
 
     # ----------------------------------------------------------------- ServingEnv interface
-    def context_size(self) -> int:
-        return PER_TIER_CONTEXT * self.scenario.num_tiers + 2
-
-    def mask_size(self) -> int:
+    def context_entries(self) -> tuple[Entry, ...]:
         tiers = self.scenario.num_tiers
-        return tiers if self.continuous else HEADROOM_LEVELS * tiers
+        targets = tuple(self.scenario.workload.slo(tier).ttft_s or 1.0 for tier in range(tiers))
+        return tier_context(tiers, targets, self.scenario.episode_requests)
+
+    def mask_parts(self) -> tuple[MaskPart, ...]:
+        return tier_mask(self.scenario.num_tiers, self.continuous)
 
     def cluster_options(self) -> dict[str, Any]:
         return {"router": self.dispatch_target}
@@ -127,7 +179,7 @@ class TierEnv(ServingEnv):
         self._outcomes_before = 0
         self._interval_stats.fill(0.0)
 
-    def action_masks(self) -> np.ndarray:
+    def compute_action_mask(self) -> np.ndarray:
         return np.ones(self.mask_size(), dtype=bool)
 
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:
@@ -178,24 +230,27 @@ class TierEnv(ServingEnv):
 
     def context(self) -> np.ndarray:
         assert self.cluster is not None
-        tiers = self.scenario.num_tiers
-        interval_s = self.scenario.control_interval_s
-        vector = np.zeros(self.context_size(), dtype=np.float32)
-        stats = self._interval_stats
-        for tier in range(tiers):
-            arrivals, finished, met, completed, ttft_sum_s = stats[tier]
-            target_s = self.scenario.workload.slo(tier).ttft_s or 1.0
-            base = PER_TIER_CONTEXT * tier
-            vector[base] = self.headroom_fractions[tier] / HEADROOM_CAP_FRACTION
-            vector[base + 1] = squash(arrivals / interval_s, COUNT_SCALE)
-            vector[base + 2] = squash(finished, COUNT_SCALE)
-            vector[base + 3] = met / finished if finished else 0.0
-            vector[base + 4] = squash(ttft_sum_s / completed, target_s) if completed else 0.0
-        vector[PER_TIER_CONTEXT * tiers] = squash(self.recent_qps(), COUNT_SCALE)
-        vector[PER_TIER_CONTEXT * tiers + 1] = self.cluster.arrived / self.scenario.episode_requests
-        return vector
+        arrivals, finished, met, completed, ttft_sum_s = self._interval_stats.T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            attainment = np.where(finished > 0, met / finished, 0.0)
+            mean_ttft_s = np.where(completed > 0, ttft_sum_s / completed, 0.0)
+        return self.schema.encode_context({
+            "headroom_fraction": self.headroom_fractions,
+            "arrivals_per_s": arrivals / self.scenario.control_interval_s,
+            "finished": finished,
+            "slo_attainment": attainment,
+            "mean_ttft_s": mean_ttft_s,
+            "recent_qps": self.recent_qps(),
+            "arrived": self.cluster.arrived,
+        })
 
     def step_info(self, finished: list[RequestOutcome] | None = None) -> dict[str, Any]:
         info = super().step_info(finished)
         info["headroom_fractions"] = self.headroom_fractions.tolist()
         return info
+
+
+TierEnv.__doc__ = with_observation_tables(
+    TierEnv.__doc__,
+    observation_tables(instance_fields_doc(), tier_context(1, (1.0,), 1), tier_mask(1, False) + tier_mask(1, True)),
+)

@@ -17,6 +17,7 @@ from hardware.gpus import get_gpu
 from hardware.latency import kv_transfer_time_s, weight_load_time_s
 from simulator.events import EventQueue
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
+from simulator.instance_arrays import InstanceArrays
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.outcome import RequestOutcome
 from simulator.pipeline import create_instance
@@ -83,6 +84,7 @@ class Cluster:
         provisioning_s: float = 0.0,
         coalesce: bool = True,
         record_token_curves: bool = False,
+        track_arrays: bool = False,
     ) -> None:
         for gpu, count in gpu_inventory.items():
             get_gpu(gpu)
@@ -103,6 +105,9 @@ class Cluster:
         self.provisioning_s = provisioning_s
         self.coalesce = coalesce
         self.record_token_curves = record_token_curves
+        self.arrays: InstanceArrays | None = InstanceArrays() if track_arrays else None
+        """Per-instance queue, KV and lifecycle arrays (``simulator.instance_arrays``), kept with
+        ``track_arrays=True``; indexed by instance id."""
         self.outcomes: list[RequestOutcome] = []
         self.arrived = 0
         self.arrived_sequences: list[Sequence] = []  # every arrival's live state, in arrival order
@@ -112,17 +117,23 @@ class Cluster:
         self._decisions_behind: list[Decision] = []  # phase changes that came with another one
         self._next_id = 0
         self._held_since_s: dict[int, float] = {}
+        self._cost_rate_usd_per_s: float | None = None
         self._cost_closed_usd = 0.0
         self._stopped_at_s: dict[int, float] = {}
         self.migrations_started = 0
         self.migrations_done = 0
         self.migrations_aborted = 0
+        self.version = 0
+        """Increases whenever a public method may change the state (deploy, drain, dispatch,
+        place_answering, migrate, advance): what is derived from the state keeps it to know
+        when to derive again."""
 
     # ----------------------------------------------------------------- deployment
     def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
         """Deploy an instance; it serves after the weight-load time plus ``provisioning_s``
         (immediately with ``ready_now``, for the initial deployment). GPUs are held (and paid)
         from now on."""
+        self.version += 1
         config.validate()
         free = self.gpu_inventory.get(config.gpu, 0) - self.gpus_in_use.get(config.gpu, 0)
         if config.num_gpus > free:
@@ -134,8 +145,11 @@ class Cluster:
         self._next_id += 1
         instance = create_instance(instance_id, config, self.events, self, coalesce=self.coalesce)
         self.instances[instance_id] = instance
+        if self.arrays is not None:
+            instance.track(self.arrays)
         self.gpus_in_use[config.gpu] = self.gpus_in_use.get(config.gpu, 0) + config.num_gpus
         self._held_since_s[instance_id] = self.events.now_s
+        self._cost_rate_usd_per_s = None
         if ready_now:
             return instance_id
         instance.lifecycle = Lifecycle.STARTING
@@ -150,6 +164,7 @@ class Cluster:
 
     def drain(self, instance_id: int) -> None:
         """Stop routing to an instance; it stops (and frees its GPUs) once its requests are done."""
+        self.version += 1
         instance = self._instance(instance_id)
         if instance.lifecycle in (Lifecycle.DRAINING, Lifecycle.STOPPED):
             raise ValueError(f"instance {instance_id} is already {instance.lifecycle.value}")
@@ -165,6 +180,7 @@ class Cluster:
         config = instance.config
         self.gpus_in_use[config.gpu] -= config.num_gpus
         held_s = self.events.now_s - self._held_since_s.pop(instance.instance_id)
+        self._cost_rate_usd_per_s = None
         self._cost_closed_usd += held_s * config.num_gpus * instance.gpu.price_per_second_usd
         self._stopped_at_s[instance.instance_id] = self.events.now_s
 
@@ -194,9 +210,12 @@ class Cluster:
         return self._cost_closed_usd + open_usd
 
     def cost_rate_usd_per_s(self) -> float:
-        return sum(
-            self.instances[i].config.num_gpus * self.instances[i].gpu.price_per_second_usd for i in self._held_since_s
-        )
+        """$ per second of the GPUs held now (summed again only when that set changes)."""
+        if self._cost_rate_usd_per_s is None:
+            self._cost_rate_usd_per_s = sum(
+                self.instances[i].config.num_gpus * self.instances[i].gpu.price_per_second_usd for i in self._held_since_s
+            )
+        return self._cost_rate_usd_per_s
 
     # ----------------------------------------------------------------- requests
     def submit(self, requests: SequenceOf[Request]) -> None:
@@ -230,6 +249,7 @@ class Cluster:
 
     def dispatch(self, seq: Sequence, instance_id: int) -> None:
         """Send a new request to an instance (the answer to a ``"route"`` decision)."""
+        self.version += 1
         instance = self._instance(instance_id)
         if instance.lifecycle != Lifecycle.SERVING:
             raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
@@ -245,6 +265,7 @@ class Cluster:
     def dispatch_in_place(self, seq: Sequence, instance_id: int) -> None:
         """Run a request wholly on one instance whatever its role (Cauchy's opportunistic
         in-place execution, cauchy.txt §3.4.2)."""
+        self.version += 1
         instance = self._instance(instance_id)
         if instance.lifecycle != Lifecycle.SERVING:
             raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
@@ -293,6 +314,7 @@ class Cluster:
     def place_answering(self, seq: Sequence, instance_id: int) -> None:
         """Answer a ``"phase"`` decision: continue the answering phase on ``instance_id``
         (the same instance, or another one after a KV transfer)."""
+        self.version += 1
         if self._decision is None or self._decision.seq is not seq:
             raise ValueError(f"request {seq.request_id} is not waiting for a phase decision")
         source = self._instance(self._decision.instance_id)
@@ -330,6 +352,7 @@ class Cluster:
         """Live-migrate a request (multitier-llumnix.txt §3.5). Queued requests move at once;
         running decode requests move in stages while decoding. Returns False (nothing
         happens) when the target cannot take it now."""
+        self.version += 1
         target = self._instance(target_id)
         source = self._instance(seq.instance_id)
         if target is source:
@@ -412,6 +435,7 @@ class Cluster:
 
     def advance(self, until_s: float = float("inf")) -> Decision | None:
         """Run events up to ``until_s`` or until a decision is needed; return that decision."""
+        self.version += 1
         if self._decision is not None:
             return self._decision
         events = self.events

@@ -28,6 +28,7 @@ from hardware.gpus import GPUSpec
 from hardware.latency import DEFAULT_CPU_OVERHEAD_S, IterationLatencyModel, kv_capacity_tokens, latency_model
 from hardware.models import ModelSpec
 from simulator.events import EventQueue
+from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, RUNNING, SWAPPED, WAITING, WIDTH, InstanceArrays
 from simulator.kv_blocks import KVBlockManager, blocks_for_tokens
 from simulator.request import Phase
 from simulator.schedulers import LocalScheduler, make_scheduler
@@ -181,7 +182,10 @@ class Instance:
         self._priority_may_change = (
             type(self.scheduler).iterations_until_change is not LocalScheduler.iterations_until_change
         )
-        self.lifecycle = Lifecycle.SERVING
+        self._arrays: InstanceArrays | None = None
+        self._lifecycle = Lifecycle.SERVING
+        self._growth_key: tuple[int, int, int] | None = None
+        self._growth: tuple[int, int, list[int]] = (0, 0, [])
         self.max_segment_iterations = max_segment_iterations if coalesce else 1
         self.max_batch_size = config.max_batch_size
         """Sequences one batch may hold (a microbatch's share in ``simulator.pipeline``)."""
@@ -212,6 +216,26 @@ class Instance:
 
     # ----------------------------------------------------------------- queries
     @property
+    def lifecycle(self) -> Lifecycle:
+        return self._lifecycle
+
+    @lifecycle.setter
+    def lifecycle(self, value: Lifecycle) -> None:
+        self._lifecycle = value
+        if self._arrays is not None:
+            self._arrays.values[self.instance_id * WIDTH + LIFECYCLE] = LIFECYCLE_CODES[value.value]
+
+    def track(self, arrays: InstanceArrays) -> None:
+        """Keep row ``instance_id`` of ``arrays`` current from now on (queues, KV, lifecycle)."""
+        if self.sequences():
+            raise ValueError(f"instance {self.instance_id} already holds requests; track it before it serves")
+        arrays.add_row(self.instance_id, self.kv.total_blocks, self.kv.watermark_blocks, self.kv.block_size,
+                       self.role.value)
+        self._arrays = arrays
+        self.kv.track(arrays, self.instance_id)
+        self.lifecycle = self._lifecycle
+
+    @property
     def num_requests(self) -> int:
         return len(self.waiting) + len(self.running) + len(self.swapped)
 
@@ -226,16 +250,39 @@ class Instance:
     def kv_used_blocks_now(self) -> int:
         """KV blocks in use at this moment, counting the decode iterations of the running segment
         finished by now, without changing any state (cheap enough for every observation)."""
-        used = self.kv.used_blocks
+        return self.kv.used_blocks + self.unsynced_kv_blocks()
+
+    def unsynced_kv_blocks(self) -> int:
+        """KV blocks the decode iterations finished by now but not yet applied (``sync``) fill:
+        Σ over the segment's sequences of ceil((kv + d) / b) − blocks for d iterations done."""
         if not self._seg_decode or self._seg_pos >= self._seg_len:
-            return used
-        done = int(np.searchsorted(self._seg_ends[: self._seg_len], self.events.now_s, side="right")) - self._seg_pos
-        if done <= 0:
-            return used
+            return 0
+        now = self.events.now_s
+        if self._seg_ends[self._seg_pos] > now:
+            return 0
+        done = int(self._seg_ends[: self._seg_len].searchsorted(now, side="right")) - self._seg_pos
+        key = (self._version, self._seg_pos, id(self._seg_decode))
+        if self._growth_key != key:
+            self._growth_key, self._growth = key, self._block_growth()
+        held, count, at_least = self._growth
+        whole, rest = divmod(done, self.kv.block_size)
+        return held + count * whole + at_least[self.kv.block_size - rest]
+
+    def _block_growth(self) -> tuple[int, int, list[int]]:
+        """For the segment's sequences: Σ ceil(kv / b)-style quotients less their blocks, their
+        number, and how many have each remainder or more, so that for d = q·b + r iterations
+        Σ ceil((kv + d) / b) − blocks = held + count·q + at_least[b − r]."""
         block_size = self.kv.block_size
+        held = 0
+        remainders = [0] * (block_size + 1)
         for seq in self._seg_decode:
-            used += -(-(seq.kv_tokens + done) // block_size) - seq.blocks
-        return used
+            quotient, remainder = divmod(seq.kv_tokens + block_size - 1, block_size)
+            held += quotient - seq.blocks
+            remainders[remainder] += 1
+        at_least = [0] * (block_size + 1)
+        for value in range(block_size - 1, -1, -1):
+            at_least[value] = at_least[value + 1] + remainders[value]
+        return held, len(self._seg_decode), at_least
 
     def answering_behind_pace(self, tpot_target_s: float) -> bool:
         """The token pacer's SLO flag (pascal.txt §IV-B, Alg. 1 ``t_i`` is its negation): True
@@ -306,6 +353,8 @@ class Instance:
             seq.phase = Phase.WAITING
         self.scheduler.on_enqueue(seq)
         self.waiting.append(seq)
+        if self._arrays is not None:
+            self._arrays.join(self.instance_id, seq, WAITING)
         if self.min_queue_length > 1:
             self._waiting_since_s[seq.request_id] = self.events.now_s
         self.poke()
@@ -325,6 +374,8 @@ class Instance:
         seq.residency = Residency.RUNNING
         self.scheduler.on_enqueue(seq)
         self.running.append(seq)
+        if self._arrays is not None:
+            self._arrays.join(self.instance_id, seq, RUNNING)
         self.poke()
         return True
 
@@ -341,6 +392,8 @@ class Instance:
         seq.preempted_since_s = self.events.now_s
         self.scheduler.on_enqueue(seq)
         self.swapped.append(seq)
+        if self._arrays is not None:
+            self._arrays.join(self.instance_id, seq, SWAPPED)
         self.poke()
 
     def remove(self, seq: Sequence) -> None:
@@ -349,9 +402,11 @@ class Instance:
         self._truncate()
         if seq in self._seg_decode or id(seq) in self._flying:
             raise RuntimeError(f"request {seq.request_id} is inside the iteration in progress")
-        for queue in (self.running, self.swapped, self.waiting):
+        for code, queue in ((RUNNING, self.running), (SWAPPED, self.swapped), (WAITING, self.waiting)):
             if seq in queue:
                 queue.remove(seq)
+                if self._arrays is not None:
+                    self._arrays.leave(self.instance_id, seq, code)
                 break
         else:
             raise ValueError(f"request {seq.request_id} is not on instance {self.instance_id}")
@@ -481,6 +536,8 @@ class Instance:
             return
         if seq.generated_tokens >= seq.output_tokens:
             self.running.remove(seq)
+            if self._arrays is not None:
+                self._arrays.leave(self.instance_id, seq, RUNNING)
             self.kv.release(seq.blocks)
             seq.blocks = 0
             seq.phase = Phase.DONE
@@ -753,6 +810,9 @@ class Instance:
             seq.first_scheduled_s = now
         self._end_preemption(seq, now)
         self.running.append(seq)
+        if self._arrays is not None:
+            self._arrays.remove(self.instance_id, seq, WAITING)
+            self._arrays.add(self.instance_id, seq, RUNNING)
         return True
 
     def _swap_in(self, seq: Sequence, now: float) -> None:
@@ -763,12 +823,17 @@ class Instance:
         seq.residency = Residency.RUNNING
         self._end_preemption(seq, now)
         self.running.append(seq)
+        if self._arrays is not None:
+            self._arrays.remove(self.instance_id, seq, SWAPPED)
+            self._arrays.add(self.instance_id, seq, RUNNING)
         self._swap_tokens += seq.kv_tokens
         self._memory_moved = True
 
     def _preempt(self, seq: Sequence) -> None:
         """Move a running sequence out of GPU memory (swap to host, or drop KV to recompute)."""
         self.running.remove(seq)
+        if self._arrays is not None:
+            self._arrays.remove(self.instance_id, seq, RUNNING)
         self.kv.release(seq.blocks)
         seq.blocks = 0
         seq.num_preemptions += 1
@@ -777,11 +842,15 @@ class Instance:
         if self.preemption == "swap" and seq.generated_tokens > 0:
             seq.residency = Residency.SWAPPED
             self.swapped.append(seq)
+            if self._arrays is not None:
+                self._arrays.add(self.instance_id, seq, SWAPPED)
             self._swap_tokens += seq.kv_tokens
             return
         seq.kv_tokens = 0
         seq.residency = Residency.QUEUED
         self.waiting.append(seq)
+        if self._arrays is not None:
+            self._arrays.add(self.instance_id, seq, WAITING)
         if self.min_queue_length > 1:
             self._waiting_since_s[seq.request_id] = self.events.now_s
 

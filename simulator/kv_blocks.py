@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from simulator.instance_arrays import KV_USED_BLOCKS, WIDTH, InstanceArrays
+
 
 def blocks_for_tokens(tokens: int, block_size: int) -> int:
     """Blocks needed to hold ``tokens`` KV entries: ceil(tokens / block_size)."""
@@ -15,7 +17,7 @@ class KVBlockManager:
     request, so running requests can still grow; growth itself may use them.
     """
 
-    __slots__ = ("total_blocks", "block_size", "watermark_blocks", "used_blocks")
+    __slots__ = ("total_blocks", "block_size", "watermark_blocks", "used_blocks", "_arrays", "_index")
 
     def __init__(self, total_blocks: int, block_size: int, watermark_fraction: float = 0.01) -> None:
         if block_size <= 0:
@@ -28,6 +30,13 @@ class KVBlockManager:
         self.block_size = block_size
         self.watermark_blocks = int(watermark_fraction * total_blocks)
         self.used_blocks = 0
+        self._arrays: InstanceArrays | None = None
+        self._index = -1
+
+    def track(self, arrays: InstanceArrays, row: int) -> None:
+        """Keep ``arrays``' KV-used column of ``row`` equal to ``used_blocks`` from now on."""
+        self._arrays, self._index = arrays, row * WIDTH + KV_USED_BLOCKS
+        arrays.values[self._index] = self.used_blocks
 
     @property
     def free_blocks(self) -> int:
@@ -44,8 +53,12 @@ class KVBlockManager:
         if blocks > self.free_blocks:
             raise RuntimeError(f"KV over-allocation: {blocks} blocks asked, {self.free_blocks} free")
         self.used_blocks += blocks
+        if self._arrays is not None:
+            self._arrays.values[self._index] = self.used_blocks
 
     def release(self, blocks: int) -> None:
         if blocks > self.used_blocks:
             raise RuntimeError(f"KV over-release: {blocks} blocks released, {self.used_blocks} in use")
         self.used_blocks -= blocks
+        if self._arrays is not None:
+            self._arrays.values[self._index] = self.used_blocks

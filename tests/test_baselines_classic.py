@@ -12,8 +12,7 @@ import envs  # noqa: F401  (registers the IDs)
 from agents.rollout import evaluate
 from routing_observations import routing_observation
 from baselines.infaas import Infaas, InfaasThresholds, ReplicaState
-from baselines.routing_classic import unsquash
-from envs.observation import SERVICE_TIME_EWMA_WEIGHT, SERVICE_TIME_SCALE_S, squash
+from envs.observation import SERVICE_TIME_EWMA_WEIGHT
 
 ROUTING = "servegym/Routing-v0"
 
@@ -26,11 +25,6 @@ def env():
 def observation(policy, rows, **kwargs):
     """Routing observation from raw feature values per slot."""
     return routing_observation(policy, rows, **kwargs)
-
-
-def test_unsquash_inverts_the_observation_squash():
-    for x, scale in ((0.0, 16.0), (7.0, 16.0), (123456.0, 1e6), (3.25, 10.0)):
-        assert unsquash(np.float32(squash(x, scale)), scale) == pytest.approx(x, rel=1e-5, abs=1e-4)
 
 
 def test_round_robin_cycles_over_valid_slots_and_restarts_on_reset(env):
@@ -173,7 +167,7 @@ def test_service_time_feature_is_the_ewma_of_completed_service_times():
             for k, outcome in enumerate(finished):
                 service_s = outcome.finish_s - outcome.first_scheduled_s
                 expected = service_s if k == 0 else SERVICE_TIME_EWMA_WEIGHT * service_s + (1 - SERVICE_TIME_EWMA_WEIGHT) * expected
-            observed = unsquash(policy.feature(obs, "service_time_ewma")[slot], SERVICE_TIME_SCALE_S)
+            observed = policy.decode(obs).instances["service_time_ewma"][slot]
             assert observed == pytest.approx(expected, rel=1e-5, abs=1e-5)
             checked += bool(finished)
     assert checked > 0

@@ -13,12 +13,11 @@ import pytest
 import baselines
 import envs  # noqa: F401  (registers the IDs)
 from agents.rollout import evaluate, run_episode
-from baselines.llumnix import freeness_from_features, nearest_levels, unsquash_signed
+from baselines.llumnix import freeness_from_features, nearest_levels
 from baselines.llumnix_migration import rebalance_pair
 from baselines.llumnix_scaling import band_decision
 from envs.headroom import freeness_full, freeness_normal
-from envs.migration import GLOBAL_CONTEXT, PER_SLOT_CONTEXT
-from envs.observation import FREENESS_SCALE, KV_BLOCKS_SCALE, TOKEN_SCALE, signed_squash, squash
+from envs.observation import FREENESS_SCALE, signed_squash
 from envs.scaling import ADD, HOLD, REMOVE
 
 TIER, ROUTING, MIGRATION, SCALING = (f"servegym/{n}-v0" for n in ("Tier", "Routing", "Migration", "Scaling"))
@@ -27,13 +26,11 @@ SCALING_ROOM = {"scenario": "default", "episode_requests": 150, "scaling_window_
                 "gpu_inventory": {"A100-80GB": 5, "L40S": 5}, "max_instances": 10}
 
 
-def blank_observation(env: gym.Env) -> dict[str, np.ndarray]:
-    return {key: np.zeros(space.shape, dtype=np.float32) for key, space in env.observation_space.spaces.items()}
-
-
-def set_feature(env: gym.Env, observation: dict[str, np.ndarray], name: str, values) -> None:
-    column = env.unwrapped.features.names.index(name)
-    observation["instances"][:, column] = np.asarray(values, dtype=np.float32)
+def encoded(env: gym.Env, instances: dict, context: dict | None = None, mask=None) -> dict[str, np.ndarray]:
+    """An observation from raw values by name (per slot, padded with 0), through the env's schema."""
+    schema = env.unwrapped.schema
+    padded = {name: np.pad(np.asarray(v, dtype=float), (0, schema.max_instances - len(v))) for name, v in instances.items()}
+    return schema.encode(padded, context, None if mask is None else np.asarray(mask, dtype=np.float32))
 
 
 # ----------------------------------------------------------------------------- headroom
@@ -67,15 +64,13 @@ def test_nearest_levels_rejects_budgets_outside_the_tier_env_range():
 # ----------------------------------------------------------------------------- dispatch
 def dispatch_observation(env: gym.Env) -> dict[str, np.ndarray]:
     """Four slots: F_normal 50 / 40 / 44 / (idle), M/B 100 / 100 / 200 / -, tiers {0} / {3} / {1} / {}."""
-    obs = blank_observation(env)
-    obs["context"][0] = 1.0  # an arrival
-    obs["action_mask"][:] = [1, 1, 1, 0]  # slot 3 (idle) not routable, e.g. still starting
-    set_feature(env, obs, "freeness_normal", [signed_squash(f, FREENESS_SCALE) for f in (50.0, 40.0, 44.0, math.inf)])
-    set_feature(env, obs, "kv_blocks_per_request", [squash(b, KV_BLOCKS_SCALE) for b in (100.0, 100.0, 200.0)] + [1.0])
-    for tier, slot in ((0, 0), (3, 1), (1, 2)):
-        column = env.unwrapped.features.names.index(f"tier_{tier}")
-        obs["instances"][slot, column] = squash(1.0, 16.0)
-    return obs
+    return encoded(
+        env,
+        {"freeness_normal": [50.0, 40.0, 44.0, math.inf], "kv_blocks_per_request": [100.0, 100.0, 200.0, math.inf],
+         "tier_0": [1, 0, 0, 0], "tier_3": [0, 1, 0, 0], "tier_1": [0, 0, 1, 0]},
+        {"is_arrival": True},
+        mask=[1, 1, 1, 0],  # slot 3 (idle) not routable, e.g. still starting
+    )
 
 
 def test_dispatch_picks_the_highest_freeness_under_each_headroom_schedule():
@@ -87,7 +82,8 @@ def test_dispatch_picks_the_highest_freeness_under_each_headroom_schedule():
     for name, slot in expected.items():
         policy = baselines.make(name, env)
         assert policy.predict(obs)[0] == slot, name
-    freeness = baselines.make("llumnix", env).freeness(obs)
+    llumnix = baselines.make("llumnix", env)
+    freeness = llumnix.freeness(llumnix.decode(obs))
     assert freeness[:3] == pytest.approx([30.0, 40.0 - 100 * 0.2 * math.exp(-3), 44.0 - 200 * 0.2 * math.exp(-1)], rel=1e-5)
     assert freeness[3] == math.inf  # idle: infinitely free, whatever the budgets
     obs["action_mask"][:] = [1, 0, 1, 1]
@@ -102,7 +98,6 @@ def test_freeness_from_features_keeps_infinite_freeness():
         np.array([[True, True], [True, False], [True, True]]), np.array([0.2, 0.1]),
     )
     assert values.tolist() == [10.0 - 5.0 * 0.3, math.inf, -math.inf]
-    assert unsquash_signed(np.array([1.0, -1.0, 0.5]), 64.0).tolist() == [math.inf, -math.inf, 64.0]
 
 
 def test_observation_freeness_features_match_envs_headroom_and_routing_matches_the_env_rule():
@@ -111,14 +106,15 @@ def test_observation_freeness_features_match_envs_headroom_and_routing_matches_t
     obs, _ = routed.reset(seed=3)
     cluster = routed.unwrapped.cluster
     headroom = routed.unwrapped.features.default_headroom
-    names = routed.unwrapped.features.names
+    schema = routed.unwrapped.schema
     checked = 0
     for _ in range(200):
         for slot, instance in enumerate(cluster.instances.values()):
             row = obs["instances"][slot]
             full = signed_squash(freeness_full(instance, headroom), FREENESS_SCALE)
-            assert row[names.index("freeness_full")] == pytest.approx(full, abs=1e-6)
-            assert row[names.index("freeness_normal")] == pytest.approx(signed_squash(freeness_normal(instance), FREENESS_SCALE), abs=1e-6)
+            assert row[schema.instance_column("freeness_full")] == pytest.approx(full, abs=1e-6)
+            normal = signed_squash(freeness_normal(instance), FREENESS_SCALE)
+            assert row[schema.instance_column("freeness_normal")] == pytest.approx(normal, abs=1e-6)
             checked += math.isfinite(freeness_full(instance, headroom))
         obs, *_ = routed.step(policy.predict(obs)[0])
     assert checked > 100  # busy instances, not only idle ones, were compared
@@ -149,22 +145,15 @@ def test_rebalance_pair_needs_a_gap_of_theta():
 def migration_observation(env: gym.Env, freeness: list[float], running_kv_tokens: float | None = None) -> dict[str, np.ndarray]:
     """Four serving slots with a queued candidate each (or, with ``running_kv_tokens``, a running
     one of that KV size on every slot), KV 90% used on slot 3 and 10% on the others."""
-    obs = blank_observation(env)
     n = 4
-    obs["action_mask"][:] = 1.0
-    set_feature(env, obs, "serving", [1.0] * n)
-    set_feature(env, obs, "freeness_full", [signed_squash(f, FREENESS_SCALE) for f in freeness])
-    set_feature(env, obs, "kv_capacity", [squash(100_000.0, 1e6)] * n)
-    set_feature(env, obs, "kv_used_fraction", [0.1, 0.1, 0.1, 0.9])
-    for slot in range(n):
-        base = GLOBAL_CONTEXT + PER_SLOT_CONTEXT * slot
-        if running_kv_tokens is None:
-            obs["context"][base] = 1.0
-            obs["context"][base + 2] = squash(200.0, TOKEN_SCALE)
-        else:
-            obs["context"][base + 1] = 1.0
-            obs["context"][base + 2] = squash(running_kv_tokens, TOKEN_SCALE)
-    return obs
+    queued = running_kv_tokens is None
+    return encoded(
+        env,
+        {"serving": [1.0] * n, "freeness_full": freeness, "kv_capacity": [100_000.0] * n,
+         "kv_used_fraction": [0.1, 0.1, 0.1, 0.9]},
+        {"has_queued_candidate": [queued] * n, "has_running_candidate": [not queued] * n,
+         "candidate_kv_tokens": [200.0 if queued else running_kv_tokens] * n},
+    )
 
 
 def test_llumnix_migration_pairs_least_free_with_freest_and_checks_room():
@@ -184,15 +173,21 @@ def test_llumnix_migration_pairs_least_free_with_freest_and_checks_room():
 def test_public_migration_moves_from_below_three_to_above_three_blocks_per_request():
     env = gym.make(MIGRATION, scenario="multitier")
     policy = baselines.make("llumnix_migration_public", env)
-    obs = migration_observation(env, [0.0] * 4)
-    # migration freeness = F_normal - 1% of M / B: with M / B = 100, 1 block per request less
-    set_feature(env, obs, "kv_blocks_per_request", [squash(100.0, KV_BLOCKS_SCALE)] * 4)
-    set_feature(env, obs, "freeness_normal", [signed_squash(f, FREENESS_SCALE) for f in (3.5, 2.0, 4.5, 10.0)])
+    schema = env.unwrapped.schema
+
+    def observation(freeness_normal: list[float]) -> dict[str, np.ndarray]:
+        obs = migration_observation(env, [0.0] * 4)
+        # migration freeness = F_normal - 1% of M / B: with M / B = 100, 1 block per request less
+        raw = {"kv_blocks_per_request": [100.0] * 4, "freeness_normal": freeness_normal}
+        for name, values in raw.items():
+            obs["instances"][:4, schema.instance_column(name)] = schema.instance_field(name).encoding.encode(values)
+        return obs
+
+    obs = observation([3.5, 2.0, 4.5, 10.0])
     assert policy.predict(obs)[0].tolist() == [1, 3]  # 2.5 and 1.0 are below 3: the least free, 1.0, to 9.0
     obs["action_mask"][1] = 0.0
     assert policy.predict(obs)[0].tolist() == [0, 3]  # slot 1 has nothing to give: 2.5 is next
-    set_feature(env, obs, "freeness_normal", [signed_squash(f, FREENESS_SCALE) for f in (4.5, 4.2, 4.5, 10.0)])
-    assert policy.predict(obs)[0].tolist() == [4, 4]  # nobody below 3 blocks per request
+    assert policy.predict(observation([4.5, 4.2, 4.5, 10.0]))[0].tolist() == [4, 4]  # nobody below 3 blocks per request
 
 
 # ----------------------------------------------------------------------------- scaling
@@ -207,11 +202,7 @@ def test_band_decision_holds_on_the_edges():
 
 
 def scaling_observation(env: gym.Env, name: str, values: list[float]) -> dict[str, np.ndarray]:
-    obs = blank_observation(env)
-    obs["action_mask"][:] = 1.0
-    set_feature(env, obs, "serving", [1.0] * len(values) + [0.0] * (10 - len(values)))
-    set_feature(env, obs, name, [signed_squash(v, FREENESS_SCALE) for v in values] + [0.0] * (10 - len(values)))
-    return obs
+    return encoded(env, {"serving": [1.0] * len(values), name: values})
 
 
 def test_scaling_averages_the_serving_instances_and_respects_the_mask():

@@ -11,7 +11,6 @@ import baselines
 import envs  # noqa: F401  (registers the IDs)
 from agents.rollout import evaluate
 from routing_observations import routing_observation
-from baselines.routing_classic import unsquash
 from simulator.sequence import Residency
 
 ROUTING = "servegym/Routing-v0"
@@ -84,8 +83,8 @@ def test_has_memory_subtracts_what_queued_requests_claim(env):
         {"kv_used_fraction": 0.9, "kv_footprint": 76_000, "pending_prefill_tokens": 3_000},
     ]
     obs = observation(policy, rows, **request)
-    np.testing.assert_allclose(policy.unclaimed_kv_tokens(obs)[:2], [8_000, 1_000], atol=1.0)
-    assert policy.has_memory(obs)[:2].tolist() == [True, False]
+    np.testing.assert_allclose(policy.unclaimed_kv_tokens(policy.decode(obs))[:2], [8_000, 1_000], atol=1.0)
+    assert policy.has_memory(policy.decode(obs))[:2].tolist() == [True, False]
     assert policy.act(obs) == 0  # r ties at 0: Algorithm 2 keeps the source
     rows[0]["reasoning"] = 2
     assert policy.act(observation(policy, rows, **request)) == 0  # Alg. 2 says slot 1, which has no memory
@@ -127,9 +126,10 @@ def test_pascal_features_match_the_cluster_state():
                 and s.residency != Residency.RUNNING and now - s.reasoning_end_s > 0.1
                 for s in instance.sequences()
             )
-            assert unsquash(policy.feature(obs, "kv_footprint")[slot], 1e6) == pytest.approx(footprint, abs=0.5)
-            assert policy.counts(obs, "demoted")[slot] == demoted
-            assert policy.counts(obs, "answers_overdue")[slot] == overdue
+            view = policy.decode(obs)
+            assert view.instances["kv_footprint"][slot] == pytest.approx(footprint, abs=0.5)
+            assert view.instances["demoted"][slot] == demoted
+            assert view.instances["answers_overdue"][slot] == overdue
             seen["host"] += host > 0
             seen["demoted"] += demoted > 0
             seen["overdue"] += overdue > 0

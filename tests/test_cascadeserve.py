@@ -14,11 +14,10 @@ import envs  # noqa: F401
 from baselines.cascadeserve.cascade_search import CascadeStats, evaluate_cascade, pareto_front
 from baselines.cascadeserve.load_balancer import LoadBalancingError, balance_load, min_utilization
 from baselines.cascadeserve.planner import Gear, GearPlan, PlanningInfeasibleError, PlanningProblem, plan_gears
-from baselines.cascadeserve.policy import COUNT_SCALE, keep_gear
+from baselines.cascadeserve.policy import keep_gear
 from baselines.cascadeserve.profiles import Device, ModelProfile, Replica, full_replication
 from baselines.cascadeserve.pruning import prune_placement, pruning_utility
 from baselines.cascadeserve.workload_adaption import downgrade, qps_ranges
-from envs.cascade import CONTEXT_PROGRESS, CONTEXT_STAGES
 
 
 def profile(name: str, runtime_s: float, memory_gb: float = 1.0, max_batch: int = 4) -> ModelProfile:
@@ -126,25 +125,24 @@ def fixed_plan(models: tuple[str, ...]) -> GearPlan:
     return GearPlan(models, 11, (gear(0, (10, 10, 10)), gear(1, (0, 0, 0))), (), 0.0, 0)
 
 
-def observation(arrived: int, waiting: int, episode_requests: int, context_size: int) -> dict[str, np.ndarray]:
-    context = np.zeros(context_size, dtype=np.float32)
-    context[CONTEXT_PROGRESS] = arrived / episode_requests
-    context[CONTEXT_STAGES] = waiting / (waiting + COUNT_SCALE)
-    return {"context": context}
+def observation(schema, arrived: int, waiting: int) -> dict[str, np.ndarray]:
+    """Cascade-v0's observation with ``arrived`` requests so far and ``waiting`` on the first model."""
+    stages = len(schema.context_positions("waiting"))
+    return schema.encode(context={"arrived": arrived, "waiting": [waiting] + [0] * (stages - 1)})
 
 
 def test_policy_keeps_the_gear_while_qps_is_below_alpha_q0():
     env = gym.make("servegym/Cascade-v0", scenario="cascadeserve")
     unwrapped = env.unwrapped
     policy = baselines.make("cascadeserve", env, plan=fixed_plan(tuple(unwrapped.models)))
-    n, size = unwrapped.scenario.episode_requests, unwrapped.context_size()
-    assert policy.act(observation(0, 0, n, size)).tolist() == [10, 10, 10]  # 0 QPS: gear 0
+    schema = unwrapped.schema
+    assert policy.act(observation(schema, 0, 0)).tolist() == [10, 10, 10]  # 0 QPS: gear 0
     # 5 arrivals in 100 ms = 50 QPS (gear 1's range) but 10 queued: 50 < 8 * 10 keeps gear 0.
-    assert policy.act(observation(5, 10, n, size)).tolist() == [10, 10, 10]
+    assert policy.act(observation(schema, 5, 10)).tolist() == [10, 10, 10]
     # 10 more arrivals = 100 QPS >= 80: switch.
-    assert policy.act(observation(15, 10, n, size)).tolist() == [0, 0, 0]
+    assert policy.act(observation(schema, 15, 10)).tolist() == [0, 0, 0]
     # No arrivals, empty queue: 0 >= 0, back to gear 0.
-    assert policy.act(observation(15, 0, n, size)).tolist() == [10, 10, 10]
+    assert policy.act(observation(schema, 15, 0)).tolist() == [10, 10, 10]
     assert policy.gear_trace == [0, 0, 1, 0]
     with pytest.raises(ValueError, match="alpha"):
         baselines.make("cascadeserve", env, plan=fixed_plan(tuple(unwrapped.models)), alpha=-1.0)

@@ -23,9 +23,8 @@ from baselines.cascadia.parallelism import (
     shape_feasibility,
 )
 from baselines.cascadia.planner import CascadiaPlanner
-from baselines.cascadia.policy import PROGRESS_INDEX, QPS_INDEX, CascadiaPolicy, deployment_of
+from baselines.cascadia.policy import CascadiaPolicy, deployment_of
 from baselines.cascadia.thresholds import QualityProfile, latency_quality_score, threshold_grid
-from envs.observation import COUNT_SCALE, squash
 from envs.scenario import InstanceGroup, Scenario, Workload
 from simulator.instance import InstanceConfig
 from simulator.request import SLO
@@ -262,11 +261,10 @@ def tiny_cascade() -> Scenario:
     )
 
 
-def observation_with_qps(qps: float, size: int, progress: float = 0.5) -> dict[str, np.ndarray]:
-    context = np.zeros(size, dtype=np.float32)
-    context[QPS_INDEX] = squash(qps, COUNT_SCALE)
-    context[PROGRESS_INDEX] = progress
-    return {"context": context}
+def observation_with_qps(schema, qps: float, progress: float = 0.5) -> dict[str, np.ndarray]:
+    """Cascade-v0's observation with ``qps`` arrivals per second over the last interval."""
+    arrived = round(progress * schema.constants["episode_requests"])
+    return schema.encode(context={"arrivals_per_s": qps, "arrived": arrived})
 
 
 def test_cascadia_policy_plans_thresholds_and_replans_on_a_shift():
@@ -277,18 +275,18 @@ def test_cascadia_policy_plans_thresholds_and_replans_on_a_shift():
     strategies, dtypes, gpu = deployment_of(env.unwrapped.scenario)
     assert [s.describe() for s in strategies] == ["(DP=1)", "(TP=4)"] and dtypes == ("fp16", "fp16") and gpu == "H100-80GB"
     expected, _ = policy.planner.route(2.0, strategies)
-    size = env.unwrapped.context_size()
-    first = policy.act(observation_with_qps(0.0, size))  # the reset observation measured nothing
+    schema = env.unwrapped.schema
+    first = policy.act(observation_with_qps(schema, 0.0))  # the reset observation measured nothing
     assert first.tolist() == [round(expected.thresholds[0] / 10)]
     assert policy.replans == 0
-    action = policy.act(observation_with_qps(6.0, size))
+    action = policy.act(observation_with_qps(schema, 6.0))
     assert policy.replans == 1 and policy.planned_rate_rps == pytest.approx(6.0, rel=1e-5)
     replanned, _ = policy.planner.route(policy.planned_rate_rps, strategies)
     assert action.tolist() == [round(replanned.thresholds[0] / 10)]
     assert env.action_space.contains(action)
-    policy.act(observation_with_qps(6.5, size))  # within 25% of 6: no new plan
+    policy.act(observation_with_qps(schema, 6.5))  # within 25% of 6: no new plan
     assert policy.replans == 1
-    policy.act(observation_with_qps(0.5, size, progress=1.0))  # the stream ended: not a shift
+    policy.act(observation_with_qps(schema, 0.5, progress=1.0))  # the stream ended: not a shift
     assert policy.replans == 1
     policy.reset()
     assert policy.replans == 0 and policy.planned_rate_rps == 2.0

@@ -11,7 +11,6 @@ import pytest
 import baselines
 import envs  # noqa: F401
 from agents.rollout import run_episode
-from envs.observation import COUNT_SCALE, squash
 from envs.scaling import ADD, HOLD, REMOVE
 
 GOODPUT = {"<2xH800-SXM>": 20.0, "<2xA800-PCIe>": 10.0, "<2xH20-NVL>": 15.0}
@@ -27,15 +26,12 @@ class FakeCluster:
     def __init__(self) -> None:
         self.serving = np.array([2, 2, 2])
 
-    def observation(self, qps: float) -> dict[str, np.ndarray]:
-        context = np.zeros(8 + 3 * len(KINDS), dtype=np.float32)
-        context[0] = squash(qps, COUNT_SCALE)
-        context[8::3] = self.serving / SLOTS
+    def observation(self, schema, qps: float) -> dict[str, np.ndarray]:
         mask = np.zeros((len(KINDS), 3), dtype=np.float32)
         mask[:, HOLD] = 1.0
         mask[:, ADD] = (2 * self.serving + 2 <= 8) & (self.serving.sum() < SLOTS)
         mask[:, REMOVE] = (self.serving > 0) & (self.serving.sum() >= 2)
-        return {"instances": np.zeros((SLOTS, 1), dtype=np.float32), "context": context, "action_mask": mask.reshape(-1)}
+        return schema.encode(context={"arrivals_per_s": qps, "serving_units": self.serving}, action_mask=mask.reshape(-1))
 
     def apply(self, action: np.ndarray) -> None:
         self.serving = self.serving + (action == ADD) - (action == REMOVE)
@@ -51,7 +47,7 @@ def run(env, qps_per_tick: list[float], **options) -> tuple[list[np.ndarray], Fa
     policy = baselines.make("cauchy_autoscaler", env, goodput_rps=GOODPUT, **options)
     cluster, actions = FakeCluster(), []
     for qps in qps_per_tick:
-        action, _ = policy.predict(cluster.observation(qps))
+        action, _ = policy.predict(cluster.observation(env.unwrapped.schema, qps))
         cluster.apply(action)
         actions.append(action)
     return actions, cluster
@@ -113,7 +109,7 @@ def test_scales_in_after_the_grace_period(env):
 
 def test_static_holds_and_an_episode_runs(env):
     static = baselines.make("cauchy_static", env)
-    assert static.predict(FakeCluster().observation(500.0))[0].tolist() == [HOLD] * 3
+    assert static.predict(FakeCluster().observation(env.unwrapped.schema, 500.0))[0].tolist() == [HOLD] * 3
     metrics = run_episode(env, baselines.make("cauchy_autoscaler", env, goodput_rps=GOODPUT), seed=0)
     assert metrics["invalid_actions"] == 0 and metrics["completed"] == 50
 
@@ -134,7 +130,7 @@ def test_one_unit_action_mode_static_holds_and_multi_change_policies_refuse_it()
 
     one_unit, per_kind = make("one_unit"), make("per_kind")
     static = baselines.make("cauchy_static", one_unit)
-    assert static.predict(FakeCluster().observation(500.0))[0] == 0  # Discrete hold
+    assert static.predict(one_unit.reset(seed=0)[0])[0] == 0  # Discrete hold
     assert run_episode(one_unit, static, seed=0) == run_episode(per_kind, baselines.make("cauchy_static", per_kind), seed=0)
     for name in ("cauchy_autoscaler", "cauchy_aggregated", "llumnix_scaling"):
         with pytest.raises(ValueError, match=rf"policy '{name}' drives servegym/Scaling-v0 with action in \['per_kind'\], not 'one_unit'"):

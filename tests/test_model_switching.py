@@ -92,9 +92,9 @@ def test_model_switching_policy_serves_the_gears_model_by_measured_qps():
                    **gear_env_options(plan))
     policy = baselines.make("model_switching", env, plan=plan)
     unwrapped = env.unwrapped
-    n, size = unwrapped.scenario.episode_requests, unwrapped.context_size()
+    schema = unwrapped.schema
     # 0 QPS: the 70B; 5 arrivals in 100 ms = 50 QPS: the 3B, even with a queue (no α rule); then back.
-    assert [policy.act(observation(a, w, n, size)) for a, w in ((0, 0), (5, 30), (5, 30))] == [0, 1, 0]
+    assert [policy.act(observation(schema, a, w)) for a, w in ((0, 0), (5, 30), (5, 30))] == [0, 1, 0]
     obs, _ = env.reset(seed=0)
     while True:
         obs, _, _, truncated, _ = env.step(0)  # hold the 70B gear

@@ -2,8 +2,8 @@
 ``model_switching`` (MS, §6.2), the same QPS lookup over a plan of single models.
 
 Every control interval (100 ms in the ``cascadeserve`` scenario) the producer measures the QPS
-by counting the arrivals of the last interval (from the observation's episode progress, which
-is arrivals / episode_requests), looks the gear up in the gear plan and sets its thresholds.
+by counting the arrivals of the last interval (from the observation's ``arrived`` count),
+looks the gear up in the gear plan and sets its thresholds.
 Hysteresis (§5): the gear is kept while qps < α·Q₀, Q₀ the queue length of the cascade's first
 model (waiting requests on its instances, from the observation), α = 8 by default, so a backlog
 left by a burst keeps the burst's gear until the queue has drained.
@@ -35,25 +35,13 @@ from baselines.cascadeserve.cascade_search import thresholds
 from baselines.cascadeserve.planner import Gear, GearPlan, plan_gears
 from baselines.cascadeserve.scenario_inputs import problem_for_scenario
 from baselines.policy import Policy, register
-from envs.cascade import CONTEXT_PROGRESS, CONTEXT_STAGES
-from envs.observation import COUNT_SCALE
 
 ALPHA = 8.0  # §5: "α = 8 works well for most scenarios"
-
-
-def unsquash(value: float, scale: float) -> float:
-    """Inverse of ``envs.observation.squash`` (x / (x + scale))."""
-    return scale * value / (1.0 - value) if value < 1.0 else math.inf
 
 
 def choice_index(choices: Sequence[int], length: int) -> int:
     """Index of the largest choice <= ``length`` (0 when every choice is larger)."""
     return max(0, bisect.bisect_right(list(choices), length) - 1)
-
-
-def arrived_requests(observation: dict[str, np.ndarray], episode_requests: int) -> int:
-    """Arrivals so far, from the observation's episode progress (arrived / episode_requests)."""
-    return int(round(float(observation["context"][CONTEXT_PROGRESS]) * episode_requests))
 
 
 def gear_env_options(plan: GearPlan) -> dict[str, Any]:
@@ -92,7 +80,7 @@ class CascadeServePolicy(Policy):
         super().__init__(env)
         if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 0):
             raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-        scenario = self.env.scenario
+        scenario = self.scenario
         if plan is None:
             problem = problem_for_scenario(
                 scenario, np.random.default_rng(seed), qps_max=qps_max or 3 * scenario.workload.rate_rps,
@@ -106,8 +94,7 @@ class CascadeServePolicy(Policy):
             )
         self.plan = plan
         self.alpha = float(alpha)
-        self.interval_s = scenario.control_interval_s
-        self.episode_requests = scenario.episode_requests
+        self.interval_s = float(self.schema.constants["control_interval_s"])
         self.reset()
 
     def reset(self) -> None:
@@ -115,12 +102,13 @@ class CascadeServePolicy(Policy):
         self.arrived = 0
         self.gear_trace: list[int] = []
 
-    def measure(self, observation: dict[str, np.ndarray]) -> tuple[float, float]:
-        """(QPS over the last interval, Q₀) from the observation."""
-        arrived = arrived_requests(observation, self.episode_requests)
+    def measure(self, observation: dict[str, np.ndarray]) -> tuple[float, int]:
+        """(QPS over the last interval, Q₀: requests waiting on the first model) from the observation."""
+        view = self.decode(observation)
+        arrived = view.context["arrived"]
         qps = max(0, arrived - self.arrived) / self.interval_s
         self.arrived = arrived
-        return qps, unsquash(float(observation["context"][CONTEXT_STAGES]), COUNT_SCALE)
+        return qps, int(view.context["waiting"][0])
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         qps, first_queue = self.measure(observation)
@@ -164,8 +152,7 @@ class ModelSwitchingPolicy(Policy):
             raise ValueError(f"build Cascade-v0 with gear_env_options(plan) for this plan: it needs {expected}, "
                              f"the env has {actual} for {list(self.env.models)}")
         self.plan = plan
-        self.interval_s = self.env.scenario.control_interval_s
-        self.episode_requests = self.env.scenario.episode_requests
+        self.interval_s = float(self.schema.constants["control_interval_s"])
         self.reset()
 
     def reset(self) -> None:
@@ -173,7 +160,7 @@ class ModelSwitchingPolicy(Policy):
         self.gear_trace: list[int] = []
 
     def act(self, observation: dict[str, np.ndarray]) -> int:
-        arrived = arrived_requests(observation, self.episode_requests)
+        arrived = self.decode(observation).context["arrived"]
         gear = self.plan.gear_index(max(0, arrived - self.arrived) / self.interval_s)
         self.arrived = arrived
         self.gear_trace.append(gear)

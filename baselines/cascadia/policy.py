@@ -12,12 +12,13 @@ plan's deployment into the scenario (``CascadePlan.instance_groups``) to run Cas
   cached ones (``baselines/data/cascadia_latency_tables.json``) for the scenario's models,
   GPU and lengths, or ``tables``. A missing table raises, unless ``build_tables=True``
   simulates it now (about half a minute per model on 2 cores).
-- Re-planning (§4.4): the observation's measured QPS (context[0], arrivals per second over the
-  last control interval) is compared with the rate the thresholds were planned for; a relative
-  shift above ``replan_shift`` re-runs the routing solver at the measured rate, a cheap table
-  lookup. The reset observation is not used (no interval measured yet), nor are intervals
-  after the last arrival (context[2], episode progress, is 1: the stream ended, the load did
-  not shift).
+- Re-planning (§4.4): the observation's measured QPS (``arrivals_per_s``, arrivals per second
+  over the last control interval) is compared with the rate the thresholds were planned for; a
+  relative shift above ``replan_shift`` re-runs the routing solver at the measured rate, a
+  cheap table lookup. The reset observation is not used (no interval measured yet), nor are
+  intervals after the last arrival (``arrived`` equals the episode's requests: the stream
+  ended, the load did not shift).
+- The objective's q_min and μ default to the env's ``quality_min`` and ``quality_penalty_mu``.
 """
 
 from __future__ import annotations
@@ -41,13 +42,8 @@ from baselines.cascadia.parallelism import (
 from baselines.cascadia.planner import CascadiaPlanner
 from baselines.cascadia.thresholds import QualityProfile
 from baselines.policy import Policy, register
-from envs.observation import COUNT_SCALE
-from envs.rewards import QualityReward
 from envs.scenario import Scenario
 from simulator.cascade import SCORE_MAX, assign_cascade_quality
-
-QPS_INDEX = 0  # Cascade-v0 context: arrivals per second over the last control interval (squashed)
-PROGRESS_INDEX = 2  # Cascade-v0 context: arrived / episode_requests
 
 
 def deployment_of(scenario: Scenario) -> tuple[tuple[ParallelismStrategy, ...], tuple[str, ...], str]:
@@ -91,10 +87,9 @@ class CascadiaPolicy(Policy):
             raise ValueError(f"replan_shift must be positive, got {replan_shift!r}")
         if isinstance(profile_requests, bool) or not isinstance(profile_requests, int) or profile_requests < 1:
             raise ValueError(f"profile_requests must be a positive integer, got {profile_requests!r}")
-        reward = self.env.reward_fn
-        quality_min = quality_min if quality_min is not None else (reward.quality_min if isinstance(reward, QualityReward) else 80.0)
-        penalty_mu = penalty_mu if penalty_mu is not None else (reward.penalty_mu if isinstance(reward, QualityReward) else 100.0)
-        scenario: Scenario = self.env.scenario
+        quality_min = self.env.quality_min if quality_min is None else quality_min
+        penalty_mu = self.env.quality_penalty_mu if penalty_mu is None else penalty_mu
+        scenario: Scenario = self.scenario
         self.strategies, dtypes, gpu = deployment_of(scenario)
         if tables is None:
             tables = self._lookup_tables(scenario, dtypes, gpu, build_tables)
@@ -135,15 +130,11 @@ class CascadiaPolicy(Policy):
         self.planned_rate_rps = self.initial_rate_rps
         self.thresholds = self.planner.route(self.planned_rate_rps, self.strategies)[0].thresholds
 
-    def measured_qps(self, observation: dict[str, np.ndarray]) -> float:
-        """context[0] un-squashed: x / (x + 16) -> x."""
-        squashed = float(observation["context"][QPS_INDEX])
-        return squashed * COUNT_SCALE / (1.0 - squashed)
-
     def act(self, observation: dict[str, np.ndarray]) -> Any:
-        stream_open = float(observation["context"][PROGRESS_INDEX]) < 1.0
+        view = self.decode(observation)
+        stream_open = view.context["arrived"] < self.schema.constants["episode_requests"]
         if self.steps > 0 and stream_open:
-            measured = self.measured_qps(observation)
+            measured = view.context["arrivals_per_s"]
             if measured > 0 and abs(measured - self.planned_rate_rps) > self.replan_shift * self.planned_rate_rps:
                 self.planned_rate_rps = measured
                 self.thresholds = self.planner.route(measured, self.strategies)[0].thresholds

@@ -6,7 +6,7 @@ A combo is one Scaling-v0 unit kind (``ScalingEnv.units``): a disaggregated
 (``baselines.cauchy.scaling_scenario.combo_autoscaling_scenario``), or an aggregated
 ``<n x G>`` combo; each with its profiled goodput. One env step is one tick of
 Alg. 1's loop (the env's ``scaling_window_s``; use a divisor of the 2-minute window, e.g.
-30 s). Each tick pushes the last tick's arrival rate (``context[0]``) into a ring buffer of
+30 s). Each tick pushes the last tick's arrival rate (the ``arrivals_per_s`` context field) into a ring buffer of
 ``window_s``; once ``window_s`` has passed since the last scaling (Line 7) the window's mean
 QPS is compared with the provisioned goodput ``Q_total`` (serving and starting combos, plus
 those still to be added) (Lines 8-11):
@@ -45,12 +45,10 @@ from baselines.cauchy.scaling_scenario import autoscaler_options
 from baselines.cauchy.selection import Candidate, combo_ce_tokens_per_usd
 from baselines.cauchy.workloads import get_workload
 from baselines.policy import Policy, register
-from baselines.routing_classic import unsquash
-from envs.observation import COUNT_SCALE
 from envs.scaling import ADD, HOLD, KIND_FEATURES, REMOVE
+from envs.schema import DecodedObservation
 
 SCALING_ENV_ID = "servegym/Scaling-v0"
-CONTEXT_KIND_OFFSET = 8  # Scaling-v0 context: 8 cluster values, then per-kind counts
 
 
 def _ticks(label: str, seconds: float, tick_s: float) -> int:
@@ -94,7 +92,7 @@ class CauchyAutoscaler(Policy):
         global_window_s: float | None = None,
     ) -> None:
         super().__init__(env)
-        defaults = autoscaler_options(getattr(self.env.scenario, "time_compression", 1.0))
+        defaults = autoscaler_options(getattr(self.scenario, "time_compression", 1.0))
         window_s = defaults["window_s"] if window_s is None else window_s
         grace_s = defaults["grace_s"] if grace_s is None else grace_s
         global_window_s = defaults["global_window_s"] if global_window_s is None else global_window_s
@@ -107,9 +105,9 @@ class CauchyAutoscaler(Policy):
             raise ValueError(f"grace_s must be a non-negative number of seconds, got {grace_s!r}")
         self.grace_ticks = math.ceil(grace_s / tick_s)
         self.global_ticks = _ticks("global_window_s", global_window_s, tick_s)
-        self.max_instances = self.env.scenario.max_instances
-        self.inventory = dict(self.env.scenario.gpu_inventory)
-        workload = get_workload(self.env.scenario.workload.lengths)
+        self.max_instances = self.schema.max_instances
+        self.inventory = dict(self.scenario.gpu_inventory)
+        workload = get_workload(self.scenario.workload.lengths)
         table = dict(goodput_rps) if goodput_rps is not None else load_goodput_table().combo_goodputs(workload.lengths)
         self.candidates: list[Candidate] = []
         for unit in self.env.units:
@@ -138,10 +136,10 @@ class CauchyAutoscaler(Policy):
         self.pending_removes: list[tuple[int, int]] = []  # (due tick, kind)
 
     # ----------------------------------------------------------------- observation reading
-    def kind_counts(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        """(kinds x 3) serving, starting, draining instances per kind."""
-        values = observation["context"][CONTEXT_KIND_OFFSET:].reshape(len(self.candidates), len(KIND_FEATURES))
-        return np.rint(values.astype(np.float64) * self.max_instances).astype(np.int64)
+    @staticmethod
+    def kind_counts(view: DecodedObservation) -> np.ndarray:
+        """(kinds x 3) serving, starting, draining units per kind."""
+        return np.stack([view.context[f"{state}_units"] for state in KIND_FEATURES], axis=1)
 
     def free_gpus(self, counts: np.ndarray, with_pending: bool = True) -> dict[str, int]:
         """Inventory GPUs not held by any instance (serving, starting or draining), minus
@@ -156,15 +154,16 @@ class CauchyAutoscaler(Policy):
     # ----------------------------------------------------------------- Algorithm 1
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         self.tick += 1
-        counts = self.kind_counts(observation)
+        view = self.decode(observation)
+        counts = self.kind_counts(view)
         if self.tick > 0:
-            qps = float(unsquash(observation["context"][0], COUNT_SCALE))
+            qps = view.context["arrivals_per_s"]
             self.recent_qps.append(qps)
             self.qps_sum += qps
             self.qps_ticks += 1
         if self.tick - self.last_scaling_tick >= self.window_ticks:
             self.decide(counts)
-        return self.carry_out(observation, counts)
+        return self.carry_out(view, counts)
 
     def provisioned(self, counts: np.ndarray) -> np.ndarray:
         """Combos per kind that count as deployed: serving, starting and to be added."""
@@ -229,10 +228,10 @@ class CauchyAutoscaler(Policy):
             self.pending_removes += [(self.tick + self.grace_ticks, kind)] * surplus
 
     # ----------------------------------------------------------------- acting
-    def carry_out(self, observation: dict[str, np.ndarray], counts: np.ndarray) -> np.ndarray:
+    def carry_out(self, view: DecodedObservation, counts: np.ndarray) -> np.ndarray:
         """This step's action: one pending add or one due removal per kind, where the mask and
         the GPUs left allow; a removal that cannot happen when due is dropped."""
-        mask = np.asarray(observation["action_mask"]).reshape(len(self.candidates), 3) > 0.5
+        mask = view.mask("choice")
         action = np.full(len(self.candidates), HOLD, dtype=np.int64)
         free = self.free_gpus(counts, with_pending=False)
         serving_left = int(counts[:, 0].sum())

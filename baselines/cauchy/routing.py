@@ -21,6 +21,7 @@ from baselines.cauchy.deployment import ComboScenario
 from baselines.cauchy.weighted_rr import SmoothWeightedRoundRobin
 from baselines.policy import register
 from baselines.routing_classic import RoutingPolicy
+from envs.schema import DecodedObservation
 
 
 class ComboRoutingPolicy(RoutingPolicy):
@@ -28,23 +29,22 @@ class ComboRoutingPolicy(RoutingPolicy):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        scenario = self.env.scenario
+        scenario = self.scenario
         if not isinstance(scenario, ComboScenario):
             raise ValueError(
                 f"policy {self.name!r} routes across GPU combos; scenario {scenario.name!r} is not a ComboScenario "
                 "(build one with baselines.cauchy.deployment.combo_scenario)"
             )
-        self.scenario = scenario
         self.entry_slots = np.array(scenario.entry_slots())
         self.member_slots = scenario.member_slots()
 
-    def route(self, observation: dict[str, np.ndarray], valid: np.ndarray) -> int:
+    def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
         eligible = valid[self.entry_slots]
         if not eligible.any():
             raise ValueError("no combo entry is valid in observation['action_mask']")
-        return int(self.entry_slots[self.pick_combo(observation, eligible)])
+        return int(self.entry_slots[self.pick_combo(view, eligible)])
 
-    def pick_combo(self, observation: dict[str, np.ndarray], eligible: np.ndarray) -> int:
+    def pick_combo(self, view: DecodedObservation, eligible: np.ndarray) -> int:
         raise NotImplementedError
 
 
@@ -61,7 +61,7 @@ class GoodputWeightedRR(ComboRoutingPolicy):
     def reset(self) -> None:
         self.turns.reset()
 
-    def pick_combo(self, observation: dict[str, np.ndarray], eligible: np.ndarray) -> int:
+    def pick_combo(self, view: DecodedObservation, eligible: np.ndarray) -> int:
         return self.turns.pick(eligible)
 
 
@@ -78,7 +78,7 @@ class BasicComboRR(ComboRoutingPolicy):
     def reset(self) -> None:
         self.next_combo = 0
 
-    def pick_combo(self, observation: dict[str, np.ndarray], eligible: np.ndarray) -> int:
+    def pick_combo(self, view: DecodedObservation, eligible: np.ndarray) -> int:
         count = len(eligible)
         order = (self.next_combo + np.arange(count)) % count
         choice = int(order[np.argmax(eligible[order])])
@@ -92,8 +92,8 @@ class TokenWeightedRR(ComboRoutingPolicy):
 
     name = "token_weighted_rr"
 
-    def pick_combo(self, observation: dict[str, np.ndarray], eligible: np.ndarray) -> int:
-        room = self.unclaimed_kv_tokens(observation)
+    def pick_combo(self, view: DecodedObservation, eligible: np.ndarray) -> int:
+        room = self.unclaimed_kv_tokens(view)
         per_combo = np.array([room[slots].sum() for slots in self.member_slots])
         per_combo[~eligible] = -np.inf
         return int(np.argmax(per_combo))

@@ -1,11 +1,13 @@
 """Environment speed benchmark: env steps per second with a random masked policy for each
-registered ID on a scenario, and MaskablePPO training steps per second with the env's share
-of the wall time.
+registered ID on a scenario, beside Gymnasium's CartPole-v1 with random actions in the same
+process (the ``% CartPole`` column), and MaskablePPO training steps per second with the env's
+share of the wall time.
 
     python -m experiments.benchmarks.env_speed [--scenario NAME] [--steps 2000] [--ppo-steps 2048]
 
 Each ID runs on ``default`` except Cascade-v0, which needs a cascade and runs on
-``cascadeserve``; ``--scenario`` runs every ID on the one named.
+``cascadeserve``; ``--scenario`` runs every ID on the one named. CartPole runs first and
+again last; its rate is the mean of the two runs (the machine's load may drift meanwhile).
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ def _random_masked_action(env: gym.Env, rng: np.random.Generator):
             start += n
         return np.array(action)
     return space.sample()
+
+
+def cartpole_steps_per_s(steps: int, seed: int = 0) -> float:
+    """Gymnasium's CartPole-v1 with uniformly random actions: the reference rate."""
+    env = gym.make("CartPole-v1")
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    started = time.perf_counter()
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(2)))
+        if terminated or truncated:
+            env.reset()
+    return steps / (time.perf_counter() - started)
 
 
 def env_steps_per_s(env_id: str, scenario: str, steps: int, seed: int = 0) -> tuple[float, int]:
@@ -90,12 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ppo-steps", type=int, default=2048)
     parser.add_argument("--ids", default=",".join(envs.ENV_IDS))
     args = parser.parse_args(argv)
-    print(f"{'env':<24}{'scenario':<14}{'env steps/s':>12}{'PPO steps/s':>13}{'env share':>11}")
+    first_cartpole = cartpole_steps_per_s(20 * args.steps)
+    rows = []
     for env_id in args.ids.split(","):
         scenario = args.scenario or SCENARIO_BY_ENV.get(env_id, "default")
         rate, _ = env_steps_per_s(env_id, scenario, args.steps)
         ppo_rate, share = ppo_steps_per_s(env_id, scenario, args.ppo_steps)
-        print(f"{env_id:<24}{scenario:<14}{rate:>12,.0f}{ppo_rate:>13,.0f}{share:>10.0%}")
+        rows.append((env_id, scenario, rate, ppo_rate, share))
+    cartpole = (first_cartpole + cartpole_steps_per_s(20 * args.steps)) / 2
+    print(f"{'env':<24}{'scenario':<14}{'env steps/s':>12}{'% CartPole':>11}{'PPO steps/s':>13}{'env share':>11}")
+    print(f"{'CartPole-v1':<24}{'':<14}{cartpole:>12,.0f}{1:>11.1%}")
+    for env_id, scenario, rate, ppo_rate, share in rows:
+        print(f"{env_id:<24}{scenario:<14}{rate:>12,.0f}{rate / cartpole:>11.1%}{ppo_rate:>13,.0f}{share:>10.0%}")
     return 0
 
 
