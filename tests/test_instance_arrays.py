@@ -29,7 +29,7 @@ from simulator.instance_arrays import (
     WATERMARK_BLOCKS,
     InstanceArrays,
 )
-from trajectories import random_masked_action
+from envs.random_policy import random_masked_action
 
 CASES = [
     ("servegym/Routing-v0", "pascal", {"rate_rps": 8.0}),  # swap preemption, reasoning, phase changes

@@ -14,7 +14,7 @@ import envs
 from envs.headroom import freeness_full, freeness_normal
 from envs.observation import freeness
 from envs.schema import Block, Field, ObservationSchema, ratio
-from trajectories import random_masked_action
+from envs.random_policy import random_masked_action
 
 ROUTING, TIER, MIGRATION, SCALING, CASCADE = (f"servegym/{n}-v0" for n in ("Routing", "Tier", "Migration", "Scaling", "Cascade"))
 

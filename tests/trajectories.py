@@ -21,6 +21,7 @@ import numpy as np
 
 import baselines  # noqa: F401  (registers the cauchy_autoscaling scenario)
 import envs
+from envs.random_policy import random_masked_action
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 SEED = 7
@@ -51,19 +52,6 @@ def cases() -> list[tuple[str, str, dict[str, Any]]]:
 def case_name(env_id: str, scenario: str, options: dict[str, Any]) -> str:
     suffix = "".join(f"-{k}_{v}" for k, v in sorted(options.items()))
     return f"{env_id.split('/')[1]}-{scenario}{suffix}"
-
-
-def random_masked_action(space: gym.Space, mask: np.ndarray, rng: np.random.Generator) -> Any:
-    """A uniformly random valid action (per dimension for MultiDiscrete; uniform in a Box)."""
-    if isinstance(space, gym.spaces.Discrete):
-        return int(rng.choice(np.flatnonzero(mask)))
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        action, start = [], 0
-        for n in space.nvec:
-            action.append(int(rng.choice(np.flatnonzero(mask[start:start + n]))))
-            start += n
-        return np.array(action, dtype=np.int64)
-    return rng.uniform(space.low, space.high).astype(space.dtype)
 
 
 def _json_default(value: Any) -> Any:

@@ -21,22 +21,9 @@ import numpy as np
 from sb3_contrib import MaskablePPO
 
 import envs
+from envs.random_policy import random_masked_action
 
 SCENARIO_BY_ENV = {"servegym/Cascade-v0": "cascadeserve"}  # the rest run on "default"
-
-
-def _random_masked_action(env: gym.Env, rng: np.random.Generator):
-    mask = env.unwrapped.action_masks()
-    space = env.action_space
-    if isinstance(space, gym.spaces.Discrete):
-        return int(rng.choice(np.flatnonzero(mask)))
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        action, start = [], 0
-        for n in space.nvec:
-            action.append(int(rng.choice(np.flatnonzero(mask[start:start + n]))))
-            start += n
-        return np.array(action)
-    return space.sample()
 
 
 def cartpole_steps_per_s(steps: int, seed: int = 0) -> float:
@@ -59,7 +46,7 @@ def env_steps_per_s(env_id: str, scenario: str, steps: int, seed: int = 0) -> tu
     done_steps = 0
     started = time.perf_counter()
     while done_steps < steps:
-        _, _, terminated, truncated, _ = env.step(_random_masked_action(env, rng))
+        _, _, terminated, truncated, _ = env.step(random_masked_action(env.action_space, env.unwrapped.action_masks(), rng))
         done_steps += 1
         if terminated or truncated:
             env.reset()
