@@ -1,8 +1,10 @@
-"""Training configuration: which SB3 algorithms drive servegym envs, their RL-Zoo-style
-hyper-parameter files (``agents/hyperparams/<algo>.yml``), ``--set key=value`` overrides, and
-the resolved run configuration saved as ``config.yml`` beside every model.
+"""Training configuration: which SB3 algorithms drive servegym envs, their hyper-parameter files
+(``agents/hyperparams/<algo>.yml``), ``--set key=value`` overrides, and the resolved run
+configuration saved as ``config.yml`` beside every model.
 
-A hyper-parameter file has a ``defaults`` section and optional sections named by env ID; the
+The files are servegym's own format, not RL Zoo's (``rl_zoo3`` cannot read them: it has no
+``defaults`` section and does not know servegym's policies such as ``NoOpPriorPolicy``); key
+names follow SB3's constructor arguments. A hyper-parameter file has a ``defaults`` section and optional sections named by env ID; the
 env's section overrides ``defaults`` key by key (nested dicts are merged). Keys: ``policy``,
 ``n_envs``, ``vec_env`` (``subproc``: one process per env when n_envs > 1, the default;
 ``dummy``: all in this process), ``n_timesteps``, ``normalize`` (false, true or VecNormalize

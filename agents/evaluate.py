@@ -1,11 +1,11 @@
 """Compare policies (baseline names and saved SB3 models) on the same env and seeds.
 
     python -m agents.evaluate --env servegym/Routing-v0 --scenario default \\
-        --policies least_outstanding,round_robin,runs/<run>/final_model.zip --seeds 0,1,2,3,4 \\
+        --policies least_outstanding,round_robin,runs/<run>/final_model.zip --seeds 10000,10001,10002 \\
         [--deterministic] [--stochastic] [--metric slo_attainment] \\
         [--set episode_requests=200 ...] [--device cpu] [--out results/eval/NAME]
 
-Every policy runs one episode per seed (``agents.rollout.run_episode``). Saved models act
+Every policy runs one episode per seed (``agents.rollout.play_episode``). Saved models act
 deterministically (their most likely action) by default; ``--stochastic`` samples their
 actions (seeded by the episode seed: repeatable bit for bit); both flags together evaluate each
 model twice, labelled ``[det]`` and ``[stoch]``. Heuristics are unaffected by the mode. Models
@@ -64,7 +64,7 @@ from agents.dashboard import (
     plot_ttft_cdf,
     tier_metrics,
 )
-from agents.rollout import run_episode
+from agents.rollout import play_episode
 from agents.statistics import (
     BOOTSTRAP_REPS,
     Interval,
@@ -72,7 +72,7 @@ from agents.statistics import (
     plot_performance_profile,
     probability_of_improvement,
 )
-from agents.train import make_env
+from agents.train import EVAL_SEED_BASE, make_env
 from baselines import make as make_policy
 
 MODE_TAGS = {"deterministic": "det", "stochastic": "stoch"}
@@ -191,8 +191,9 @@ def _run(env: gym.Env, policy: Any, seeds: Sequence[int], label: str, group: str
          mode: str | None) -> PolicyResult:
     episodes, ttft_s = [], []
     for seed in seeds:
-        episodes.append(run_episode(env, policy, seed, deterministic=mode != "stochastic"))
-        ttft_s.extend(o.first_token_s - o.arrival_s for o in env.unwrapped.cluster.outcomes if o.completed)
+        episode = play_episode(env, policy, seed, deterministic=mode != "stochastic")
+        episodes.append(episode.metrics)
+        ttft_s.extend(o.first_token_s - o.arrival_s for o in episode.outcomes if o.completed)
     return PolicyResult(label, group, episodes, np.array(ttft_s, dtype=float), train_seed, mode)
 
 
@@ -436,7 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--env", required=True, help=f"one of {sorted(envs.ENV_IDS)}")
     parser.add_argument("--scenario", default="default", help=f"one of {envs.scenario_names()}")
     parser.add_argument("--policies", required=True, help="comma-separated baseline names and .zip model paths")
-    parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated episode seeds (default 0,1,2,3,4)")
+    held_out = ",".join(str(EVAL_SEED_BASE + k) for k in range(5))
+    parser.add_argument("--seeds", default=held_out,
+                        help=f"comma-separated episode seeds (default {held_out}: held out from training seeds)")
     add_mode_flags(parser)
     parser.add_argument("--metric", default=HEADLINE_METRIC,
                         help=f"metric of the probability of improvement and the performance profile (default {HEADLINE_METRIC})")

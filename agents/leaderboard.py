@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import sys
@@ -29,7 +30,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from agents.headline import better_when_higher
-from agents.statistics import BOOTSTRAP_REPS, Interval, iqm
+from agents.statistics import BOOTSTRAP_REPS, Interval, iqm, probability_of_improvement
 
 EVALUATION_GLOB = "runs/*/*/evaluation.json"
 DEFAULT_OUT = Path("docs") / "leaderboard.md"
@@ -49,6 +50,7 @@ class Entry:
     detail: str
     constraint: tuple[str, float] | None = None
     constraint_mean: float = math.nan
+    improvement: Interval | None = None  # an agent's P(better than the board's best heuristic)
 
     @property
     def meets_constraint(self) -> bool:
@@ -103,7 +105,21 @@ def entries(records: Sequence[dict[str, Any]], best_only: bool = True) -> list[E
                             f"{ordered[0]['timesteps']:,} steps", constraints[(board, metric)]))
     if best_only:
         found = _best_per_algorithm(found)
-    return sorted(found, key=lambda e: (e.board, _rank_key(e)))
+    return _with_improvement(sorted(found, key=lambda e: (e.board, _rank_key(e))))
+
+
+def best_heuristic(members: Sequence[Entry]) -> Entry | None:
+    """The best-ranked heuristic of one board's ranked entries (None without heuristics)."""
+    return next((e for e in members if e.kind == "heuristic"), None)
+
+
+def _with_improvement(ranked: list[Entry]) -> list[Entry]:
+    """Each agent with its probability of improvement over its board's best heuristic (rliable,
+    paired on the evaluation seeds; lower-is-better metrics compared negated)."""
+    best = {board: best_heuristic([e for e in ranked if e.board == board]) for board in {e.board for e in ranked}}
+    return [dataclasses.replace(e, improvement=probability_of_improvement(
+                e.scores, best[e.board].scores, better_when_higher(e.metric)))
+            if e.kind == "agent" and best[e.board] is not None else e for e in ranked]
 
 
 def agent_label(record: dict[str, Any]) -> str:
@@ -123,10 +139,12 @@ def write_board(records: Sequence[dict[str, Any]], out: Path, *, best_only: bool
     with open(out.with_suffix(".csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["board", "metric", "policy", "kind", "iqm", "ci_low", "ci_high", "runs", "tasks",
-                         "constraint", "constraint_mean", "meets_constraint"])
+                         "constraint", "constraint_mean", "meets_constraint", "poi_vs_best_heuristic", "poi_low",
+                         "poi_high"])
         writer.writerows([e.board, e.metric, e.policy, e.kind, e.interval.value, e.interval.low, e.interval.high,
                           e.interval.runs, e.interval.tasks, _constraint_text(e.constraint), e.constraint_mean,
-                          e.meets_constraint] for e in found)
+                          e.meets_constraint, *((e.improvement.value, e.improvement.low, e.improvement.high)
+                                                if e.improvement is not None else ("", "", ""))] for e in found)
     if found:
         plot(found).savefig(out.with_suffix(".png"), dpi=120)
     return found
@@ -144,18 +162,21 @@ def markdown(found: Sequence[Entry], title: str, sources: Sequence[str]) -> str:
     for board in dict.fromkeys(e.board for e in found):
         members = [e for e in found if e.board == board]
         metric, constraint = members[0].metric, members[0].constraint
+        heuristic = best_heuristic(members)
+        poi = f"PoI vs {heuristic.policy}" if heuristic is not None else "PoI"
         lines += [f"## {board}: {metric} ({'higher' if better_when_higher(metric) else 'lower'} is better)", "",
-                  f"Evaluation seeds: {members[0].interval.tasks} per run."]
+                  f"Evaluation seeds: {members[0].interval.tasks} per run. {poi}: an agent's probability of "
+                  "improvement over the best heuristic [95% CI], paired on the evaluation seeds."]
         if constraint is None:
-            lines += ["", "| rank | policy | kind | IQM [95% CI] | runs | detail |", "|---:|---|---|---:|---:|---|"]
-            lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {e.interval.runs} | {e.detail} |"
-                      for rank, e in enumerate(members, 1)]
+            lines += ["", f"| rank | policy | kind | IQM [95% CI] | {poi} | runs | detail |", "|---:|---|---|---:|---:|---:|---|"]
+            lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {_improvement_text(e)} | {e.interval.runs} "
+                      f"| {e.detail} |" for rank, e in enumerate(members, 1)]
         else:
             lines += [f"Target: mean {_constraint_text(constraint)}; a policy missing it (marked *missed*) ranks below "
                       "every policy meeting it.", "",
-                      f"| rank | policy | kind | IQM [95% CI] | mean {constraint[0]} | runs | detail |",
-                      "|---:|---|---|---:|---:|---:|---|"]
-            lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {e.constraint_mean:.4g}"
+                      f"| rank | policy | kind | IQM [95% CI] | {poi} | mean {constraint[0]} | runs | detail |",
+                      "|---:|---|---|---:|---:|---:|---:|---|"]
+            lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {_improvement_text(e)} | {e.constraint_mean:.4g}"
                       f"{'' if e.meets_constraint else ' *missed*'} | {e.interval.runs} | {e.detail} |"
                       for rank, e in enumerate(members, 1)]
         lines.append("")
@@ -196,6 +217,10 @@ def _rank_key(entry: Entry) -> tuple[bool, float]:
     if math.isnan(value):
         return not entry.meets_constraint, math.inf
     return not entry.meets_constraint, -value if better_when_higher(entry.metric) else value
+
+
+def _improvement_text(entry: Entry) -> str:
+    return "" if entry.improvement is None else str(entry.improvement)
 
 
 def _constraint_text(constraint: tuple[str, float] | None) -> str:

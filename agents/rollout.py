@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -13,16 +14,25 @@ import torch
 
 import envs  # noqa: F401  (registers the IDs)
 from baselines import make as make_policy
+from simulator.outcome import RequestOutcome
 
 PolicyLike = Any  # anything with SB3's predict(observation, state, episode_start, deterministic)
 
 
-def run_episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool = True) -> dict[str, float]:
-    """One episode from ``env.reset(seed=seed)``; returns the env's episode metrics plus
-    ``return`` (sum of rewards), ``steps`` and ``invalid_actions``. ``deterministic=False``
-    samples a trained policy's actions, from torch's generator seeded with ``seed`` for the
-    episode (the caller's generator state is restored after), so the episode repeats bit for
-    bit; heuristics ignore the flag."""
+@dataclass(frozen=True)
+class Episode:
+    """One finished episode: the env's episode metrics plus ``return``, ``steps`` and
+    ``invalid_actions``; every request's outcome (the last step's ``info["episode_outcomes"]``)."""
+
+    metrics: dict[str, float]
+    outcomes: tuple[RequestOutcome, ...]
+
+
+def play_episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool = True) -> Episode:
+    """One episode from ``env.reset(seed=seed)``. ``deterministic=False`` samples a trained
+    policy's actions, from torch's generator seeded with ``seed`` for the episode (the caller's
+    generator state is restored after), so the episode repeats bit for bit; heuristics ignore
+    the flag."""
     if deterministic:
         return _episode(env, policy, seed, deterministic=True)
     with torch.random.fork_rng():
@@ -30,7 +40,13 @@ def run_episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool
         return _episode(env, policy, seed, deterministic=False)
 
 
-def _episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool) -> dict[str, float]:
+def run_episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool = True) -> dict[str, float]:
+    """``play_episode``'s metrics: the env's episode metrics plus ``return`` (sum of rewards),
+    ``steps`` and ``invalid_actions``."""
+    return play_episode(env, policy, seed, deterministic).metrics
+
+
+def _episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool) -> Episode:
     obs, _ = env.reset(seed=seed)
     if hasattr(policy, "reset"):
         policy.reset()
@@ -51,7 +67,20 @@ def _episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool) -
         if terminated or truncated:
             metrics = dict(info["episode_metrics"])
             metrics.update({"return": total, "steps": float(steps), "invalid_actions": float(invalid)})
-            return metrics
+            return Episode(metrics, info["episode_outcomes"])
+
+
+def play_episodes(
+    policy_factory: Callable[[gym.Env], PolicyLike] | str,
+    env_id: str,
+    seeds: Sequence[int],
+    **env_kwargs: Any,
+) -> list[Episode]:
+    """One episode per seed. ``policy_factory`` is a baseline name or a function env -> policy
+    (for a saved model: ``lambda env: MaskablePPO.load(path)``)."""
+    env = gym.make(env_id, **env_kwargs)
+    policy = make_policy(policy_factory, env) if isinstance(policy_factory, str) else policy_factory(env)
+    return [play_episode(env, policy, seed) for seed in seeds]
 
 
 def evaluate(
@@ -60,11 +89,8 @@ def evaluate(
     seeds: Sequence[int],
     **env_kwargs: Any,
 ) -> list[dict[str, float]]:
-    """Metrics of one episode per seed. ``policy_factory`` is a baseline name or a function
-    env -> policy (for a saved model: ``lambda env: MaskablePPO.load(path)``)."""
-    env = gym.make(env_id, **env_kwargs)
-    policy = make_policy(policy_factory, env) if isinstance(policy_factory, str) else policy_factory(env)
-    return [run_episode(env, policy, seed) for seed in seeds]
+    """Metrics of one episode per seed (``play_episodes``' metrics)."""
+    return [episode.metrics for episode in play_episodes(policy_factory, env_id, seeds, **env_kwargs)]
 
 
 def _takes_masks(policy: PolicyLike) -> bool:

@@ -33,7 +33,7 @@ import baselines
 from agents.callbacks import AgentPolicy
 from agents.evaluate import load_agent
 from agents.headline import better_when_higher, headline_values
-from agents.rollout import PolicyLike, run_episode
+from agents.rollout import PolicyLike, play_episode
 from agents.sweep_config import Cell, SweepConfig, searched
 from agents.train import make_env, train
 
@@ -110,10 +110,9 @@ def episode_rows(env: gym.Env, policy: PolicyLike, metric: str, seeds: Sequence[
     """One row per seed: the episode's metrics, its seed and the headline ``metric``."""
     rows = []
     for seed in seeds:
-        episode = run_episode(env, policy, seed)
-        cluster = env.unwrapped.cluster
-        rows.append({**episode, **headline_values([metric], episode, cluster.outcomes, cluster.events.now_s),
-                     "seed": float(seed)})
+        episode = play_episode(env, policy, seed)
+        values = headline_values([metric], episode.metrics, episode.outcomes, episode.metrics["duration_s"])
+        rows.append({**episode.metrics, **values, "seed": float(seed)})
     return rows
 
 

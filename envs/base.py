@@ -10,9 +10,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.frame import cluster_frame
 from envs.observation import InstanceFeatures, instance_fields
 from envs.presets import make_scenario
-from envs.rewards import REWARDS, RewardFunction
+from envs.rewards import RewardFunction, make_reward
 from envs.scenario import Scenario
 from envs.schema import Entry, MaskPart, ObservationSchema
 from simulator.cluster import Cluster
@@ -37,7 +38,7 @@ class ServingEnv(gym.Env):
     the cluster through its public methods, ``Cluster.version``).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     env_id: ClassVar[str] = ""  # the registered ID, e.g. "servegym/Routing-v0"
 
     def __init__(
@@ -45,20 +46,21 @@ class ServingEnv(gym.Env):
         scenario: str | Scenario = "default",
         *,
         reward: str = "slo",
+        reward_kwargs: dict[str, Any] | None = None,
         strict: bool = False,
         invalid_action_penalty: float = 1.0,
         render_mode: str | None = None,
         **overrides: Any,
     ) -> None:
+        if not isinstance(scenario, (str, Scenario)):
+            raise ValueError(f"scenario must be a scenario name or a Scenario, got {scenario!r}")
         self.scenario = make_scenario(scenario, **overrides) if isinstance(scenario, str) else scenario.with_overrides(**overrides)
-        if reward not in REWARDS:
-            raise ValueError(f"unknown reward {reward!r}; known: {sorted(REWARDS)}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"unknown render_mode {render_mode!r}; known: ['ansi']")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"unknown render_mode {render_mode!r}; known: {self.metadata['render_modes']}")
         if not invalid_action_penalty >= 0:
             raise ValueError(f"invalid_action_penalty must be >= 0, got {invalid_action_penalty}")
         self.reward_name = reward
-        self.reward_fn: RewardFunction = REWARDS[reward](self.scenario)
+        self.reward_fn: RewardFunction = make_reward(reward, self.scenario, **(reward_kwargs or {}))
         self.strict = strict
         self.invalid_action_penalty = invalid_action_penalty
         self.render_mode = render_mode
@@ -78,6 +80,7 @@ class ServingEnv(gym.Env):
             }
         )
         self.cluster: Cluster | None = None
+        self._episode_over = False
         self._seen = 0
         self._arrival_times_s: list[float] = []
         self._mask: np.ndarray | None = None
@@ -158,6 +161,7 @@ class ServingEnv(gym.Env):
         self.cluster.submit(requests)
         self._arrival_times_s = [request.arrival_s for request in self.cluster.submitted_requests]
         self._seen = 0
+        self._episode_over = False
         self.reward_fn.reset(self.cluster)
         self.on_reset()
         self.advance()
@@ -168,7 +172,9 @@ class ServingEnv(gym.Env):
 
     def step(self, action: Any):
         if self.cluster is None:
-            raise RuntimeError("call reset() before step()")
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._episode_over:
+            raise gym.error.ResetNeeded("the episode has ended (truncated=True was returned); call reset() before step()")
         if not self.action_space.contains(action):
             raise ValueError(f"action {action!r} is outside the action space {self.action_space}")
         mask = self.action_masks()
@@ -189,6 +195,8 @@ class ServingEnv(gym.Env):
         info["invalid_action"] = not valid
         if done:
             info["episode_metrics"] = self.episode_metrics()
+            info["episode_outcomes"] = tuple(self.cluster.outcomes)
+            self._episode_over = True
         terminated = False
         return self.observation(), float(reward), terminated, done, info
 
@@ -220,9 +228,14 @@ class ServingEnv(gym.Env):
         )
         return {k: float(v) for k, v in flat_metrics(summary).items() if isinstance(v, (int, float))}
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi" or self.cluster is None:
+    def render(self) -> str | np.ndarray | None:
+        """``ansi``: a text table of the instances; ``rgb_array``: ``envs.frame.cluster_frame``'s
+        picture of the same state (for ``RecordVideo`` and SB3's video tools); None otherwise."""
+        if self.cluster is None or self.render_mode is None:
             return None
+        if self.render_mode == "rgb_array":
+            return cluster_frame(self.cluster, self.slot_instance_ids(), self.scenario.max_instances,
+                                 self.scenario.episode_requests)
         lines = [f"t={self.cluster.events.now_s:9.3f} s  cost=${self.cluster.cost_usd():.4f}  "
                  f"done={len(self.cluster.outcomes)}/{self.scenario.episode_requests}",
                  f"{'id':>3} {'gpu':<11}{'role':<11}{'state':<9}{'wait':>5}{'run':>5}{'swap':>5}{'kv%':>6}"]

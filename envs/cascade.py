@@ -10,7 +10,6 @@ from gymnasium import spaces
 
 from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, arrived_field, cost_rate_field, count_field, instance_fields_doc
-from envs.rewards import EpisodeQualityReward, EpisodeSLOQualityReward, LatencyConstrainedQualityReward, QualityReward
 from envs.schema import (
     IDENTITY,
     Block,
@@ -29,8 +28,7 @@ from simulator.instance_arrays import RUNNING, WAITING
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
 BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
 ACTION_MODES = ("thresholds", "gear", "continuous")
-QUALITY_REWARDS = {"quality": QualityReward, "quality_episode": EpisodeQualityReward,
-                   "slo_quality_episode": EpisodeSLOQualityReward}
+QUALITY_REWARDS = ("quality", "quality_episode", "slo_quality_episode")  # take quality_min, penalty_mu, kind, difficulty_mean
 
 
 def cascade_context(
@@ -154,7 +152,8 @@ class CascadeEnv(ServingEnv):
     ## Episode end
     Truncated at the end of the interval in which the last of the ``episode_requests``
     requests was accepted or rejected; never terminated. The last step's
-    ``info["episode_metrics"]`` holds the summary (``quality_mean`` included).
+    ``info["episode_metrics"]`` holds the summary (``quality_mean`` included) and
+    ``info["episode_outcomes"]`` every request's outcome.
 
     ## Arguments
     ``scenario`` (name or ``Scenario`` with a ``cascade`` of at least two models, each served by
@@ -163,7 +162,8 @@ class CascadeEnv(ServingEnv):
     threshold vectors, required for and only for ``action="gear"``), ``quality_kind``, ``difficulty_mean`` (δ of
     the difficulty model; ``TRACE_DIFFICULTY_MEAN`` has cascadia.txt's traces), ``quality_min``,
     ``quality_penalty_mu``, ``latency_max_s``, ``latency_penalty_nu``, ``judge_latency_s``, ``entry_stages``,
-    ``min_queue_lengths``, ``max_queue_wait_s``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``, and scenario /
+    ``min_queue_lengths``, ``max_queue_wait_s``, ``reward``, ``strict``, ``invalid_action_penalty``,
+    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), and scenario /
     workload overrides.
 
     ## Scenarios
@@ -209,14 +209,13 @@ class CascadeEnv(ServingEnv):
         self.gears = [] if gears is None else [tuple(float(h) for h in gear) for gear in gears]
         if action == "gear" and not self.gears:
             raise ValueError("action='gear' needs at least one gear")
-        super().__init__(scenario, reward=reward, **kwargs)
+        reward_kwargs = dict(kwargs.pop("reward_kwargs", None) or {})
         if reward in QUALITY_REWARDS:
-            reward_class = QUALITY_REWARDS[reward]
-            self.reward_fn = reward_class(self.scenario, quality_min=quality_min, penalty_mu=quality_penalty_mu,
-                                           kind=quality_kind, difficulty_mean=difficulty_mean)
+            reward_kwargs.update(quality_min=quality_min, penalty_mu=quality_penalty_mu, kind=quality_kind,
+                                 difficulty_mean=difficulty_mean)
         elif reward == "quality_latency":
-            self.reward_fn = LatencyConstrainedQualityReward(self.scenario, latency_max_s=latency_max_s,
-                                                             penalty_nu=latency_penalty_nu)
+            reward_kwargs.update(latency_max_s=latency_max_s, penalty_nu=latency_penalty_nu)
+        super().__init__(scenario, reward=reward, reward_kwargs=reward_kwargs, **kwargs)
         self.models = self.scenario.cascade
         self._check_cascade()
         self.max_queue_wait_s = self.scenario.control_interval_s if max_queue_wait_s is None else max_queue_wait_s

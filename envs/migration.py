@@ -147,12 +147,13 @@ class MigrationEnv(ServingEnv):
 
     ## Episode end
     Truncated once every request has arrived and finished; never terminated. The last
-    step's ``info["episode_metrics"]`` holds the episode summary; every ``info`` carries the
+    step's ``info["episode_metrics"]`` holds the episode summary and ``info["episode_outcomes"]``
+    every request's outcome; every ``info`` carries the
     cluster's ``migrations_started`` / ``migrations_done`` / ``migrations_aborted``.
 
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``mode``, ``migration_interval_s`` (periodic mode),
-    ``router``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode="ansi"``,
+    ``router``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``),
     scenario / workload overrides as keywords.
 
     ## Scenarios

@@ -71,6 +71,7 @@ and from the cluster's cost, so a reward is never credited twice:
 from __future__ import annotations
 
 import heapq
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -442,3 +443,32 @@ REWARDS: dict[str, type[RewardFunction]] = {
     "quality_episode": EpisodeQualityReward, "slo_quality_episode": EpisodeSLOQualityReward,
     "quality_latency": LatencyConstrainedQualityReward,
 }
+
+
+def make_reward(name: str, scenario: Scenario, **reward_kwargs: Any) -> RewardFunction:
+    """The reward ``name`` of ``REWARDS`` for ``scenario``, built with its own keyword arguments
+    (e.g. ``cost``'s ``reference_tokens_per_usd``, ``quality``'s ``quality_min``); the one place
+    an environment's reward is made. An unknown name or argument raises ``ValueError``."""
+    if name not in REWARDS:
+        raise ValueError(f"unknown reward {name!r}; known: {sorted(REWARDS)}")
+    reward_class = REWARDS[name]
+    accepted = _init_arguments(reward_class)
+    unknown = sorted(set(reward_kwargs) - set(accepted))
+    if unknown:
+        raise ValueError(f"reward {name!r} takes no argument(s) {unknown}; it takes: {accepted}")
+    return reward_class(scenario, **reward_kwargs)
+
+
+def _init_arguments(reward_class: type[RewardFunction]) -> list[str]:
+    """The keyword arguments ``reward_class(scenario, ...)`` takes; an ``__init__`` passing
+    ``**kwargs`` on takes its bases' too."""
+    accepted: list[str] = []
+    for klass in reward_class.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        parameters = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        accepted += [p.name for p in parameters if p.name not in ("self", "scenario", *accepted)
+                     and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            break
+    return accepted

@@ -11,9 +11,6 @@ from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, TOKEN_SCALE, arrived_field, cost_rate_field, flag_field, instance_fields_doc
 from envs.schema import ONE_HOT, Entry, Field, MaskPart, observation_tables, ratio, with_observation_tables
 from simulator.cluster import Decision
-from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, ROLE, ROLE_CODES
-
-SERVING = LIFECYCLE_CODES["serving"]
 
 
 def routing_context(num_tiers: int, max_instances: int, episode_requests: int) -> tuple[Entry, ...]:
@@ -66,11 +63,12 @@ class RoutingEnv(ServingEnv):
     ## Episode end
     Truncated after the scenario's ``episode_requests`` arrivals have been routed and every
     request has finished; never terminated. The last step's ``info["episode_metrics"]`` holds
-    the episode summary (TTFT/TBT/E2E percentiles, SLO attainment, goodput, cost, ...).
+    the episode summary (TTFT/TBT/E2E percentiles, SLO attainment, goodput, cost, ...) and
+    ``info["episode_outcomes"]`` every request's outcome (``simulator.outcome.RequestOutcome``).
 
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``reward``, ``strict``, ``invalid_action_penalty``,
-    ``render_mode="ansi"``, and scenario / workload overrides as keywords (e.g. ``rate_rps``).
+    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), and scenario / workload overrides as keywords (e.g. ``rate_rps``).
 
     ## Scenarios
     ``default``, ``multitier``, ``pascal``, ``cauchy`` (see ``envs.presets.scenario_names()``).
@@ -107,14 +105,8 @@ class RoutingEnv(ServingEnv):
         decision = self._decision
         if decision is None:
             return mask
-        arrays, count = self.cluster.arrays, len(self.cluster.instances)
-        excluded = ROLE_CODES["decode"] if decision.kind == "route" else ROLE_CODES["prefill"]
-        table = arrays.table[:count]
-        valid = (table[:, LIFECYCLE] == SERVING) & (table[:, ROLE] != excluded)
-        model = decision.seq.request.model
-        if model is not None:
-            valid &= np.array([instance.model.name == model for instance in self.cluster.instances.values()])
-        mask[:count] = valid
+        valid = self.cluster.accepting(decision.seq, new_request=decision.kind == "route")
+        mask[:valid.size] = valid
         return mask
 
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:

@@ -11,7 +11,6 @@ from gymnasium import spaces
 
 from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, arrived_field, cost_rate_field, count_field, instance_fields_doc
-from envs.rewards import CostReward
 from envs.scenario import ScalingUnit
 from envs.schema import (
     IDENTITY,
@@ -121,14 +120,15 @@ class ScalingEnv(ServingEnv):
 
     ## Episode end
     Truncated at the end of the window in which the last of the ``episode_requests`` requests
-    ended; never terminated. The last step's ``info["episode_metrics"]`` holds the summary.
+    ended; never terminated. The last step's ``info["episode_metrics"]`` holds the summary,
+    ``info["episode_outcomes"]`` every request's outcome.
 
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``action`` (``"per_kind"`` or ``"one_unit"``),
     ``scaling_window_s`` (seconds; default the scenario's ``control_interval_s``, e.g. 120 s,
     the autoscaler window of cauchy.txt §3.5, for ``cauchy``), ``reward``,
     ``reference_tokens_per_usd`` and ``waiting_potential`` (``cost`` reward only), ``strict``, ``invalid_action_penalty``,
-    ``render_mode="ansi"``, and scenario / workload overrides as keywords (e.g.
+    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), and scenario / workload overrides as keywords (e.g.
     ``gpu_inventory``, ``max_instances``, ``rate_rps``).
 
     ## Scenarios
@@ -155,12 +155,13 @@ class ScalingEnv(ServingEnv):
         self.action_mode = action
         if scaling_window_s is not None and not (scaling_window_s > 0 and math.isfinite(scaling_window_s)):
             raise ValueError(f"scaling_window_s must be positive and finite, got {scaling_window_s!r}")
-        super().__init__(scenario, reward=reward, **kwargs)
+        reward_kwargs = dict(kwargs.pop("reward_kwargs", None) or {})
         if reference_tokens_per_usd is not None or waiting_potential != 0.0:
             if reward != "cost":
                 raise ValueError(f"reference_tokens_per_usd and waiting_potential apply to reward='cost' only, "
                                  f"got reward={reward!r}")
-            self.reward_fn = CostReward(self.scenario, reference_tokens_per_usd, waiting_potential)
+            reward_kwargs.update(reference_tokens_per_usd=reference_tokens_per_usd, waiting_potential=waiting_potential)
+        super().__init__(scenario, reward=reward, reward_kwargs=reward_kwargs, **kwargs)
         self.scaling_window_s = float(scaling_window_s or self.scenario.control_interval_s)
         self.units: tuple[ScalingUnit, ...] = self.scenario.scaling_units()
         self.kind_names = tuple(u.name for u in self.units)

@@ -18,17 +18,17 @@ from simulator.instance import InstanceConfig, Role
 from simulator.metrics import QoETargets
 from simulator.request import SLO, Request
 from simulator.workloads import (
+    ARRIVAL_PROCESSES,
     LENGTH_SAMPLER_NAMES,
-    GammaArrivals,
-    PoissonArrivals,
-    ServeGenRateArrivals,
+    arrival_process,
+    check_arrival_options,
     generate_requests,
     length_sampler,
     load_azure_trace,
     sample_tiers,
 )
 
-ARRIVALS = ("poisson", "gamma", "servegen", "azure_conv", "azure_code")
+TRACE_ARRIVALS = ("azure_conv", "azure_code")  # replayed from the Azure 2023 trace, not drawn
 TRACE_LENGTHS = "trace"  # with Azure arrivals: the trace's own lengths
 
 
@@ -78,9 +78,12 @@ class InstanceGroup:
 class Workload:
     """The request stream of one episode.
 
-    ``arrival``: ``poisson`` or ``gamma`` (with ``cv``) at ``rate_rps``; ``servegen`` (the pooled
-    ServeGen day, scaled to mean ``rate_rps``); ``azure_conv`` / ``azure_code`` (the real Azure
-    2023 trace's arrival times rescaled to ``rate_rps``, as cauchy.txt §4.1 does). ``lengths``
+    ``arrival``: a registered arrival process (``simulator.workloads.ARRIVAL_PROCESSES``:
+    ``poisson`` or ``gamma`` (with ``cv``) at ``rate_rps``; ``servegen``, the pooled ServeGen day
+    scaled to mean ``rate_rps``; ``piecewise``, the rates of ``arrival_options`` ``boundaries_s``
+    / ``rates_rps``; more through ``register_arrival_process``), built with ``arrival_options``;
+    or ``azure_conv`` / ``azure_code`` (the real Azure 2023 trace's arrival times rescaled to
+    ``rate_rps``, as cauchy.txt §4.1 does). ``lengths``
     names a length sampler (``simulator.workloads.LENGTH_SAMPLER_NAMES``); with Azure arrivals
     ``"trace"`` keeps the trace's own lengths.
     ``slo_by_tier[k]`` is tier k's targets (one entry serves every tier); a mapping such as
@@ -91,6 +94,7 @@ class Workload:
     arrival: str = "poisson"
     rate_rps: float = 10.0
     cv: float = 1.0
+    arrival_options: dict[str, Any] = field(default_factory=dict)
     lengths: str = "sharegpt"
     lengths_options: dict[str, Any] = field(default_factory=dict)
     priorities: str | None = None
@@ -98,10 +102,18 @@ class Workload:
     slo_by_tier: tuple[SLO, ...] = (SLO(),)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.arrival, str) or self.arrival not in ARRIVALS:
-            raise ValueError(f"unknown arrival {self.arrival!r}; known: {list(ARRIVALS)}")
+        known_arrivals = [*ARRIVAL_PROCESSES, *TRACE_ARRIVALS]
+        if not isinstance(self.arrival, str) or self.arrival not in known_arrivals:
+            raise ValueError(f"unknown arrival {self.arrival!r}; known: {known_arrivals}")
         _number("rate_rps", self.rate_rps, positive=True)
         _number("cv", self.cv, positive=True)
+        _of_type("arrival_options", self.arrival_options, Mapping, "a mapping of arrival-process options")
+        if self.arrival in TRACE_ARRIVALS:
+            if self.arrival_options:
+                raise ValueError(f"arrival {self.arrival!r} replays a trace and takes no arrival_options, "
+                                 f"got {dict(self.arrival_options)}")
+        else:
+            check_arrival_options(self.arrival, dict(self.arrival_options))
         known_lengths = [*LENGTH_SAMPLER_NAMES, TRACE_LENGTHS]
         if not isinstance(self.lengths, str) or self.lengths not in known_lengths:
             raise ValueError(f"unknown lengths {self.lengths!r}; known: {known_lengths}")
@@ -125,7 +137,7 @@ class Workload:
 
     def sample(self, num_requests: int, rng: np.random.Generator) -> list[Request]:
         """``num_requests`` requests, the same for the same generator state."""
-        if self.arrival in ("azure_conv", "azure_code"):
+        if self.arrival in TRACE_ARRIVALS:
             requests = load_azure_trace(self.arrival, max_requests=num_requests, target_rate_rps=self.rate_rps)
             if len(requests) < num_requests:
                 raise ValueError(f"{self.arrival} has only {len(requests)} requests, {num_requests} asked")
@@ -140,12 +152,7 @@ class Workload:
             for request in requests:
                 request.slo = self.slo(request.tier)
             return requests
-        if self.arrival == "poisson":
-            arrivals = PoissonArrivals(self.rate_rps)
-        elif self.arrival == "gamma":
-            arrivals = GammaArrivals(self.rate_rps, self.cv)
-        else:
-            arrivals = ServeGenRateArrivals(mean_rate_rps=self.rate_rps)
+        arrivals = arrival_process(self.arrival, self.rate_rps, self.cv, **self.arrival_options)
         return generate_requests(
             arrivals, length_sampler(self.lengths, **self.lengths_options), num_requests, rng,
             priorities=self.priorities, num_tiers=self.num_tiers, slo=self.slo,
@@ -306,9 +313,9 @@ class Scenario:
 
     def with_overrides(self, **overrides: Any) -> Scenario:
         """A copy with fields replaced; workload fields (``rate_rps``, ``lengths``, ...) may be
-        given at top level. Unknown names raise."""
-        scenario_fields = {f.name for f in dataclasses.fields(Scenario)}
-        workload_fields = {f.name for f in dataclasses.fields(Workload)}
+        given at top level; a subclass's own fields too. Unknown names raise."""
+        scenario_fields = {f.name for f in dataclasses.fields(self)}
+        workload_fields = {f.name for f in dataclasses.fields(self.workload)}
         top = {k: v for k, v in overrides.items() if k in scenario_fields}
         work = {k: v for k, v in overrides.items() if k in workload_fields and k not in scenario_fields}
         unknown = set(overrides) - set(top) - set(work)

@@ -23,8 +23,6 @@ from envs.schema import (
     with_observation_tables,
 )
 from simulator.cluster import Cluster
-from simulator.instance import Lifecycle, Role
-from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, ROLE, ROLE_CODES
 from simulator.outcome import RequestOutcome
 from simulator.sequence import Sequence
 
@@ -38,16 +36,9 @@ def freest_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndar
     ``headroom_fractions`` (``envs.headroom.freeness_full``; from the cluster's arrays when it
     keeps them, else instance by instance); ties go to the lowest instance id."""
     fractions = check_headroom_fractions(headroom_fractions)
-    arrays = cluster.arrays
-    if arrays is None:
+    if cluster.arrays is None:
         return _freest_instance_by_instance(cluster, seq, fractions)
-    count = len(cluster.instances)
-    table = arrays.table[:count]
-    candidates = (table[:, LIFECYCLE] == LIFECYCLE_CODES["serving"]) & (table[:, ROLE] != ROLE_CODES["decode"])
-    model = seq.request.model
-    if model is not None:
-        candidates &= np.array([instance.model.name == model for instance in cluster.instances.values()])
-    ids = np.flatnonzero(candidates)
+    ids = np.flatnonzero(cluster.accepting(seq))
     if ids.size == 0:
         raise RuntimeError(f"no serving instance can take request {seq.request_id}")
     freeness = InstanceLoad(cluster, ids, len(fractions)).freeness_full(fractions)
@@ -56,12 +47,8 @@ def freest_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndar
 
 def _freest_instance_by_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndarray) -> int:
     best_id, best_freeness = -1, -math.inf
-    model = seq.request.model
-    for instance in cluster.instances.values():
-        if instance.lifecycle != Lifecycle.SERVING or instance.role == Role.DECODE:
-            continue
-        if model is not None and instance.model.name != model:
-            continue
+    for instance_id in np.flatnonzero(cluster.accepting(seq)).tolist():
+        instance = cluster.instances[instance_id]
         value = freeness_full(instance, headroom_fractions)
         if best_id < 0 or value > best_freeness:
             best_id, best_freeness = instance.instance_id, value
@@ -127,12 +114,13 @@ class TierEnv(ServingEnv):
 
     ## Episode end
     Truncated once every request of the episode has arrived and finished; never terminated.
-    The last step's ``info["episode_metrics"]`` holds the episode summary. ``info`` also
+    The last step's ``info["episode_metrics"]`` holds the episode summary and
+    ``info["episode_outcomes"]`` every request's outcome. ``info`` also
     carries ``headroom_fractions`` (the budgets in force).
 
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``continuous``, ``reward``, ``strict``,
-    ``invalid_action_penalty``, ``render_mode="ansi"``, scenario / workload overrides as
+    ``invalid_action_penalty``, ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), scenario / workload overrides as
     keywords (e.g. ``num_tiers=3, priorities="uniform", tier_weights=(4, 2, 1)``).
 
     ## Scenarios

@@ -52,11 +52,9 @@ from baselines.cascadeserve.model_switching import plan_model_switching  # noqa:
 from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, plan_gears  # noqa: E402
 from baselines.cascadeserve.policy import gear_env_options  # noqa: E402
 from baselines.cascadeserve.scenario_inputs import problem_for_scenario  # noqa: E402
-from envs.scenario import InstanceGroup, Scenario, Workload  # noqa: E402
+from envs.scenario import InstanceGroup, Scenario  # noqa: E402
 from envs.scenarios.cascadeserve import cascadeserve  # noqa: E402
 from experiments.headlines import Headline  # noqa: E402
-from simulator.request import Request  # noqa: E402
-from simulator.workloads import PiecewiseRateArrivals, generate_requests, length_sampler  # noqa: E402
 
 PAPER = {
     "gpu_savings": "2-3x fewer GPUs than the cheapest baseline for most latency-accuracy cells (§6.3, Fig. 7)",
@@ -68,20 +66,6 @@ PAPER = {
 WINDOW_S = 2.0
 BASELINES = ("static_cascade", "model_switching", "static_single")
 MIN_QUEUE_LENGTHS = tuple(range(1, 17))  # every length up to the profiles' largest batch
-
-
-@dataclass(frozen=True)
-class SpikyWorkload(Workload):
-    """Piecewise-constant Poisson arrivals (the simplified spiky trace of §6.4)."""
-
-    boundaries_s: tuple[float, ...] = (0.0,)
-    rates_rps: tuple[float, ...] = (10.0,)
-
-    def sample(self, num_requests: int, rng: np.random.Generator) -> list[Request]:
-        arrivals = PiecewiseRateArrivals(self.boundaries_s, self.rates_rps)
-        return generate_requests(
-            arrivals, length_sampler(self.lengths, **self.lengths_options), num_requests, rng, slo=self.slo(0)
-        )
 
 
 @dataclass(frozen=True)
@@ -103,8 +87,8 @@ QUICK = Config((2,), (0.5,), 20.0, 3, 5.0, (10.0, 50.0, 10.0), 40, 4.0)
 def spiky_scenario(config: Config) -> Scenario:
     base = cascadeserve()
     boundaries = tuple(config.segment_s * i for i in range(len(config.spike_rates_rps)))
-    workload = SpikyWorkload(**{f.name: getattr(base.workload, f.name) for f in dataclasses.fields(Workload)},
-                             boundaries_s=boundaries, rates_rps=config.spike_rates_rps)
+    workload = dataclasses.replace(base.workload, arrival="piecewise",  # the simplified spiky trace of §6.4
+                                   arrival_options={"boundaries_s": boundaries, "rates_rps": config.spike_rates_rps})
     expected = sum(r * config.segment_s for r in config.spike_rates_rps)
     return dataclasses.replace(base, workload=workload, episode_requests=int(expected * 0.98))
 
@@ -273,7 +257,7 @@ def run_spiky(config: Config, log: Any, tb_root: Path) -> dict[str, Any]:
             obs, _, terminated, truncated, info = system_env.step(act(obs))
             if terminated or truncated:
                 break
-        outcomes = [o for o in system_env.unwrapped.cluster.outcomes if o.completed]
+        outcomes = [o for o in info["episode_outcomes"] if o.completed]
         end_s = max(o.finish_s for o in outcomes)
         windows = []
         writer = SummaryWriter(log_dir=str(tb_root / name))

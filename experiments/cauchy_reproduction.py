@@ -56,8 +56,7 @@ import numpy as np  # noqa: E402
 from gymnasium.utils import seeding  # noqa: E402
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
-import baselines  # noqa: E402
-from agents.rollout import evaluate  # noqa: E402
+from agents.rollout import play_episodes  # noqa: E402
 from baselines.cauchy.combos import Combo  # noqa: E402
 from baselines.cauchy.deployment import combo_scenario  # noqa: E402
 from baselines.cauchy.goodput import combo_goodput_rps, combo_poisson_run, load_goodput_table  # noqa: E402
@@ -164,14 +163,8 @@ def combo_episode(workload: CauchyWorkload, plan: ComboPlan, router: str, seed: 
         workload.scenario, plan.combos(), rate_rps=workload.target_rps,
         episode_requests=settings.episode_requests(workload), **overrides,
     )
-    held: dict[str, Any] = {}
-
-    def factory(env):
-        held["env"] = env
-        return baselines.make(router, env)
-
-    (metrics,) = evaluate(factory, ROUTING, [seed], scenario=scenario)
-    return _metrics(metrics, list(held["env"].unwrapped.cluster.outcomes))
+    (episode,) = play_episodes(router, ROUTING, [seed], scenario=scenario)
+    return _metrics(episode.metrics, list(episode.outcomes))
 
 
 def melange_episode(workload: CauchyWorkload, plan: MelangePlan, seed: int, settings: Settings, **overrides: Any) -> dict[str, float]:

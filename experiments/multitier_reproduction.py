@@ -7,7 +7,7 @@ INFaaS cost routing (the ``infaas`` policy on Routing-v0) and vLLM's ``fcfs`` lo
 no migration. The K sweep adds **RR+vLLM** (Fig. 7's round-robin baseline) and the ablations
 (K = 4) split the global from the local effect: Llumnix dispatch without migration (Tier-v0
 with the paper's budgets), INFaaS with the Llumlet queue. Every episode runs through
-``agents.rollout.evaluate``, so the same policy code drives the envs, the tests and this.
+``agents.rollout.play_episodes``, so the same policy code drives the envs, the tests and this.
 
 Setups: every table, sweep and ablation runs the paper setup, the authors' stated run (a
 128-block KV pool of 16 tokens and a batch cap of 64 on each replica, ``setup_overrides``); two
@@ -61,8 +61,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
-import baselines  # noqa: E402
-from agents.rollout import evaluate  # noqa: E402
+from agents.rollout import play_episodes  # noqa: E402
 from envs.presets import make_scenario  # noqa: E402
 from envs.scenario import InstanceGroup  # noqa: E402
 from envs.scenarios.multitier import (  # noqa: E402
@@ -170,8 +169,7 @@ class Episode:
 
 
 def run_episode(episode: Episode) -> dict[str, Any]:
-    """One episode through ``agents.rollout.evaluate``; per-request arrays are read from the env
-    the policy factory was handed."""
+    """One episode through ``agents.rollout.play_episodes``; per-request arrays from its outcomes."""
     system = SYSTEMS[episode.system]
     base = make_scenario("multitier")
     overrides = setup_overrides(episode.setup, episode.system)
@@ -179,19 +177,14 @@ def run_episode(episode: Episode) -> dict[str, Any]:
         InstanceGroup(dataclasses.replace(group.config, scheduler=system.scheduler, **overrides), group.count)
         for group in base.instances
     )
-    held: dict[str, Any] = {}
-
-    def factory(env):
-        held["env"] = env
-        return baselines.make(system.policy, env)
-
-    (metrics,) = evaluate(
-        factory, system.env_id, [episode.seed], scenario="multitier", instances=instances,
+    (played,) = play_episodes(
+        system.policy, system.env_id, [episode.seed], scenario="multitier", instances=instances,
         num_tiers=episode.num_tiers, tier_weights=exponential_tier_weights(episode.num_tiers),
         priorities=episode.priorities, episode_requests=episode.episode_requests, rate_rps=episode.rate_rps,
         **dict(system.env_options),
     )
-    done = [o for o in held["env"].unwrapped.cluster.outcomes if o.completed]
+    metrics = played.metrics
+    done = [o for o in played.outcomes if o.completed]
     return {
         "tier": np.array([o.tier for o in done]),
         "instance": np.array([o.instance_id for o in done]),

@@ -42,8 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
-import baselines  # noqa: E402
-from agents.rollout import evaluate  # noqa: E402
+from agents.rollout import play_episodes  # noqa: E402
 from envs.presets import make_scenario  # noqa: E402
 from envs.scenario import InstanceGroup, Scenario  # noqa: E402
 from envs.scenarios.pascal import PASCAL_RATES_RPS  # noqa: E402
@@ -116,20 +115,13 @@ def system_instances(base: Scenario, system: System, memory_utilization: float |
 
 def run_episode(system: System, rate_rps: float, seed: int, episode_requests: int,
                 memory_utilization: float | None = None) -> tuple[dict[str, float], list[RequestOutcome]]:
-    """One episode through ``agents.rollout.evaluate``; the per-request outcomes are read from
-    the env the policy factory was handed."""
+    """One episode through ``agents.rollout.play_episodes``: its metrics and per-request outcomes."""
     base = make_scenario("pascal")
-    held: dict[str, Any] = {}
-
-    def factory(env):
-        held["env"] = env
-        return baselines.make(system.policy, env)
-
-    (metrics,) = evaluate(
-        factory, ROUTING, [seed], scenario="pascal", rate_rps=rate_rps, episode_requests=episode_requests,
+    (episode,) = play_episodes(
+        system.policy, ROUTING, [seed], scenario="pascal", rate_rps=rate_rps, episode_requests=episode_requests,
         instances=system_instances(base, system, memory_utilization),
     )
-    return metrics, list(held["env"].unwrapped.cluster.outcomes)
+    return episode.metrics, list(episode.outcomes)
 
 
 # ----------------------------------------------------------------------------- metrics

@@ -8,6 +8,10 @@ each ``main`` with ``--out <out>/<script>`` (and ``--quick`` when asked), turns 
 ``<out>/reproductions.md`` with ``--quick``, whose first line says the numbers are a smoke run.
 
     python -m experiments.reproductions [--quick] [--out results/reproductions] [--only NAME,...] [--reuse]
+        [--workers N] [--address auto|HOST:PORT]
+
+``--workers`` / ``--address`` (``simulator.fanout``) go to the scripts that fan out their
+episodes (those whose parser takes ``simulator.fanout.add_arguments``); the others run as before.
 
 ``--reuse`` rebuilds the page from the ``results.json`` files a previous run left under ``--out``
 (after a change to a script's ``headlines()``, or when the scripts were run one by one). A
@@ -27,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 
 from experiments.headlines import MAGNITUDE_FACTOR, Headline
+from simulator import fanout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = (
@@ -55,14 +60,24 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
-def run_script(name: str, out: Path, quick: bool, reuse: bool = False) -> tuple[list[Headline], float | None]:
+def fans_out(module: ModuleType) -> bool:
+    """Whether the script takes the runner's ``--workers`` / ``--address`` flags."""
+    return getattr(module, "add_arguments", None) is fanout.add_arguments
+
+
+def run_script(name: str, out: Path, quick: bool, reuse: bool = False, workers: int | None = None,
+               address: str | None = None) -> tuple[list[Headline], float | None]:
     """Run one script (or, with ``reuse``, read the ``results.json`` an earlier run left under
-    ``out``), and return its checked rows and wall seconds (None when reused)."""
+    ``out``), and return its checked rows and wall seconds (None when reused). ``workers`` and
+    ``address`` reach the scripts that fan out (``fans_out``); None keeps a script's default."""
     module = load_script(name)
     folder = out / name
     wall_s = None
     if not reuse:
         argv = ["--out", str(folder)] + (["--quick"] if quick else [])
+        if fans_out(module):
+            argv += [] if workers is None else [fanout.WORKERS_FLAG, str(workers)]
+            argv += [] if address is None else [fanout.ADDRESS_FLAG, address]
         started = time.perf_counter()
         status = module.main(argv)
         wall_s = time.perf_counter() - started
@@ -161,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", type=str, default=None, help="comma-separated script names (default: all seven)")
     parser.add_argument("--reuse", action="store_true",
                         help="build the page from the results.json files an earlier run left under --out, running nothing")
+    fanout.add_arguments(parser)
     args = parser.parse_args(argv)
+    fanout.check_workers(args.workers)
     names = list(SCRIPTS) if args.only is None else [n.strip() for n in args.only.split(",")]
     if not names or any(not n for n in names):
         raise ValueError(f"--only takes comma-separated script names, got {args.only!r}")
@@ -172,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     walls_s: dict[str, float | None] = {}
     for name in names:
         print(f"[reproductions] {name} ...", flush=True)
-        script_rows, walls_s[name] = run_script(name, args.out, args.quick, args.reuse)
+        script_rows, walls_s[name] = run_script(name, args.out, args.quick, args.reuse, args.workers, args.address)
         rows += script_rows
         wall = "reused" if walls_s[name] is None else f"{walls_s[name]:.0f} s"
         print(f"[reproductions] {name}: {len(script_rows)} rows, {sum(r.reproduced for r in script_rows)} reproduce, "

@@ -5,10 +5,13 @@ Example (Vidur's reference run)::
     python -m simulator --gpu A100-80GB --model Llama-2-7B --instances 4 --scheduler fcfs \\
         --rate 16 --prompt-tokens 512 --output-tokens 128 --requests 10000 --seed 42
 
-Requests longer than the model's context follow ``simulator.context`` (vLLM's rule): a prompt
-over it is rejected (``rejected_by_reason[exceeds_context]``), a longer output stops at it
-(counted as ``context_truncated``, printed under the table and written to the JSON file). Bad
-input prints one line ``python -m simulator: error: ...`` and exits with status 2.
+Synthetic requests are generated lazily and streamed into the cluster (``stream_requests``),
+so memory holds the requests in flight and the outcomes, not the whole workload. Requests
+longer than the model's context follow ``simulator.context`` (vLLM's rule, applied by the
+simulator): a prompt over it is rejected (``rejected_by_reason[exceeds_context]``), a longer
+output stops at it (counted as ``context_truncated``, printed under the table and written to
+the JSON file). Bad input prints one line ``python -m simulator: error: ...`` and exits with
+status 2.
 """
 
 from __future__ import annotations
@@ -17,25 +20,25 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterable
 
 import numpy as np
 
 from hardware.latency import DEFAULT_CPU_OVERHEAD_S
 from hardware.models import get_model
 from simulator.cluster import Cluster
-from simulator.context import fit_to_context
 from simulator.instance import InstanceConfig
 from simulator.metrics import format_table, summarize, to_json_dict
-from simulator.request import SLO
+from simulator.request import SLO, Request
 from simulator.schedulers import SCHEDULERS
 from simulator.workloads import (
     FixedLengths,
     GammaArrivals,
     PoissonArrivals,
-    generate_requests,
     length_sampler,
     load_azure_trace,
     load_trace_csv,
+    stream_requests,
 )
 
 
@@ -129,6 +132,7 @@ def _simulate(args: argparse.Namespace) -> int:
                          f"{args.model} (hardware/data/models.csv)")
     rng = np.random.default_rng(args.seed)
     slo = SLO(ttft_s=args.ttft_slo, tbt_s=args.tbt_slo)
+    requests: Iterable[Request]
     if args.trace:
         if args.trace in ("azure_code", "azure_conv"):
             requests = load_azure_trace(args.trace, max_requests=args.requests)
@@ -143,7 +147,7 @@ def _simulate(args: argparse.Namespace) -> int:
         else:
             lengths = length_sampler(args.lengths or "sharegpt")
         num_requests = 1000 if args.requests is None else args.requests
-        requests = generate_requests(arrivals, lengths, num_requests, rng, slo=slo)
+        requests = stream_requests(arrivals, lengths, num_requests, rng, slo=slo)
     overhead = {}
     if args.cpu_overhead_ms is not None:
         if not 0.0 <= args.cpu_overhead_ms < float("inf"):
@@ -153,7 +157,7 @@ def _simulate(args: argparse.Namespace) -> int:
     inventory: dict[str, int] = {}
     for gpu, count in pools:
         inventory[gpu] = inventory.get(gpu, 0) + count * args.tp * args.pp
-    cluster = Cluster(inventory)
+    cluster = Cluster(inventory, keep_sequences=False)
     for gpu, count in pools:
         for _ in range(count):
             cluster.deploy(
@@ -165,18 +169,14 @@ def _simulate(args: argparse.Namespace) -> int:
                 ),
                 ready_now=True,
             )
-    fit = fit_to_context(requests, context_tokens)
-    if not fit.served:
-        raise ValueError(f"every prompt exceeds the {context_tokens:,}-token context of {args.model}")
     started = time.perf_counter()
-    outcomes = cluster.run(fit.served)
+    outcomes = cluster.run(requests)
     wall_s = time.perf_counter() - started
-    duration_s = max([cluster.events.now_s, *(o.arrival_s for o in fit.rejected)])
-    summary = summarize([*outcomes, *fit.rejected], duration_s=duration_s, cost_usd=cluster.cost_usd())
-    counts = {"context_truncated": fit.truncated}
+    summary = summarize(outcomes, duration_s=cluster.events.now_s, cost_usd=cluster.cost_usd())
+    counts = {"context_truncated": cluster.context_truncated}
     print(format_table(summary, counts))
-    print(f"\nsimulated {len(requests)} requests ({cluster.events.now_s:.1f} simulated s) in {wall_s:.2f} wall s "
-          f"= {len(requests) / wall_s:,.0f} requests per wall-second")
+    print(f"\nsimulated {cluster.arrived} requests ({cluster.events.now_s:.1f} simulated s) in {wall_s:.2f} wall s "
+          f"= {cluster.arrived / wall_s:,.0f} requests per wall-second")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({**to_json_dict(summary), **counts}, handle, indent=2)

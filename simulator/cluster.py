@@ -9,15 +9,17 @@ placement at ``</think>``, pascal.txt §IV-B).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence as SequenceOf
+from collections.abc import Callable, Iterable, Iterator, Sequence as SequenceOf
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from hardware.gpus import get_gpu
 from hardware.latency import kv_transfer_time_s, weight_load_time_s
 from simulator.events import EventQueue
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
-from simulator.instance_arrays import InstanceArrays
+from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, ROLE, ROLE_CODES, InstanceArrays
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.outcome import RequestOutcome
 from simulator.pipeline import create_instance
@@ -85,6 +87,7 @@ class Cluster:
         coalesce: bool = True,
         record_token_curves: bool = False,
         track_arrays: bool = False,
+        keep_sequences: bool = True,
     ) -> None:
         for gpu, count in gpu_inventory.items():
             get_gpu(gpu)
@@ -110,9 +113,14 @@ class Cluster:
         ``track_arrays=True``; indexed by instance id."""
         self.outcomes: list[RequestOutcome] = []
         self.arrived = 0
-        self.arrived_sequences: list[Sequence] = []  # every arrival's live state, in arrival order
-        self._requests: SequenceOf[Request] = ()
-        self._next_request = 0
+        self.keep_sequences = keep_sequences
+        self.arrived_sequences: list[Sequence] = []
+        """Every arrival's live state, in arrival order (none with ``keep_sequences=False``, so that
+        memory holds only the requests in flight and the outcomes)."""
+        self._requests: SequenceOf[Request] | None = ()
+        self._stream: Iterator[Request] = iter(())
+        self._scheduled = 0
+        self._latest_arrival_s = -1.0
         self._decision: Decision | None = None
         self._decisions_behind: list[Decision] = []  # phase changes that came with another one
         self._next_id = 0
@@ -184,21 +192,50 @@ class Cluster:
         self._cost_closed_usd += held_s * config.num_gpus * instance.gpu.price_per_second_usd
         self._stopped_at_s[instance.instance_id] = self.events.now_s
 
+    @staticmethod
+    def _refusal(instance: Instance, seq: Sequence) -> str:
+        """Why ``accepting`` refuses ``seq`` on ``instance`` (for the error message)."""
+        if instance.lifecycle != Lifecycle.SERVING:
+            return f"instance {instance.instance_id} is {instance.lifecycle.value}, not serving"
+        if instance.role == Role.DECODE:
+            return f"instance {instance.instance_id} is decode-only and cannot take new requests"
+        return f"instance {instance.instance_id} serves {instance.model.name}, request needs {seq.request.model}"
+
     def _instance(self, instance_id: int) -> Instance:
         if instance_id not in self.instances:
             raise ValueError(f"unknown instance {instance_id}; known: {sorted(self.instances)}")
         return self.instances[instance_id]
 
+    @property
+    def context_truncated(self) -> int:
+        """Requests whose output was capped at their model's context (``simulator.context``),
+        over every instance deployed so far."""
+        return sum(instance.context_truncated for instance in self.instances.values())
+
     def active_instances(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.lifecycle != Lifecycle.STOPPED]
 
+    def accepting(self, seq: Sequence | None = None, *, new_request: bool = True) -> np.ndarray:
+        """Which instances (a bool per instance id) can take a request now: serving, not
+        decode-only for a new request (``new_request=False``, a request moving to answer after
+        reasoning: not prefill-only), and of the request's model when ``seq`` names one. The
+        one rule behind ``dispatch``, ``routable_ids`` and the envs' masks; read from the
+        instance arrays when the cluster keeps them."""
+        excluded = Role.DECODE if new_request else Role.PREFILL
+        if self.arrays is not None:
+            table = self.arrays.table[:len(self.instances)]
+            ok = (table[:, LIFECYCLE] == LIFECYCLE_CODES[Lifecycle.SERVING.value]) & (table[:, ROLE] != ROLE_CODES[excluded.value])
+        else:
+            ok = np.array([i.lifecycle == Lifecycle.SERVING and i.role != excluded for i in self.instances.values()],
+                          dtype=bool)
+        model = None if seq is None else seq.request.model
+        if model is not None:
+            ok &= np.array([i.model.name == model for i in self.instances.values()], dtype=bool)
+        return ok
+
     def routable_ids(self) -> list[int]:
         """Serving instances that take new requests (prefill-capable: not decode-only)."""
-        return [
-            i.instance_id
-            for i in self.instances.values()
-            if i.lifecycle == Lifecycle.SERVING and i.role != Role.DECODE
-        ]
+        return np.flatnonzero(self.accepting()).tolist()
 
     def cost_usd(self) -> float:
         """Σ GPUs × price × time held, starting and draining included, up to now."""
@@ -218,29 +255,43 @@ class Cluster:
         return self._cost_rate_usd_per_s
 
     # ----------------------------------------------------------------- requests
-    def submit(self, requests: SequenceOf[Request]) -> None:
-        """Feed a request stream (sorted by arrival); replaces any stream not yet arrived."""
-        previous = -1.0
-        for request in requests:
-            if request.arrival_s < previous:
-                raise ValueError(f"requests must be sorted by arrival; request {request.request_id} arrives at "
-                                 f"{request.arrival_s} s after {previous} s")
-            previous = request.arrival_s
-            _validate_request(request)
-        self._requests = requests
-        self._next_request = 0
+    def submit(self, requests: Iterable[Request]) -> None:
+        """Feed requests sorted by arrival; replaces any not yet arrived. A list (any sequence)
+        is checked whole now; any other iterable is a stream, read one request ahead of the
+        clock and checked as each is read (same errors), so it may be longer than memory."""
+        self._latest_arrival_s = -1.0
+        if isinstance(requests, SequenceOf):
+            for request in requests:
+                self._check_next(request)
+            self._requests = requests
+        else:
+            self._requests = None
+        self._stream = iter(requests)
+        self._scheduled = 0
         self._schedule_next_arrival()
 
+    def _check_next(self, request: Request) -> None:
+        """``request`` is valid and arrives no earlier than the one before it."""
+        if request.arrival_s < self._latest_arrival_s:
+            raise ValueError(f"requests must be sorted by arrival; request {request.request_id} arrives at "
+                             f"{request.arrival_s} s after {self._latest_arrival_s} s")
+        self._latest_arrival_s = request.arrival_s
+        _validate_request(request)
+
     def _schedule_next_arrival(self) -> None:
-        if self._next_request < len(self._requests):
-            request = self._requests[self._next_request]
-            self._next_request += 1
-            self.events.schedule(max(request.arrival_s, self.events.now_s), self._on_arrival, request)
+        request = next(self._stream, None)
+        if request is None:
+            return
+        if self._requests is None:
+            self._check_next(request)
+        self._scheduled += 1
+        self.events.schedule(max(request.arrival_s, self.events.now_s), self._on_arrival, request)
 
     def _on_arrival(self, request: Request) -> None:
         self.arrived += 1
         seq = Sequence(request, self.record_token_curves)
-        self.arrived_sequences.append(seq)
+        if self.keep_sequences:
+            self.arrived_sequences.append(seq)
         self._schedule_next_arrival()
         if self.router is None:
             self._decision = Decision("route", seq)
@@ -251,12 +302,8 @@ class Cluster:
         """Send a new request to an instance (the answer to a ``"route"`` decision)."""
         self.version += 1
         instance = self._instance(instance_id)
-        if instance.lifecycle != Lifecycle.SERVING:
-            raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
-        if instance.role == Role.DECODE:
-            raise ValueError(f"instance {instance_id} is decode-only and cannot take new requests")
-        if seq.request.model is not None and instance.model.name != seq.request.model:
-            raise ValueError(f"instance {instance_id} serves {instance.model.name}, request needs {seq.request.model}")
+        if not self.accepting(seq)[instance_id]:
+            raise ValueError(self._refusal(instance, seq))
         if self._decision is not None and self._decision.seq is seq:
             self._next_decision()
         seq.pd_handoff = instance.role == Role.PREFILL and self.decode_router is not None
@@ -426,12 +473,17 @@ class Cluster:
 
     @property
     def submitted_requests(self) -> SequenceOf[Request]:
-        """The request stream given to ``submit`` (arrived or not)."""
+        """The request list given to ``submit`` (arrived or not); a stream keeps none."""
+        if self._requests is None:
+            raise ValueError("submitted_requests needs a list of requests; this cluster was given a stream, which "
+                             "keeps none (count arrivals with Cluster.arrived)")
         return self._requests
 
     def pending_requests(self) -> int:
-        """Requests arrived or still to arrive that have not ended."""
-        return len(self._requests) - len(self.outcomes)
+        """Requests arrived or still to arrive that have not ended (of a stream, those read so far:
+        the arrived ones and the next one)."""
+        submitted = self._scheduled if self._requests is None else len(self._requests)
+        return submitted - len(self.outcomes)
 
     def advance(self, until_s: float = float("inf")) -> Decision | None:
         """Run events up to ``until_s`` or until a decision is needed; return that decision."""
@@ -447,7 +499,7 @@ class Cluster:
             events.now_s = until_s
         return None
 
-    def run(self, requests: SequenceOf[Request] | None = None) -> list[RequestOutcome]:
+    def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
         """Serve ``requests`` to the end with the configured routers; return every outcome."""
         if self.router is None or self.external_phase_decisions:
             raise ValueError("run() needs internal routers; use advance() with external decisions")

@@ -11,56 +11,35 @@ The rule is vLLM's (``max_model_len``, taken from the model's ``config.json``; h
   ``max(context - prompt, 1)`` when ``prompt + output`` exceeds the context (vLLM's length cap,
   ``finish_reason="length"``: a request stops once prompt + output reaches ``max_model_len``,
   after its first token). A reasoning request keeps at least one answer token
-  (``reasoning_tokens <= output_tokens - 1``). The request is marked ``context_truncated``.
+  (``reasoning_tokens <= output_tokens - 1``).
 
-``python -m simulator`` applies it to every request before the run (one model per run) and
-reports ``context_truncated`` (the count) beside the summary's metrics.
+Where it applies: inside the simulator, when a request joins an instance's queue
+(``Instance.enqueue``, reached by every dispatch, so every env, baseline and experiment gets
+it), against *that instance's* model. The rule acts on the ``Sequence`` (the served copy),
+never on the ``Request``: a model cascade (``simulator.cascade``) re-serves the same request
+on a larger model, where it is capped again by that model's context. A rejection happens at
+dispatch, which for a new request is its arrival time; it ends as an explicit outcome
+(``Cluster.on_reject``). Truncations are counted per instance (``Instance.context_truncated``)
+and for the cluster (``Cluster.context_truncated``); ``python -m simulator`` prints that count
+beside the summary's metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence as SequenceOf
-from dataclasses import dataclass
-
-from simulator.outcome import RequestOutcome
-from simulator.request import Request
 from simulator.sequence import Sequence
 
 CONTEXT_REJECT_REASON = "exceeds_context"
 
 
-@dataclass(frozen=True)
-class ContextFit:
-    """Requests after the context rule: those to serve (some truncated), and the rejected ones'
-    outcomes (rejected on arrival)."""
-
-    served: list[Request]
-    rejected: list[RequestOutcome]
-
-    @property
-    def truncated(self) -> int:
-        return sum(request.context_truncated for request in self.served)
-
-
-def truncate_to_context(request: Request, context_tokens: int) -> bool:
-    """Apply the length cap to ``request`` in place; False (and no change) when its prompt is
-    longer than ``context_tokens``, so it must be rejected."""
-    if request.prompt_tokens > context_tokens:
+def fit_to_context(seq: Sequence, context_tokens: int) -> bool | None:
+    """Apply the rule to ``seq`` in place: ``None`` when its prompt is longer than
+    ``context_tokens`` (nothing changes; it must be rejected), True when its output was capped
+    at ``max(context_tokens - prompt, 1)``, False when it fits as it is."""
+    if seq.prompt_tokens > context_tokens:
+        return None
+    limit = max(context_tokens - seq.prompt_tokens, 1)
+    if seq.output_tokens <= limit:
         return False
-    limit = max(context_tokens - request.prompt_tokens, 1)
-    if request.output_tokens > limit:
-        request.output_tokens = limit
-        request.reasoning_tokens = min(request.reasoning_tokens, limit - 1)
-        request.context_truncated = True
+    seq.output_tokens = limit
+    seq.reasoning_tokens = min(seq.reasoning_tokens, limit - 1)
     return True
-
-
-def fit_to_context(requests: SequenceOf[Request], context_tokens: int) -> ContextFit:
-    """The context rule (module docstring) applied to every request of a one-model run."""
-    served, rejected = [], []
-    for request in requests:
-        if truncate_to_context(request, context_tokens):
-            served.append(request)
-        else:
-            rejected.append(Sequence(request, False).outcome(request.arrival_s, rejected_reason=CONTEXT_REJECT_REASON))
-    return ContextFit(served, rejected)

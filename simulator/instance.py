@@ -17,6 +17,8 @@ batching, cascadeserve.txt §4.5; ``set_min_queue_length``); it is off by defaul
 
 from __future__ import annotations
 
+import heapq
+from bisect import insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -27,6 +29,7 @@ import numpy as np
 from hardware.gpus import GPUSpec
 from hardware.latency import DEFAULT_CPU_OVERHEAD_S, IterationLatencyModel, kv_capacity_tokens, latency_model
 from hardware.models import ModelSpec
+from simulator.context import CONTEXT_REJECT_REASON, fit_to_context
 from simulator.events import EventQueue
 from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, RUNNING, SWAPPED, WAITING, WIDTH, InstanceArrays
 from simulator.kv_blocks import KVBlockManager, blocks_for_tokens
@@ -135,6 +138,35 @@ class InstanceHost(Protocol):
     def on_idle(self, instance: Instance) -> None: ...
 
 
+PriorityKey = Callable[[Sequence], Any]
+
+
+def _order(queue: list[Sequence], ordered: int, key: PriorityKey) -> None:
+    """Put ``queue`` in the order ``queue.sort(key=key)`` gives, knowing its first ``ordered``
+    entries already are: the rest are sorted and inserted by bisection (each after its equals,
+    as the stable sort puts them), so a queue of n with k new entries costs O(k log n) keys."""
+    if ordered >= len(queue):
+        return
+    if ordered == 0:
+        queue.sort(key=key)
+        return
+    tail = queue[ordered:]
+    del queue[ordered:]
+    tail.sort(key=key)
+    if not key(tail[0]) < key(queue[-1]):
+        queue.extend(tail)
+        return
+    for seq in tail:
+        insort(queue, seq, key=key)
+
+
+def _take(queue: list[Sequence], seq: Sequence, ordered: int) -> int:
+    """Remove ``seq`` from ``queue``; return how many leading entries stay in order."""
+    index = queue.index(seq)
+    del queue[index]
+    return ordered - 1 if index < ordered else ordered
+
+
 _EMPTY = np.empty(0)
 _ONE_TO_N = np.arange(1, 1 << 16, dtype=np.int64)
 
@@ -149,7 +181,14 @@ def _decoding(seq: Sequence) -> bool:
 
 
 class Instance:
-    """A serving replica. Requests enter with ``enqueue``; the cluster is told of completions."""
+    """A serving replica. Requests enter with ``enqueue``; the cluster is told of completions.
+
+    ``waiting`` and ``swapped`` are ordered on insert rather than re-sorted at every
+    iteration: each keeps how many of its leading entries are in priority order
+    (``scheduler.priority_key``, whose value is fixed while a sequence is queued), and a batch
+    sorts only the entries added since into place, giving the list a full stable sort would.
+    Only this class adds to or removes from them.
+    """
 
     def __init__(
         self,
@@ -196,6 +235,10 @@ class Instance:
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.swapped: list[Sequence] = []
+        self._waiting_ordered = 0
+        """Leading entries of ``waiting`` in priority order (``_order``)."""
+        self._swapped_ordered = 0
+        """Leading entries of ``swapped`` in priority order."""
         self.busy = False
         self._version = 0
         self._seg_start_s = 0.0
@@ -209,9 +252,12 @@ class Instance:
         self._detach: list[tuple[Sequence, Callable[[Sequence], None], Callable[[Sequence], None] | None]] = []
         self.busy_time_s = 0.0
         self.iterations = 0
+        self.context_truncated = 0
+        """Requests whose output this instance capped at its model's context (``simulator.context``)."""
         self.min_queue_length = 1
         self.max_queue_wait_s = 0.0
         self._waiting_since_s: dict[int, float] = {}
+        """With the gate on: when each waiting request entered the queue (by request id)."""
         self._gate_wake_s = float("inf")
 
     # ----------------------------------------------------------------- queries
@@ -343,7 +389,15 @@ class Instance:
 
     # ----------------------------------------------------------------- entry points
     def enqueue(self, seq: Sequence) -> None:
-        """A request (new, or migrated while queued) joins this instance's waiting queue."""
+        """A request (new, or migrated while queued) joins this instance's waiting queue, after
+        the context rule of this instance's model (``simulator.context``): a prompt longer than
+        the context is rejected, a longer output capped."""
+        fits = fit_to_context(seq, self.model.context_tokens)
+        if fits is None:
+            self.host.on_reject(seq, CONTEXT_REJECT_REASON)
+            return
+        if fits:
+            self.context_truncated += 1
         if seq.prompt_tokens + seq.output_tokens > self.max_request_tokens:
             self.host.on_reject(seq, "exceeds_kv_capacity")
             return
@@ -402,14 +456,20 @@ class Instance:
         self._truncate()
         if seq in self._seg_decode or id(seq) in self._flying:
             raise RuntimeError(f"request {seq.request_id} is inside the iteration in progress")
-        for code, queue in ((RUNNING, self.running), (SWAPPED, self.swapped), (WAITING, self.waiting)):
-            if seq in queue:
-                queue.remove(seq)
-                if self._arrays is not None:
-                    self._arrays.leave(self.instance_id, seq, code)
-                break
+        if seq in self.running:
+            self.running.remove(seq)
+            code = RUNNING
+        elif seq in self.swapped:
+            self._swapped_ordered = _take(self.swapped, seq, self._swapped_ordered)
+            code = SWAPPED
+        elif seq in self.waiting:
+            self._waiting_ordered = _take(self.waiting, seq, self._waiting_ordered)
+            self._waiting_since_s.pop(seq.request_id, None)
+            code = WAITING
         else:
             raise ValueError(f"request {seq.request_id} is not on instance {self.instance_id}")
+        if self._arrays is not None:
+            self._arrays.leave(self.instance_id, seq, code)
         if seq.residency == Residency.RUNNING:
             self.kv.release(seq.blocks)
         seq.blocks = 0
@@ -587,16 +647,16 @@ class Instance:
         self.scheduler.on_boundary(self.running)
         held = self.waiting if self.min_queue_length > 1 and self.waiting and self._gate_holds(now) else None
         if held is not None:
+            held_ordered = self._waiting_ordered
             self.waiting = []
+            self._waiting_ordered = 0
         if self.scheduler.preemptive:
             prefills = self._select_by_priority(now)
         else:
             prefills = self._select_in_order(now)
         if held is not None:
             self.waiting = held + self.waiting
-        elif self.min_queue_length > 1:
-            since = self._waiting_since_s
-            self._waiting_since_s = {s.request_id: since.get(s.request_id, now) for s in self.waiting}
+            self._waiting_ordered = held_ordered
         decode = [
             s for s in self.running
             if s.generated_tokens and not s.pd_handoff and s.kv_tokens == s.prompt_tokens + s.generated_tokens - 1
@@ -721,7 +781,7 @@ class Instance:
                 prefills.append((seq, tokens))
                 budget -= tokens
             if not self.swapped and budget > 0:
-                self.waiting.sort(key=key)
+                self._order_waiting()
                 while self.waiting and budget > 0 and len(self.running) < self.max_batch_size:
                     seq = self.waiting[0]
                     if not self._admit(seq, now):
@@ -731,7 +791,7 @@ class Instance:
                     budget -= tokens
             return prefills
         if not self.swapped and self.waiting:
-            self.waiting.sort(key=key)
+            self._order_waiting()
             budget = self.config.max_batched_tokens
             while self.waiting and len(self.running) < self.max_batch_size:
                 seq = self.waiting[0]
@@ -748,8 +808,16 @@ class Instance:
         self._swap_in_in_order(now)
         return prefills
 
+    def _order_waiting(self) -> None:
+        _order(self.waiting, self._waiting_ordered, self.scheduler.priority_key)
+        self._waiting_ordered = len(self.waiting)
+
+    def _order_swapped(self) -> None:
+        _order(self.swapped, self._swapped_ordered, self.scheduler.priority_key)
+        self._swapped_ordered = len(self.swapped)
+
     def _swap_in_in_order(self, now: float) -> None:
-        self.swapped.sort(key=self.scheduler.priority_key)
+        self._order_swapped()
         while self.swapped and len(self.running) < self.max_batch_size:
             seq = self.swapped[0]
             if not self.kv.can_admit(self._decode_slot_blocks(seq)):
@@ -760,7 +828,10 @@ class Instance:
         """Time-sharing (RR, PASCAL): the batch is the longest prefix of the priority order that
         fits in KV memory and the batch size; running sequences outside it are preempted."""
         key = self.scheduler.priority_key
-        candidates = sorted(self.running + self.swapped + self.waiting, key=key)
+        self._order_swapped()
+        self._order_waiting()
+        # The stable sort of running + swapped + waiting, read lazily: only the batch's prefix.
+        candidates = heapq.merge(sorted(self.running, key=key), self.swapped, self.waiting, key=key)
         capacity = self.kv.total_blocks - self._flying_blocks
         used = 0
         chosen: list[Sequence] = []
@@ -803,7 +874,8 @@ class Instance:
         if not fits:
             return False
         self.kv.allocate(need)
-        self.waiting.remove(seq)
+        self._waiting_ordered = _take(self.waiting, seq, self._waiting_ordered)
+        self._waiting_since_s.pop(seq.request_id, None)
         seq.blocks = need
         seq.residency = Residency.RUNNING
         if seq.first_scheduled_s != seq.first_scheduled_s:
@@ -819,7 +891,7 @@ class Instance:
         need = self._decode_slot_blocks(seq)
         self.kv.allocate(need)
         seq.blocks = need
-        self.swapped.remove(seq)
+        self._swapped_ordered = _take(self.swapped, seq, self._swapped_ordered)
         seq.residency = Residency.RUNNING
         self._end_preemption(seq, now)
         self.running.append(seq)
@@ -860,5 +932,3 @@ class Instance:
             seq.preempted_s += now - seq.preempted_since_s
             seq.preempted_since_s = float("nan")
 
-
-InstanceFactory = Callable[[int, InstanceConfig], Instance]

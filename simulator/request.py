@@ -56,8 +56,7 @@ class Request:
     ``output_tokens`` counts every generated token; of those, the first
     ``reasoning_tokens`` are reasoning (``<think>`` ... ``</think>``) and the rest answer.
     ``tier`` is the priority tier, 0 the highest. ``model`` names the model that must serve it
-    (``None``: any instance). Cascade attributes are optional. ``context_truncated``: the
-    output was cut at the model's context (``simulator.context``).
+    (``None``: any instance). Cascade attributes are optional.
     Timing fields are filled by the simulator (seconds, simulation clock; NaN = not yet).
     """
 
@@ -71,7 +70,6 @@ class Request:
     model: str | None = None
     difficulty: float = 0.0
     quality_by_model: dict[str, float] | None = None
-    context_truncated: bool = False
 
     def __post_init__(self) -> None:
         """``arrival_s`` is a number in [0, ``MAX_ARRIVAL_S``]."""

@@ -225,3 +225,15 @@ def test_bad_evaluation_requests_are_rejected(saved_model, capsys):
         evaluate_policies(ROUTING, "default", [str(saved_model.with_name("missing.zip"))], SEEDS, SMALL)
     with pytest.raises(ValueError, match="was trained with observation_space"):
         evaluate_policies(ROUTING, "default", [str(saved_model)], SEEDS, {**SMALL, "max_instances": 10})
+
+
+def test_default_seeds_are_held_out_from_training_seeds(tmp_path):
+    from agents.evaluate import main
+    from agents.train import EVAL_SEED_BASE
+
+    out = tmp_path / "eval"
+    assert main(["--env", "servegym/Routing-v0", "--policies", "round_robin", "--set", "episode_requests=10",
+                 "--out", str(out)]) == 0
+    with (out / "episodes.csv").open() as handle:
+        seeds = [int(row["seed"]) for row in csv.DictReader(handle)]
+    assert seeds == [EVAL_SEED_BASE + k for k in range(5)] == [10000, 10001, 10002, 10003, 10004]

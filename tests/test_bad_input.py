@@ -19,7 +19,7 @@ from agents.train import main as train_main
 from agents.train import make_env
 from experiments.main import main as experiments_main
 from simulator.__main__ import main as simulator_main
-from simulator.context import CONTEXT_REJECT_REASON, fit_to_context
+from simulator.context import CONTEXT_REJECT_REASON
 from simulator.request import SLO, Request
 from simulator.workloads import generate_requests, length_sampler, load_trace_csv
 from simulator.workloads.arrivals import PoissonArrivals
@@ -68,6 +68,9 @@ LIBRARY = [
     ("env-token-curves-string", lambda _: _routing(record_token_curves="yes")(), "record_token_curves must be True or False, got 'yes'"),
     ("env-rate-1e-300", lambda _: _routing(rate_rps=1e-300)().reset(seed=0), "is the arrival rate that low?"),
     ("env-scenario-int", lambda _: make_env(ROUTING, 3, {}, flat=False), "scenario must be a scenario name, one of ["),
+    ("env-reward-kwarg-unknown", lambda _: _routing(reward="cost", reward_kwargs={"potential": 1.0})(),
+     "reward 'cost' takes no argument(s) ['potential']; it takes: ['reference_tokens_per_usd', 'waiting_potential']"),
+    ("gym-make-scenario-int", lambda _: gym.make(ROUTING, scenario=3), "scenario must be a scenario name or a Scenario, got 3"),
     ("trace-header-only", lambda tmp: load_trace_csv(_trace(tmp, "arrival_s,prompt_tokens,output_tokens\n")),
      "the trace has a header but no request rows"),
     ("trace-arrival-1e300", lambda tmp: load_trace_csv(_trace(tmp, "arrival_s,prompt_tokens,output_tokens\n1e300,5,5\n")),
@@ -154,18 +157,6 @@ def test_command_line_probe_prints_one_error_line_and_exits_2(name, tmp_path, ca
     assert captured.err.startswith(f"{prog}: error: ") and captured.err.count("\n") == 1, captured.err
     assert message in captured.err
     assert "Traceback" not in captured.err and "evaluated" not in captured.out  # failed before any episode
-
-
-def test_context_rule_rejects_long_prompts_and_stops_outputs_at_the_limit():
-    requests = [Request(0, 0.0, 4097, 5), Request(1, 1.0, 4096, 7), Request(2, 2.0, 4000, 500, reasoning_tokens=300),
-                Request(3, 3.0, 100, 10)]
-    fit = fit_to_context(requests, 4096)
-    assert [r.request_id for r in fit.served] == [1, 2, 3] and fit.truncated == 2
-    (rejected,) = fit.rejected
-    assert (rejected.request_id, rejected.rejected_reason, rejected.finish_s) == (0, CONTEXT_REJECT_REASON, 0.0)
-    # vLLM's length cap: prompt + output stops at the context, after at least one token
-    assert [(r.output_tokens, r.reasoning_tokens, r.context_truncated) for r in fit.served] == [
-        (1, 0, True), (96, 95, True), (10, 0, False)]
 
 
 def test_simulator_counts_context_rejections_and_truncations_in_its_metrics(tmp_path):

@@ -10,6 +10,7 @@ from hardware.models import get_model
 from simulator.cluster import Cluster, MigrationConfig
 from simulator.instance import InstanceConfig, Lifecycle, Role
 from simulator.request import Request
+from simulator.sequence import Sequence
 
 GPU, MODEL = "A100-80GB", "Llama-2-7B"
 CONFIG = InstanceConfig(gpu=GPU, model=MODEL)
@@ -154,3 +155,26 @@ def test_bad_requests_raise_naming_the_value():
         cluster.submit([Request(0, 2.0, 10, 10), Request(1, 1.0, 10, 10)])
     with pytest.raises(ValueError, match="unknown instance 7"):
         cluster.drain(7)
+
+
+def test_accepting_is_one_rule_for_dispatch_masks_and_routable_ids():
+    """Serving and not decode-only for a new request, not prefill-only for an answering one,
+    of the request's model; the same answer from the instance arrays and without them."""
+    for track in (False, True):
+        cluster = Cluster({"A100-80GB": 4}, track_arrays=track)
+        serving = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B"), ready_now=True)
+        prefill = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B", role=Role.PREFILL), ready_now=True)
+        decode = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B", role=Role.DECODE), ready_now=True)
+        starting = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B"))
+        seq = Sequence(Request(0, 0.0, 10, 10), False)
+        assert cluster.accepting(seq).tolist() == [True, True, False, False]
+        assert cluster.accepting(seq, new_request=False).tolist() == [True, False, True, False]
+        assert cluster.routable_ids() == [serving, prefill]
+        other_model = Sequence(Request(1, 0.0, 10, 10, model="Llama-3.1-8B"), False)
+        assert not cluster.accepting(other_model).any()
+        with pytest.raises(ValueError, match=f"instance {decode} is decode-only and cannot take new requests"):
+            cluster.dispatch(seq, decode)
+        with pytest.raises(ValueError, match=f"instance {starting} is starting, not serving"):
+            cluster.dispatch(seq, starting)
+        with pytest.raises(ValueError, match=f"instance {serving} serves Llama-2-7B, request needs Llama-3.1-8B"):
+            cluster.dispatch(other_model, serving)

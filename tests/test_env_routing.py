@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium.utils.env_checker import check_env
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
@@ -135,9 +136,20 @@ def test_reasoning_requests_come_back_for_a_phase_decision():
 def test_maskable_ppo_and_flat_ppo_train_briefly():
     env = RoutingEnv(**SMALL)
     model = MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(total_timesteps=256)
+    assert model.num_timesteps == 256
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters()))  # 4 updates moved it
+    observation, _ = env.reset(seed=1)
+    for _ in range(20):  # the trained policy picks only unmasked slots
+        action, _ = model.predict(observation, action_masks=env.action_masks(), deterministic=True)
+        assert env.action_masks()[int(action)]
+        observation, _, _, _, info = env.step(int(action))
+        assert not info["invalid_action"]
     flat = FlattenServingObservation(RoutingEnv(**SMALL))
-    PPO("MlpPolicy", flat, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu").learn(total_timesteps=128)
+    flat_model = PPO("MlpPolicy", flat, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    flat_model.learn(total_timesteps=128)
+    assert flat_model.num_timesteps == 128 and flat_model.observation_space.shape == flat.observation_space.shape
 
 
 def test_load_shares_stay_exact_when_squashed_counts_saturate():

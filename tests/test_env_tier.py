@@ -7,6 +7,7 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium.utils.env_checker import check_env
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
@@ -256,6 +257,18 @@ def test_slo_reward_is_tier_weighted():
 
 def test_maskable_ppo_and_continuous_ppo_train_briefly():
     env = TierEnv(**SMALL)
-    MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu").learn(1024)
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(1024)
+    assert model.num_timesteps == 1024
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters()))
+    observation, _ = env.reset(seed=1)
+    for _ in range(10):  # the trained policy's tiers are always unmasked
+        action, _ = model.predict(observation, action_masks=env.action_masks(), deterministic=True)
+        observation, _, _, _, info = env.step(action)
+        assert not info["invalid_action"]
     continuous = TierEnv(continuous=True, **SMALL)
-    PPO("MultiInputPolicy", continuous, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu").learn(128)
+    continuous_model = PPO("MultiInputPolicy", continuous, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    continuous_model.learn(128)
+    action, _ = continuous_model.predict(continuous.reset(seed=1)[0], deterministic=True)
+    assert continuous_model.num_timesteps == 128 and continuous.action_space.contains(action)

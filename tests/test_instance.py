@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from hardware.latency import latency_model
+from hardware.models import get_model
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import SLO, Request
@@ -103,14 +104,16 @@ def test_coalesced_stepping_is_bit_identical_to_single_iterations(config):
 
 def test_memory_pressure_preempts_and_every_request_still_completes():
     requests = _workload(200, rate=30.0, seed=1)
-    outcomes, cluster = _run(requests, True, instances=1, memory_utilization=0.22)
-    capacity = cluster.instances[0].max_request_tokens
+    outcomes, cluster = _run(requests, True, instances=1, memory_utilization=0.18)
+    capacity, context = cluster.instances[0].max_request_tokens, get_model(MODEL).context_tokens
+    assert (capacity, context) == (3456, 4096)  # both limits bind: KV below the context
     assert len(outcomes) == 200
-    for o in outcomes:
-        too_big = o.prompt_tokens + o.output_tokens > capacity
-        assert o.completed != too_big
-        assert o.rejected_reason == ("exceeds_kv_capacity" if too_big else None)
-    assert sum(o.completed for o in outcomes) > 190
+    for o in outcomes:  # output_tokens is capped at the context (simulator.context)
+        expected = ("exceeds_context" if o.prompt_tokens > context
+                    else "exceeds_kv_capacity" if o.prompt_tokens + o.output_tokens > capacity else None)
+        assert o.rejected_reason == expected
+    # ShareGPT (Llama-2 tokens): 62 of these 200 prompts exceed Llama-2-7B's 4,096-token context
+    assert sum(o.prompt_tokens > context for o in outcomes) == 62 and sum(o.completed for o in outcomes) > 100
     assert sum(o.num_preemptions for o in outcomes) > 0
     for instance in cluster.instances.values():
         assert instance.kv.used_blocks == 0
@@ -120,8 +123,9 @@ def test_memory_pressure_preempts_and_every_request_still_completes():
 
 
 def test_request_larger_than_kv_capacity_is_rejected_with_a_reason():
-    cluster = make_cluster(memory_utilization=0.22)
+    cluster = make_cluster(memory_utilization=0.18)
     capacity = cluster.instances[0].max_request_tokens
+    assert capacity < get_model(MODEL).context_tokens  # the prompt fits the context, not the KV
     outcomes = cluster.run([Request(0, 0.0, capacity, 10), Request(1, 0.1, 100, 10)])
     by_id = {o.request_id: o for o in outcomes}
     assert by_id[0].rejected_reason == "exceeds_kv_capacity"

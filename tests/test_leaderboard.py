@@ -84,3 +84,16 @@ def test_a_metric_with_no_value_ranks_last():
     nan_heuristic = {"cascadia": _rows([math.nan] * 3)}
     found = leaderboard.entries([_record("t0", 0, [1.5, 1.6, 1.7], 1e-4, heuristics=nan_heuristic)])
     assert [e.kind for e in found] == ["agent", "heuristic"] and math.isnan(found[1].interval.value)
+
+
+def test_each_agent_carries_its_probability_of_improvement_over_the_best_heuristic(tmp_path):
+    found = leaderboard.entries(RECORDS, best_only=False)
+    by_policy = {e.policy: e for e in found}
+    assert by_policy["cascadia"].improvement is None
+    better = by_policy["ppo (quality_episode) [learning_rate=0.0001]"].improvement
+    worse = by_policy["ppo (quality_episode) [learning_rate=0.0003]"].improvement
+    # lower P95 is better: every agent score of 1e-4 (1.4-1.9 s) beats every cascadia score (2.0-2.2 s), none of 3e-4's
+    assert (better.value, better.low, better.high, better.runs, better.tasks) == (1.0, 1.0, 1.0, 2, 3)
+    assert (worse.value, worse.low, worse.high) == (0.0, 0.0, 0.0)
+    text = leaderboard.markdown(found, "Board", [])
+    assert "| IQM [95% CI] | PoI vs cascadia |" in text and "| 1 [1, 1] |" in text and "| 0 [0, 0] |" in text

@@ -11,6 +11,7 @@ import pytest
 
 from experiments import reproductions
 from experiments.headlines import Headline
+from simulator import fanout
 
 
 def row(ours: float, cause: str = "") -> Headline:
@@ -122,3 +123,37 @@ def test_a_full_size_run_with_only_replaces_those_rows_and_keeps_the_others(tmp_
     assert table[0].split(" | ")[5:8] == ["0.75", "✓", "✓"] and table[1] == kept_row
     assert lines[2].startswith("2 of 2 rows reproduce") and "--only pascal_reproduction" in lines[2]
     assert "the rows of multitier_reproduction are kept from the earlier full-size page" in lines[2]
+
+
+def test_workers_and_address_reach_only_the_scripts_that_fan_out(tmp_path, monkeypatch):
+    seen: dict[str, list[str]] = {}
+
+    def recording(name: str, takes_flags: bool) -> types.ModuleType:
+        module = fake_script([row(3.5)])
+        write = module.main
+
+        def main(argv: list[str]) -> int:
+            seen[name] = argv
+            return write(argv)
+
+        module.main = main
+        if takes_flags:
+            module.add_arguments = fanout.add_arguments
+        return module
+
+    monkeypatch.setattr(reproductions, "load_script",
+                        lambda name: recording(name, name == "multitier_reproduction"))
+    assert reproductions.main(["--quick", "--out", str(tmp_path), "--only", "multitier_reproduction,pascal_reproduction",
+                               "--workers", "3", "--address", "auto"]) == 0
+    assert seen["multitier_reproduction"][-4:] == ["--workers", "3", "--address", "auto"]
+    assert "--workers" not in seen["pascal_reproduction"] and "--address" not in seen["pascal_reproduction"]
+
+
+def test_the_three_scripts_that_fan_out_take_the_runners_flags():
+    assert [name for name in reproductions.SCRIPTS if reproductions.fans_out(reproductions.load_script(name))] == [
+        "multitier_reproduction", "cauchy_autoscaling", "cascadia_fluctuating"]
+
+
+def test_workers_must_be_a_positive_integer(tmp_path):
+    with pytest.raises(ValueError, match=r"--workers must be a positive integer, got 0"):
+        reproductions.main(["--quick", "--out", str(tmp_path), "--workers", "0"])

@@ -254,3 +254,52 @@ def test_azure_arrivals_with_dataset_lengths_keep_the_trace_timing():
     mixed = Workload(arrival="azure_conv", rate_rps=50.0, lengths="longwriter").sample(500, np.random.default_rng(0))
     assert [r.arrival_s for r in trace] == [r.arrival_s for r in mixed]
     assert np.mean([r.output_tokens for r in mixed]) > 3 * np.mean([r.output_tokens for r in trace])
+
+
+def test_overrides_reach_a_subclass_field_and_the_workload():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Tagged(Scenario):
+        tag_units: int = 1
+
+    base = make_scenario("default")
+    tagged = Tagged(**{f.name: getattr(base, f.name) for f in dataclasses.fields(Scenario)})
+    tagged = tagged.with_overrides(tag_units=4, rate_rps=2.5)
+    assert type(tagged) is Tagged
+    assert (tagged.tag_units, tagged.workload.rate_rps) == (4, 2.5)
+    with pytest.raises(ValueError, match=r"unknown scenario override\(s\) \['tag'\]"):
+        tagged.with_overrides(tag=1)
+
+
+def test_a_registered_arrival_process_drives_a_workload_and_bad_options_are_named():
+    from simulator.workloads import ARRIVAL_PROCESSES, PiecewiseRateArrivals, register_arrival_process
+
+    class EveryTenthSecond:
+        def __init__(self, rate_rps: float, cv: float, *, offset_s: float = 0.0) -> None:
+            self.offset_s = offset_s
+
+        def sample_arrival_times(self, num_requests: int, rng: np.random.Generator) -> np.ndarray:
+            return self.offset_s + 0.1 * np.arange(num_requests)
+
+    register_arrival_process("every_tenth_second", EveryTenthSecond)
+    try:
+        scenario = make_scenario("default", arrival="every_tenth_second", arrival_options={"offset_s": 2.0},
+                                 episode_requests=5)
+        times = [r.arrival_s for r in scenario.requests(np.random.default_rng(0))]
+        assert times == pytest.approx([2.0, 2.1, 2.2, 2.3, 2.4])
+        with pytest.raises(ValueError, match=r"arrival process 'every_tenth_second' cannot take options \{'offset': 1\}"):
+            make_scenario("default", arrival="every_tenth_second", arrival_options={"offset": 1})
+        with pytest.raises(ValueError, match=r"'every_tenth_second' is already registered"):
+            register_arrival_process("every_tenth_second", EveryTenthSecond)
+    finally:
+        del ARRIVAL_PROCESSES["every_tenth_second"]
+    with pytest.raises(ValueError, match=r"unknown arrival 'every_tenth_second'; known: \['poisson', 'gamma'"):
+        make_scenario("default", arrival="every_tenth_second")
+    with pytest.raises(ValueError, match=r"arrival 'azure_conv' replays a trace and takes no arrival_options"):
+        make_scenario("default", arrival="azure_conv", arrival_options={"rates_rps": (1.0,)})
+    piecewise = make_scenario("default", arrival="piecewise", episode_requests=50,
+                              arrival_options={"boundaries_s": (0.0, 2.0), "rates_rps": (5.0, 40.0)})
+    drawn = [r.arrival_s for r in piecewise.requests(np.random.default_rng(3))]
+    expected = PiecewiseRateArrivals((0.0, 2.0), (5.0, 40.0)).sample_arrival_times(50, np.random.default_rng(3))
+    assert drawn == expected.tolist()  # the registry builds the same process, the same draws

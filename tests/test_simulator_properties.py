@@ -19,6 +19,7 @@ from hardware.gpus import get_gpu
 from hardware.latency import activation_reserve_bytes
 from hardware.models import get_model, kv_bytes_per_token_per_gpu, weights_per_gpu_bytes
 from simulator.cluster import Cluster
+from simulator.context import CONTEXT_REJECT_REASON
 from simulator.instance import InstanceConfig
 from simulator.request import Request
 from simulator.sequence import Residency
@@ -76,7 +77,7 @@ def workloads(draw: st.DrawFn) -> list[Request]:
     arrival_s = arrivals.sample_arrival_times(n, np.random.default_rng(draw(st.integers(0, 2**32 - 1))))
     requests = []
     for request_id, time_s in enumerate(arrival_s.tolist()):
-        huge = draw(st.integers(0, 19)) == 0  # ~5 % larger than any KV cache drawn above
+        huge = draw(st.integers(0, 19)) == 0  # ~5 % larger than any KV cache drawn above and the context
         prompt = draw(st.integers(50_000, 90_000)) if huge else draw(st.integers(1, 2000))
         output = draw(st.integers(1, 1000))
         reasoning = draw(st.integers(0, output - 1)) if output > 1 and draw(st.booleans()) else 0
@@ -129,19 +130,24 @@ def test_every_request_ends_once_with_its_tokens_and_kv_is_conserved(scheduler, 
     by_id = {o.request_id: o for o in cluster.outcomes}
     assert len(by_id) == len(cluster.outcomes) == len(requests)
     instances = list(cluster.instances.values())
+    context = get_model(MODEL).context_tokens
     for position, request in enumerate(requests):
         outcome = by_id[request.request_id]
         # The default router sends the k-th arrival to instance k mod n.
         instance = instances[position % len(instances)]
-        too_big = request.prompt_tokens + request.output_tokens > instance.max_request_tokens
-        assert outcome.rejected_reason == ("exceeds_kv_capacity" if too_big else None)
-        if too_big:
+        # The context rule first (simulator.context): reject a longer prompt, cap the output.
+        output = min(request.output_tokens, max(context - request.prompt_tokens, 1))
+        expected = (CONTEXT_REJECT_REASON if request.prompt_tokens > context
+                    else "exceeds_kv_capacity" if request.prompt_tokens + output > instance.max_request_tokens else None)
+        assert outcome.rejected_reason == expected
+        if expected is not None:
             continue
+        assert outcome.output_tokens == output
         assert outcome.instance_id == instance.instance_id
         assert request.arrival_s <= outcome.first_scheduled_s < outcome.first_token_s <= outcome.finish_s
         curve = outcome.token_curve
         assert curve[0] == (outcome.first_token_s, 1)
-        assert curve[-1] == (outcome.finish_s, request.output_tokens)
+        assert curve[-1] == (outcome.finish_s, output)
         assert all(t0 <= t1 and n0 < n1 for (t0, n0), (t1, n1) in zip(curve, curve[1:]))
         if request.reasoning_tokens:
             assert outcome.reasoning_end_s < outcome.first_answer_token_s

@@ -27,6 +27,7 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 SEED = 7
 BUDGET_S = 3.0  # recording stops a case after this much wall time (at least MIN_STEPS steps)
 MIN_STEPS = 5
+UNRECORDED_INFO = ("episode_outcomes",)  # the request outcomes (objects): episode_metrics summarises them
 STEPS = {  # per env ID at most: enough decisions to load the instances, few enough for small files
     "servegym/Routing-v0": 300,
     "servegym/Tier-v0": 200,
@@ -84,7 +85,7 @@ def record(
         actions.append(np.asarray(action, dtype=np.float64).reshape(-1))
         rewards.append(reward)
         dones.append(terminated or truncated)
-        infos.append(info)
+        infos.append({k: v for k, v in info.items() if k not in UNRECORDED_INFO})
         for k in keys:
             columns[f"obs_{k}"].append(observation[k])
         if terminated or truncated:

@@ -7,11 +7,9 @@ samples' mean prompt length (``profiles.scenario_profiles``).
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from baselines.cascadeserve.planner import GearPlan, PlanningProblem
+from baselines.cascadeserve.planner import PlanningProblem
 from baselines.cascadeserve.profiles import Replica, scenario_profiles
 from envs.scenario import InstanceGroup, Scenario
 from simulator.cascade import assign_cascade_quality
@@ -74,15 +72,3 @@ def problem_for_scenario(
         tuple(scenario.cascade), profiles, devices, scores, threshold_levels, qps_max, n_ranges, slo,
         num_cascade_samples, scenario_placement(scenario) if fixed_placement else None, sim_duration_s,
     )
-
-
-def scenario_for_plan(scenario: Scenario, plan: GearPlan) -> Scenario:
-    """``scenario`` deploying the plan's replicas (one instance group per cascade model; pruned
-    models keep a group of 0 instances, as Cascade-v0 requires)."""
-    counts = plan.replica_counts()
-    groups = tuple(
-        InstanceGroup(_group_of(scenario, m).config, counts[m]) for m in scenario.cascade
-    )
-    used = sum(g.count * g.config.num_gpus for g in groups)
-    gpu = groups[0].config.gpu
-    return dataclasses.replace(scenario, instances=groups, gpu_inventory={gpu: used}, max_instances=0)

@@ -62,7 +62,7 @@ from envs.scenario import InstanceGroup
 from hardware.latency import kv_capacity_tokens
 from hardware.models import get_model
 from simulator.cluster import Cluster
-from simulator.fanout import fan_out
+from simulator.fanout import add_arguments, fan_out
 from simulator.instance import InstanceConfig
 from simulator.workloads import PoissonArrivals, generate_requests, length_sampler
 
@@ -430,9 +430,11 @@ def _build_cached(entry: tuple[str, str, str]) -> ModelLatencyTable:
     return build_model_table(model, dtype, TableSettings(lengths=lengths))
 
 
-def write_cache(path: Path = TABLES_PATH, entries: Sequence[tuple[str, str, str]] = CACHED_TABLES, workers: int = 2) -> dict[str, ModelLatencyTable]:
-    """Rebuild and write the cached tables (default settings), ``workers`` at a time (``simulator.fanout``)."""
-    built = fan_out(_build_cached, [(entry,) for entry in entries], workers)
+def write_cache(path: Path = TABLES_PATH, entries: Sequence[tuple[str, str, str]] = CACHED_TABLES, workers: int = 2,
+                address: str | None = None) -> dict[str, ModelLatencyTable]:
+    """Rebuild and write the cached tables (default settings), ``workers`` at a time, on a Ray
+    cluster at ``address`` if given (``simulator.fanout``)."""
+    built = fan_out(_build_cached, [(entry,) for entry in entries], workers, address)
     tables = {table_key(t.model, t.dtype, t.settings.lengths, t.settings.gpu): t for t in built}
     payload = {"generated_by": "python -m baselines.cascadia.parallelism --write",
                "tables": {key: table.to_json() for key, table in tables.items()}}
@@ -443,9 +445,10 @@ def write_cache(path: Path = TABLES_PATH, entries: Sequence[tuple[str, str, str]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Cascadia latency lookup tables (cascadia.txt §3.2)")
     parser.add_argument("--write", action="store_true", help=f"rebuild {TABLES_PATH.name}")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    tables = write_cache() if args.write else load_cached_tables()
+    tables = write_cache(workers=args.workers, address=args.address) if args.write else load_cached_tables()
     for key, table in tables.items():
         shapes = ", ".join(f"{t.shape.describe() or 'TP=1'}: {t.capacity_rps:.2f} req/s" for t in table.replicas)
         print(f"{key}: {shapes}")

@@ -39,7 +39,7 @@ from envs.presets import make_scenario, register_scenario
 from envs.scenario import ScalingUnit, Scenario
 from envs.scenarios.cauchy import CAUCHY_GPUS
 from simulator.request import Request
-from simulator.workloads import PiecewiseRateArrivals, generate_requests, length_sampler, servegen_rate_series
+from simulator.workloads import servegen_rate_series
 from simulator.workloads.data_files import SERVEGEN_RATE_WINDOW_S
 from simulator.workloads.traces import AZURE_TRACE_FILES, read_azure_columns
 
@@ -128,31 +128,6 @@ def autoscaler_options(time_compression: float) -> dict[str, float]:
     return {"window_s": WINDOW_S / k, "grace_s": GRACE_S / k, "global_window_s": GLOBAL_WINDOW_S / k}
 
 
-@dataclass(frozen=True)
-class ProfiledScenario(Scenario):
-    """A scenario whose arrivals follow ``arrival_rates_rps[j]`` from ``arrival_boundaries_s[j]``
-    (the last rate lasts until the ``episode_requests`` have arrived), with the workload's
-    lengths and SLO."""
-
-    arrival_boundaries_s: tuple[float, ...] = ()
-    arrival_rates_rps: tuple[float, ...] = ()
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        PiecewiseRateArrivals(self.arrival_boundaries_s, self.arrival_rates_rps)
-        mean_rps = float(np.mean(self.arrival_rates_rps))
-        if not math.isclose(self.workload.rate_rps, mean_rps, rel_tol=1e-9):
-            raise ValueError(
-                f"scenario {self.name!r}: rate_rps={self.workload.rate_rps!r} differs from the mean {mean_rps:g} req/s "
-                "of its arrival profile; the profile sets the arrivals, so scale it instead"
-            )
-
-    def requests(self, rng: np.random.Generator) -> list[Request]:
-        arrivals = PiecewiseRateArrivals(self.arrival_boundaries_s, self.arrival_rates_rps)
-        lengths = length_sampler(self.workload.lengths, **self.workload.lengths_options)
-        return generate_requests(arrivals, lengths, self.episode_requests, rng, slo=self.workload.slo)
-
-
 def scaling_combos(workload: CauchyWorkload) -> tuple[Combo, ...]:
     """The Scaling-v0 unit kinds for ``workload``: the Pareto-filtered combos of §3.3.1 (CE
     ranked), then the aggregated combos the filter dropped (Cauchy*'s options)."""
@@ -174,8 +149,9 @@ def mean_load_plan(workload: CauchyWorkload, mean_rate_rps: float, aggregated_on
 
 
 @dataclass(frozen=True)
-class ComboScalingScenario(ProfiledScenario):
-    """A ``ProfiledScenario`` whose Scaling-v0 units are GPU combos (cauchy.txt §3.1):
+class ComboScalingScenario(Scenario):
+    """A scenario with ``piecewise`` arrivals (a load profile whose mean is the workload's
+    ``rate_rps``) whose Scaling-v0 units are GPU combos (cauchy.txt §3.1):
     ``combos`` are the unit kinds (each with its profiled goodput, its routing weight),
     ``initial_counts[k]`` of ``combos[k]`` serve at reset; ``instances`` must be those
     combos' instances. The cluster is a ``ComboCluster``, so a request sent to a combo is
@@ -191,6 +167,14 @@ class ComboScalingScenario(ProfiledScenario):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.workload.arrival != "piecewise":
+            raise ValueError(f"scenario {self.name!r}: arrivals must be a 'piecewise' load profile, got {self.workload.arrival!r}")
+        mean_rps = float(np.mean(self.workload.arrival_options["rates_rps"]))
+        if not math.isclose(self.workload.rate_rps, mean_rps, rel_tol=1e-9):
+            raise ValueError(
+                f"scenario {self.name!r}: rate_rps={self.workload.rate_rps!r} differs from the mean {mean_rps:g} req/s "
+                "of its arrival profile; the profile sets the arrivals, so scale it instead"
+            )
         if not self.combos or len(set(self.combos)) != len(self.combos):
             raise ValueError(f"scenario {self.name!r}: combos must be distinct and non-empty, got {self.combos!r}")
         if len(self.initial_counts) != len(self.combos):
@@ -256,15 +240,17 @@ def autoscaling_scenario(
         f"clock compressed {time_compression:g}x, load {load_compression:g}x",
         instances=combo_instance_groups(deployed, MODEL),
         max_instances=sum(INVENTORY.values()),
-        workload=dataclasses.replace(base.workload, rate_rps=mean_rate_rps),
+        workload=dataclasses.replace(
+            base.workload, rate_rps=mean_rate_rps, arrival="piecewise",
+            arrival_options={"boundaries_s": tuple(profile.boundaries_s(load_compression).tolist()),
+                             "rates_rps": tuple(profile.rates_rps(mean_rate_rps).tolist())},
+        ),
         episode_requests=profile.expected_requests(mean_rate_rps, load_compression),
         control_interval_s=tick_s(time_compression),
         provisioning_s=STARTUP_S / time_compression,
     )
     return ComboScalingScenario(
         **values,
-        arrival_boundaries_s=tuple(profile.boundaries_s(load_compression).tolist()),
-        arrival_rates_rps=tuple(profile.rates_rps(mean_rate_rps).tolist()),
         time_compression=float(time_compression),
         combos=combos,
         initial_counts=counts,

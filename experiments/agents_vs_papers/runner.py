@@ -14,7 +14,7 @@ import baselines
 from agents.config import TrainConfig, build_config, config_path_for
 from agents.evaluate import load_agent
 from agents.headline import headline_values
-from agents.rollout import run_episode
+from agents.rollout import play_episode
 from agents.train import EVAL_SEED_BASE, TrainResult, make_env, train
 from experiments.agents_vs_papers.recipe import Recipe
 
@@ -92,10 +92,9 @@ def episode_rows(recipe: Recipe, policy_env: gym.Env, policy, seeds: Sequence[in
     """One row of headline metrics per seed (plus the env's episode metrics), in seed order."""
     rows = []
     for seed in seeds:
-        episode = run_episode(policy_env, policy, seed, deterministic)
-        cluster = policy_env.unwrapped.cluster
-        values = headline_values(recipe.headline.metrics, episode, cluster.outcomes, cluster.events.now_s)
-        rows.append({**episode, **values})
+        episode = play_episode(policy_env, policy, seed, deterministic)
+        values = headline_values(recipe.headline.metrics, episode.metrics, episode.outcomes, episode.metrics["duration_s"])
+        rows.append({**episode.metrics, **values})
     return rows
 
 

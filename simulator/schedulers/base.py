@@ -11,7 +11,10 @@ class LocalScheduler:
     """Ordering and preemption rules of one instance's iteration-level scheduler.
 
     The instance (``simulator.instance.Instance``) forms every batch; a scheduler only says
-    - ``priority_key(seq)``: smaller runs first; the preemption victim is the largest key;
+    - ``priority_key(seq)``: smaller runs first; the preemption victim is the largest key. Its
+      value must not change while ``seq`` waits or is swapped out (the instance keeps those
+      queues ordered as sequences join them); it may change while ``seq`` runs (a new
+      ``queue_order`` at a quantum's end, PASCAL's demotion and phase change);
     - ``preemptive``: whether waiting / swapped requests of higher priority displace running
       ones at each iteration (time-sharing) or are admitted only into free memory (vLLM);
     - ``chunked_prefill_tokens``: Sarathi-style token budget per iteration (``None``: whole

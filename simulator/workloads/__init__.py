@@ -12,7 +12,7 @@ from simulator.workloads.arrivals import (
     ServeGenRateArrivals,
 )
 from simulator.workloads.data_files import RateSeries, servegen_rate_series
-from simulator.workloads.generate import generate_requests
+from simulator.workloads.generate import generate_requests, stream_requests
 from simulator.workloads.lengths import (
     EMPIRICAL_DATASETS,
     PARAMETRIC_PRESETS,
@@ -24,10 +24,21 @@ from simulator.workloads.lengths import (
 )
 from simulator.workloads.priorities import PRIORITY_DISTRIBUTIONS, sample_tiers, tier_probabilities
 from simulator.workloads.reasoning import ReasoningLengthSampler, ServeGenReasoning
-from simulator.workloads.registry import LENGTH_SAMPLER_NAMES, length_sampler
+from simulator.workloads.registry import (
+    ARRIVAL_PROCESSES,
+    LENGTH_SAMPLER_NAMES,
+    arrival_process,
+    check_arrival_options,
+    length_sampler,
+    register_arrival_process,
+)
 from simulator.workloads.traces import load_azure_trace, load_trace_csv, write_trace_csv
 
 __all__ = [
+    "ARRIVAL_PROCESSES",
+    "arrival_process",
+    "check_arrival_options",
+    "register_arrival_process",
     "ArrivalProcess",
     "EMPIRICAL_DATASETS",
     "EmpiricalLengths",
@@ -45,6 +56,7 @@ __all__ = [
     "ServeGenRateArrivals",
     "ServeGenReasoning",
     "generate_requests",
+    "stream_requests",
     "length_sampler",
     "load_azure_trace",
     "load_trace_csv",

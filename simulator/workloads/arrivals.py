@@ -1,7 +1,9 @@
 """Arrival processes: sorted arrival times in seconds from t = 0.
 
 Every process exposes ``sample_arrival_times(num_requests, rng) -> np.ndarray`` (float64,
-non-decreasing). Time-varying load uses the time-rescaling construction: unit-rate
+non-decreasing). The processes here also give the same times a block at a time
+(``arrival_time_chunks``), drawing what one call would draw in the same order, so a long
+workload can be generated lazily (``simulator.workloads.generate.stream_requests``). Time-varying load uses the time-rescaling construction: unit-rate
 renewal times U_1 < U_2 < ... are mapped through the inverse cumulative intensity,
 t_i = Lambda^-1(U_i), Lambda(t) = integral_0^t rate(s) ds, which for exponential gaps is
 exactly the non-homogeneous Poisson process with that rate.
@@ -9,6 +11,7 @@ exactly the non-homogeneous Poisson process with that rate.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -28,6 +31,19 @@ def _unit_mean_gaps(num_requests: int, cv: float, rng: np.random.Generator) -> n
     return rng.gamma(1.0 / cv**2, cv**2, num_requests)
 
 
+def _unit_rate_time_chunks(num_requests: int, cv: float, rng: np.random.Generator, chunk: int) -> Iterator[np.ndarray]:
+    """``np.cumsum(_unit_mean_gaps(num_requests, cv, rng))`` in blocks of ``chunk``, bit for bit:
+    numpy draws one gap after another, and each block's running sum continues from the last
+    sum (added left to right, as ``cumsum`` adds)."""
+    num_requests = count("num_requests", num_requests)
+    chunk = count("chunk", chunk, minimum=1)
+    carry = np.zeros(1)
+    for start in range(0, num_requests, chunk):
+        sums = np.cumsum(np.concatenate((carry, _unit_mean_gaps(min(chunk, num_requests - start), cv, rng))))[1:]
+        carry = sums[-1:]
+        yield sums
+
+
 class PoissonArrivals:
     """Homogeneous Poisson arrivals: exponential inter-arrival gaps of mean 1/rate_rps."""
 
@@ -37,6 +53,11 @@ class PoissonArrivals:
     def sample_arrival_times(self, num_requests: int, rng: np.random.Generator) -> np.ndarray:
         num_requests = count("num_requests", num_requests)
         return np.cumsum(_unit_mean_gaps(num_requests, 1.0, rng)) / self.rate_rps
+
+    def arrival_time_chunks(self, num_requests: int, rng: np.random.Generator, chunk: int) -> Iterator[np.ndarray]:
+        """``sample_arrival_times`` in blocks of ``chunk`` (the same draws and values)."""
+        for sums in _unit_rate_time_chunks(num_requests, 1.0, rng, chunk):
+            yield sums / self.rate_rps
 
 
 class GammaArrivals:
@@ -50,6 +71,11 @@ class GammaArrivals:
     def sample_arrival_times(self, num_requests: int, rng: np.random.Generator) -> np.ndarray:
         num_requests = count("num_requests", num_requests)
         return np.cumsum(_unit_mean_gaps(num_requests, self.cv, rng)) / self.rate_rps
+
+    def arrival_time_chunks(self, num_requests: int, rng: np.random.Generator, chunk: int) -> Iterator[np.ndarray]:
+        """``sample_arrival_times`` in blocks of ``chunk`` (the same draws and values)."""
+        for sums in _unit_rate_time_chunks(num_requests, self.cv, rng, chunk):
+            yield sums / self.rate_rps
 
 
 class PiecewiseRateArrivals:
@@ -120,20 +146,33 @@ class PiecewiseRateArrivals:
 
     def sample_arrival_times(self, num_requests: int, rng: np.random.Generator) -> np.ndarray:
         num_requests = count("num_requests", num_requests)
-        operational = np.cumsum(_unit_mean_gaps(num_requests, self.cv, rng))
-        cycles = np.zeros(num_requests)
+        times = self._times(np.cumsum(_unit_mean_gaps(num_requests, self.cv, rng)))
+        # Rounding at segment edges may put a time a few ulps before its predecessor.
+        return np.maximum.accumulate(times) if num_requests else times
+
+    def arrival_time_chunks(self, num_requests: int, rng: np.random.Generator, chunk: int) -> Iterator[np.ndarray]:
+        """``sample_arrival_times`` in blocks of ``chunk`` (the same draws and values; the
+        running maximum continues across blocks)."""
+        latest = np.full(1, -np.inf)
+        for operational in _unit_rate_time_chunks(num_requests, self.cv, rng, chunk):
+            times = np.maximum.accumulate(np.concatenate((latest, self._times(operational))))[1:]
+            latest = times[-1:]
+            yield times
+
+    def _times(self, operational: np.ndarray) -> np.ndarray:
+        """Map unit-rate renewal times through the inverse cumulative intensity, one by one."""
+        cycles = np.zeros(operational.size)
         if self._mass_per_cycle is not None:
             cycles, operational = np.divmod(operational, self._mass_per_cycle)
         segment = np.searchsorted(self._cumulative_at_start, operational, side="right") - 1
         segment = np.clip(segment, 0, self.rates_rps.size - 1)
         rate = self.rates_rps[segment]
         mass_into_segment = operational - self._cumulative_at_start[segment]
-        offset = np.divide(mass_into_segment, rate, out=np.zeros(num_requests), where=rate > 0)
+        offset = np.divide(mass_into_segment, rate, out=np.zeros(operational.size), where=rate > 0)
         times = self.boundaries_s[segment] + offset
         if self.cycle_s is not None:
             times += cycles * self.cycle_s
-        # Rounding at segment edges may put a time a few ulps before its predecessor.
-        return np.maximum.accumulate(times) if num_requests else times
+        return times
 
 
 class ServeGenRateArrivals(PiecewiseRateArrivals):

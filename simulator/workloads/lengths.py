@@ -1,5 +1,9 @@
 """Prompt / output length samplers: ``sample(n, rng) -> (prompt_tokens, output_tokens)`` int64 arrays.
 
+A sampler whose ``sample(a + b)`` draws exactly what ``sample(a)`` then ``sample(b)`` draw (one
+draw per request, nothing drawn column by column) says so with ``chunkable = True``; lazy
+generation (``simulator.workloads.generate.stream_requests``) then samples it a block at a time.
+
 Length caps: ``max_prompt_tokens`` / ``max_output_tokens`` never drop requests silently. If
 a length could exceed its cap the sampler raises ``ValueError`` (empirical data: when built,
 against the dataset's largest value; parametric: when a sample exceeds it) unless
@@ -9,7 +13,7 @@ against the dataset's largest value; parametric: when a sample exceeds it) unles
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -69,6 +73,8 @@ class EmpiricalLengths:
     tokenizer), ``azure_code`` and ``azure_conv`` (Azure LLM inference trace 2023).
     """
 
+    chunkable: ClassVar[bool] = True
+
     def __init__(
         self,
         dataset: str,
@@ -101,6 +107,8 @@ class EmpiricalLengths:
 
 class FixedLengths:
     """Every request has the same prompt and output length."""
+
+    chunkable: ClassVar[bool] = True
 
     def __init__(self, prompt_tokens: int, output_tokens: int) -> None:
         self.prompt_tokens = count("prompt_tokens", prompt_tokens, minimum=1)

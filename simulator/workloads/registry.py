@@ -1,4 +1,4 @@
-"""Length samplers by name, for scenario configs."""
+"""Length samplers and arrival processes by name, for scenario configs."""
 
 from __future__ import annotations
 
@@ -6,6 +6,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from simulator.workloads.arrivals import (
+    ArrivalProcess,
+    GammaArrivals,
+    PiecewiseRateArrivals,
+    PoissonArrivals,
+    ServeGenRateArrivals,
+)
 from simulator.workloads.lengths import (
     EMPIRICAL_DATASETS,
     PARAMETRIC_PRESETS,
@@ -52,3 +59,60 @@ def _build(name: str, constructor: Callable[..., Any], options: dict[str, Any], 
     except TypeError as error:
         raise ValueError(f"length sampler {name!r} cannot take options {options}: {error}") from None
     return constructor(*args, **options)
+
+
+ArrivalFactory = Callable[..., ArrivalProcess]
+
+
+def _poisson(rate_rps: float, cv: float) -> ArrivalProcess:
+    return PoissonArrivals(rate_rps)
+
+
+def _gamma(rate_rps: float, cv: float) -> ArrivalProcess:
+    return GammaArrivals(rate_rps, cv)
+
+
+def _servegen(rate_rps: float, cv: float) -> ArrivalProcess:
+    return ServeGenRateArrivals(mean_rate_rps=rate_rps)
+
+
+def _piecewise(rate_rps: float, cv: float, *, boundaries_s: Any, rates_rps: Any, cycle_s: float | None = None) -> ArrivalProcess:
+    """``PiecewiseRateArrivals`` at the given rates (a spiky trace, a load profile); the
+    workload's ``rate_rps`` is its nominal mean and does not rescale them."""
+    return PiecewiseRateArrivals(boundaries_s, rates_rps, cv=cv, cycle_s=cycle_s)
+
+
+ARRIVAL_PROCESSES: dict[str, ArrivalFactory] = {
+    "poisson": _poisson, "gamma": _gamma, "servegen": _servegen, "piecewise": _piecewise,
+}
+
+
+def register_arrival_process(name: str, factory: ArrivalFactory) -> None:
+    """Make ``arrival_process(name, rate_rps, cv, **options)`` call ``factory(rate_rps, cv,
+    **options)``; the factory's keyword arguments are the names a scenario's
+    ``arrival_options`` may use. A name already taken raises."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"an arrival process name must be a non-empty string, got {name!r}")
+    if name in ARRIVAL_PROCESSES:
+        raise ValueError(f"arrival process {name!r} is already registered")
+    ARRIVAL_PROCESSES[name] = factory
+
+
+def check_arrival_options(name: str, options: dict[str, Any]) -> None:
+    """Raise unless ``name`` is registered and takes exactly ``options`` (missing or unknown
+    ones named), without building the process."""
+    if name not in ARRIVAL_PROCESSES:
+        raise ValueError(f"unknown arrival process {name!r}; known: {sorted(ARRIVAL_PROCESSES)}")
+    try:
+        inspect.signature(ARRIVAL_PROCESSES[name]).bind(1.0, 1.0, **options)
+    except TypeError as error:
+        raise ValueError(f"arrival process {name!r} cannot take options {options}: {error}") from None
+
+
+def arrival_process(name: str, rate_rps: float, cv: float = 1.0, **options: Any) -> ArrivalProcess:
+    """The arrival process called ``name`` at mean ``rate_rps`` (and ``cv`` where it applies):
+    ``poisson``, ``gamma`` (renewal, gaps of CV ``cv``), ``servegen`` (the ServeGen day scaled
+    to ``rate_rps``), ``piecewise`` (options ``boundaries_s``, ``rates_rps``, ``cycle_s``) or
+    one added by ``register_arrival_process``."""
+    check_arrival_options(name, options)
+    return ARRIVAL_PROCESSES[name](rate_rps, cv, **options)
