@@ -80,6 +80,7 @@ import numpy as np
 
 from hardware.gpus import get_gpu
 
+from envs.observation import COUNT_SCALE
 from envs.scenario import Scenario
 from simulator.cascade_quality import SCORE_MAX, stage_mean_scores
 from simulator.cluster import Cluster
@@ -287,7 +288,7 @@ class LoadBalanceShaping:
     """Mixin adding potential-based shaping Φ(s') − Φ(s), Φ = −Σ_k (n_k / ``COUNT_SCALE``)² over the
     instances' request counts, to a reward: joining a queue of n costs (2n + 1) / 256 at once."""
 
-    COUNT_SCALE = 16.0  # requests, as ``envs.observation.COUNT_SCALE``
+    COUNT_SCALE = COUNT_SCALE  # the observation's request-count scale
 
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)  # type: ignore[call-arg]
