@@ -193,13 +193,20 @@ class Cluster:
         self._stopped_at_s[instance.instance_id] = self.events.now_s
 
     @staticmethod
-    def _refusal(instance: Instance, seq: Sequence) -> str:
-        """Why ``accepting`` refuses ``seq`` on ``instance`` (for the error message)."""
+    def _refusal(instance: Instance, seq: Sequence | None, new_request: bool = True) -> str | None:
+        """Why ``instance`` cannot take ``seq`` now (None: it can): the rule of ``accepting``
+        for one instance, so a dispatch checks only its target."""
+        excluded = Role.DECODE if new_request else Role.PREFILL
+        model = None if seq is None else seq.request.model
+        if instance.lifecycle is Lifecycle.SERVING and instance.role is not excluded and (
+                model is None or instance.model.name == model):
+            return None
         if instance.lifecycle != Lifecycle.SERVING:
             return f"instance {instance.instance_id} is {instance.lifecycle.value}, not serving"
-        if instance.role == Role.DECODE:
-            return f"instance {instance.instance_id} is decode-only and cannot take new requests"
-        return f"instance {instance.instance_id} serves {instance.model.name}, request needs {seq.request.model}"
+        if instance.role == excluded:
+            return (f"instance {instance.instance_id} is decode-only and cannot take new requests" if new_request
+                    else f"instance {instance.instance_id} is prefill-only and cannot take answering requests")
+        return f"instance {instance.instance_id} serves {instance.model.name}, request needs {model}"
 
     def _instance(self, instance_id: int) -> Instance:
         if instance_id not in self.instances:
@@ -225,17 +232,17 @@ class Cluster:
         if self.arrays is not None:
             table = self.arrays.table[:len(self.instances)]
             ok = (table[:, LIFECYCLE] == LIFECYCLE_CODES[Lifecycle.SERVING.value]) & (table[:, ROLE] != ROLE_CODES[excluded.value])
-        else:
-            ok = np.array([i.lifecycle == Lifecycle.SERVING and i.role != excluded for i in self.instances.values()],
-                          dtype=bool)
-        model = None if seq is None else seq.request.model
-        if model is not None:
-            ok &= np.array([i.model.name == model for i in self.instances.values()], dtype=bool)
-        return ok
+            model = None if seq is None else seq.request.model
+            if model is not None:
+                ok &= np.array([i.model.name == model for i in self.instances.values()], dtype=bool)
+            return ok
+        return np.array([self._refusal(i, seq, new_request) is None for i in self.instances.values()], dtype=bool)
 
     def routable_ids(self) -> list[int]:
         """Serving instances that take new requests (prefill-capable: not decode-only)."""
-        return np.flatnonzero(self.accepting()).tolist()
+        if self.arrays is not None:
+            return np.flatnonzero(self.accepting()).tolist()
+        return [instance_id for instance_id, instance in self.instances.items() if self._refusal(instance, None) is None]
 
     def cost_usd(self) -> float:
         """Σ GPUs × price × time held, starting and draining included, up to now."""
@@ -302,8 +309,9 @@ class Cluster:
         """Send a new request to an instance (the answer to a ``"route"`` decision)."""
         self.version += 1
         instance = self._instance(instance_id)
-        if not self.accepting(seq)[instance_id]:
-            raise ValueError(self._refusal(instance, seq))
+        refusal = self._refusal(instance, seq)
+        if refusal is not None:
+            raise ValueError(refusal)
         if self._decision is not None and self._decision.seq is seq:
             self._next_decision()
         seq.pd_handoff = instance.role == Role.PREFILL and self.decode_router is not None
