@@ -18,8 +18,8 @@ def scenario_names() -> list[str]:
 
 
 def register_scenario(name: str, builder: Callable[[], Scenario]) -> None:
-    """Add a preset built in a higher layer (e.g. ``baselines.cauchy``'s GPU-combo scenarios,
-    which need its planner); importing that module registers it."""
+    """Add a preset (a user's own scenario): ``make_scenario(name)`` and ``gym.make(...,
+    scenario=name)`` build it from then on. Names already registered are refused."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"scenario name must be a non-empty string, got {name!r}")
     if name in PRESETS and PRESETS[name] is not builder:

@@ -133,7 +133,7 @@ class ScalingEnv(ServingEnv):
 
     ## Scenarios
     Any with aggregated instances, or one that defines its own ``scaling_units`` (the GPU-combo
-    scenarios of ``baselines.cauchy.scaling_scenario``); ``default`` deploys its whole
+    scenarios of ``envs.combo_scenario``); ``default`` deploys its whole
     inventory, so give it a larger ``gpu_inventory`` and ``max_instances`` to allow additions.
     """
 

@@ -28,33 +28,26 @@ not reproduce with its cause in that run's numbers.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import shutil
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import gymnasium as gym
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import gymnasium as gym  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch.utils.tensorboard import SummaryWriter  # noqa: E402
-
-import baselines  # noqa: E402
-import envs  # noqa: E402, F401
-from baselines.cascadeserve.model_switching import plan_model_switching  # noqa: E402
-from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, plan_gears  # noqa: E402
-from baselines.cascadeserve.policy import gear_env_options  # noqa: E402
-from baselines.cascadeserve.scenario_inputs import problem_for_scenario  # noqa: E402
-from envs.scenario import InstanceGroup, Scenario  # noqa: E402
-from envs.scenarios.cascadeserve import cascadeserve  # noqa: E402
-from experiments.headlines import Headline  # noqa: E402
+import baselines
+import envs  # noqa: F401
+from baselines.cascadeserve.model_switching import plan_model_switching
+from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, plan_gears
+from baselines.cascadeserve.policy import gear_env_options
+from baselines.cascadeserve.scenario_inputs import problem_for_scenario
+from envs.scenario import InstanceGroup, Scenario
+from envs.scenarios.cascadeserve import cascadeserve
+from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
+from experiments.headlines import Headline
 
 PAPER = {
     "gpu_savings": "2-3x fewer GPUs than the cheapest baseline for most latency-accuracy cells (§6.3, Fig. 7)",
@@ -215,7 +208,7 @@ def headlines(results: dict[str, Any]) -> list[Headline]:
     return [fig7, fig9]
 
 
-def run_spiky(config: Config, log: Any, tb_root: Path) -> dict[str, Any]:
+def run_spiky(config: Config, log: Any) -> dict[str, Any]:
     """Part 2: the spiky trace in Cascade-v0 (judge latency 0: certainty from logits, App. B)."""
     scenario = spiky_scenario(config)
     results: dict[str, Any] = {}
@@ -260,7 +253,6 @@ def run_spiky(config: Config, log: Any, tb_root: Path) -> dict[str, Any]:
         outcomes = [o for o in info["episode_outcomes"] if o.completed]
         end_s = max(o.finish_s for o in outcomes)
         windows = []
-        writer = SummaryWriter(log_dir=str(tb_root / name))
         for k in range(int(np.ceil(end_s / WINDOW_S))):
             lo, hi = k * WINDOW_S, (k + 1) * WINDOW_S
             done = [o for o in outcomes if lo <= o.finish_s < hi]
@@ -268,14 +260,7 @@ def run_spiky(config: Config, log: Any, tb_root: Path) -> dict[str, Any]:
             p95 = float(np.percentile([o.e2e_s for o in done], 95)) if done else float("nan")
             quality = float(np.mean([o.quality for o in done])) if done else float("nan")
             windows.append({"t_s": lo, "qps": arrived / WINDOW_S, "p95_s": p95, "quality": quality})
-            writer.add_scalar("spiky/qps", arrived / WINDOW_S, k)
-            if done:
-                writer.add_scalar("spiky/p95_latency_s", p95, k)
-                writer.add_scalar("spiky/quality", quality, k)
         metrics = info["episode_metrics"]
-        writer.add_scalar("summary/e2e_p95_s", metrics["e2e_p95_s"], 0)
-        writer.add_scalar("summary/quality_mean", metrics["quality_mean"], 0)
-        writer.close()
         results[name] = {"e2e_p95_s": metrics["e2e_p95_s"], "quality_mean": metrics["quality_mean"],
                          "slo_attainment": metrics["slo_attainment"], "windows": windows,
                          "gpus": sum(g.count * g.config.num_gpus for g in system_env.unwrapped.scenario.instances)}
@@ -286,6 +271,23 @@ def run_spiky(config: Config, log: Any, tb_root: Path) -> dict[str, Any]:
     results["switching_gears"] = [[g.qps_high, scenario.cascade[g.cascade.entry_stage], round(g.cascade.quality, 2)]
                                   for g in plans["model_switching"].gears]
     return results
+
+
+def tensorboard_scalars(spiky: dict[str, Any]) -> dict[str, list[Scalar]]:
+    """One run per spiky-trace system: per 2 s window (step = window index) the arrivals per
+    second and, where requests finished, their p95 E2E and mean score; the episode's p95 E2E and
+    mean score at step 0."""
+    runs: dict[str, list[Scalar]] = {}
+    for name, result in spiky.items():
+        if not isinstance(result, dict):
+            continue
+        scalars = runs[name] = []
+        for k, window in enumerate(result["windows"]):
+            scalars.append(("spiky/qps", window["qps"], k))
+            if np.isfinite(window["p95_s"]):
+                scalars += [("spiky/p95_latency_s", window["p95_s"], k), ("spiky/quality", window["quality"], k)]
+        scalars += [("summary/e2e_p95_s", result["e2e_p95_s"], 0), ("summary/quality_mean", result["quality_mean"], 0)]
+    return runs
 
 
 def plot(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Path) -> None:
@@ -303,9 +305,7 @@ def plot(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Path)
         ax.set_title(f"{system}: GPUs needed")
         ax.set_xlabel("accuracy (mean score)")
         ax.set_ylabel("p95 latency SLO")
-    fig.tight_layout()
-    fig.savefig(out / "fig7_gpus.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig7_gpus.png", dpi=120)
     fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     for name, result in spiky.items():
         if not isinstance(result, dict):
@@ -317,9 +317,7 @@ def plot(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Path)
         ax.set_ylabel(label)
     axes[0].legend()
     axes[-1].set_xlabel("time (s)")
-    fig.tight_layout()
-    fig.savefig(out / "fig8_spiky.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig8_spiky.png", dpi=120)
 
 
 def worst_window(result: dict[str, Any], key: str, pick: Any) -> float:
@@ -334,18 +332,18 @@ def report(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Pat
              "## Fig. 7: GPUs needed (planner simulator, latency SLO x accuracy)", "",
              f"Paper: {PAPER['gpu_savings']}.", "",
              "GPUs needed per system (``-``: no GPU count of the grid reaches the cell); saving = the cheapest",
-             "baseline's GPUs / CascadeServe's (Fig. 7b/d).", "",
-             "| p95 SLO | accuracy >= | CascadeServe | static cascade | model switching | static single model "
-             "| cheapest baseline | saving |", "|---|---|---|---|---|---|---|---|"]
+             "baseline's GPUs / CascadeServe's (Fig. 7b/d).", ""]
     savings = [f[2] for f in cell_savings(rows, config.latency_slos_s)]
+    table = []
     for slo in config.latency_slos_s:
         for acc in sorted({r["accuracy"] for r in rows if r["accuracy"] is not None and r["slo_s"] == slo}):
             ours = gpus_needed(rows, "cascadeserve", slo, acc)
             needs = [gpus_needed(rows, b, slo, acc) for b in BASELINES]
             cheapest, which = cheapest_baseline(rows, slo, acc)
             saving = f"{cheapest / ours:.2f}x" if ours and cheapest else ("no baseline can" if ours else "-")
-            cells = " | ".join(str(n or "-") for n in needs)
-            lines.append(f"| {slo:g} s | {acc:.2f} | {ours or '-'} | {cells} | {which} | {saving} |")
+            table.append((f"{slo:g} s", f"{acc:.2f}", ours or "-", *(n or "-" for n in needs), which, saving))
+    lines += markdown_table(("p95 SLO", "accuracy >=", "CascadeServe", "static cascade", "model switching",
+                             "static single model", "cheapest baseline", "saving"), table)
     if savings:
         lines += ["", f"Saving over cells both reach: mean {np.mean(savings):.2f}x, max {max(savings):.2f}x, "
                   f"{sum(s >= 2 for s in savings)} of {len(savings)} cells >= 2x."]
@@ -355,13 +353,13 @@ def report(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Pat
               f"Paper: {PAPER['spiky']}.", "", f"Trace: {list(config.spike_rates_rps)} req/s, {config.segment_s:g} s each.",
               f"CascadeServe gears (QPS upper bound, levels, accuracy, minimum queue length): {spiky['gears']}; "
               f"planned in {spiky['plan_time_s']:.1f} s.",
-              f"Model switching gears (QPS upper bound, model, accuracy): {spiky['switching_gears']}.",
-              "", "| system | GPUs | p95 E2E (s) | mean score | SLO attainment | worst 2 s-window score | worst 2 s-window p95 (s) |",
-              "|---|---|---|---|---|---|---|"]
-    for name, r in spiky.items():
-        if isinstance(r, dict):
-            lines.append(f"| {name} | {r['gpus']} | {r['e2e_p95_s']:.3f} | {r['quality_mean']:.2f} | {r['slo_attainment']:.3f} "
-                         f"| {worst_window(r, 'quality', min):.2f} | {worst_window(r, 'p95_s', max):.3f} |")
+              f"Model switching gears (QPS upper bound, model, accuracy): {spiky['switching_gears']}.", ""]
+    lines += markdown_table(
+        ("system", "GPUs", "p95 E2E (s)", "mean score", "SLO attainment", "worst 2 s-window score",
+         "worst 2 s-window p95 (s)"),
+        [(name, r["gpus"], f"{r['e2e_p95_s']:.3f}", f"{r['quality_mean']:.2f}", f"{r['slo_attainment']:.3f}",
+          f"{worst_window(r, 'quality', min):.2f}", f"{worst_window(r, 'p95_s', max):.3f}")
+         for name, r in spiky.items() if isinstance(r, dict)])
     switching, ours, fewer = spiky["model_switching"], spiky["cascadeserve"], spiky["cascadeserve_fewer_gpus"]
     lines += ["", f"Paper (§6.4): {PAPER['model_switching']}.",
               f"Ours: model switching on {switching['gpus']} GPUs: p95 {switching['e2e_p95_s']:.3f} s, worst window score "
@@ -384,28 +382,16 @@ def report(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small grid and short trace (for tests)")
-    parser.add_argument("--out", default="results/cascadeserve")
-    args = parser.parse_args(argv)
+    args = ExperimentParser(__doc__, "cascadeserve", "small grid and short trace (for tests)").parse_args(argv)
     config = QUICK if args.quick else FULL
-    out = Path(args.out)
-    tb_root = out / "tensorboard"
-    if tb_root.exists():
-        shutil.rmtree(tb_root)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    log = lambda message: print(message, flush=True)  # noqa: E731
-    log("Fig. 7 grid")
-    grid = gpu_grid(config, log)
-    log("spiky trace")
-    spiky = run_spiky(config, log, tb_root)
-    plot(grid, spiky, config, out)
-    report(grid, spiky, config, out)
-    (out / "results.json").write_text(json.dumps({"config": dataclasses.asdict(config), "grid": grid, "spiky": spiky},
-                                                 indent=1, default=str))
-    log(f"done in {time.perf_counter() - start:.0f} s -> {out}")
-    return 0
+    run = Run(args.out)
+    run.log("Fig. 7 grid")
+    grid = gpu_grid(config, run.log)
+    run.log("spiky trace")
+    spiky = run_spiky(config, run.log)
+    plot(grid, spiky, config, args.out)
+    report(grid, spiky, config, args.out)
+    return run.finish({"config": dataclasses.asdict(config), "grid": grid, "spiky": spiky}, tensorboard_scalars(spiky))
 
 
 if __name__ == "__main__":

@@ -59,10 +59,7 @@ runs them here, without Ray).
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -70,23 +67,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch.utils.tensorboard import SummaryWriter  # noqa: E402
-
-from baselines.cascadeserve.cluster_gears import MEASUREMENT_INTERVAL_S, GearSwitcher, gear_thresholds  # noqa: E402
-from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, plan_gears  # noqa: E402
-from baselines.cascadeserve.table_inputs import accuracy_slo_problem, instance_groups  # noqa: E402
-from baselines.cascadia.parallelism import ModelLatencyTable, load_cached_tables  # noqa: E402
-from baselines.cascadia.planner import CascadePlan, CascadiaPlanner  # noqa: E402
-from baselines.cascadia.rescheduling import Reschedule, Rescheduler, ReschedulingSettings, WorkloadStats  # noqa: E402
-from baselines.cascadia.thresholds import QualityProfile  # noqa: E402
-from envs.scenario import InstanceGroup  # noqa: E402
-from experiments.headlines import Headline  # noqa: E402
-from experiments.cascadia_reproduction import (  # noqa: E402
+from baselines.cascadeserve.cluster_gears import MEASUREMENT_INTERVAL_S, GearSwitcher, gear_thresholds
+from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, plan_gears
+from baselines.cascadeserve.table_inputs import accuracy_slo_problem, instance_groups
+from baselines.cascadia.parallelism import ModelLatencyTable, load_cached_tables
+from baselines.cascadia.planner import CascadePlan, CascadiaPlanner
+from baselines.cascadia.rescheduling import Reschedule, Rescheduler, ReschedulingSettings, WorkloadStats
+from baselines.cascadia.thresholds import QualityProfile
+from envs.scenario import InstanceGroup
+from envs.scenarios.cascadia import CASCADIA_MODELS
+from experiments.cascadia_reproduction import (
     CASCADESERVE_LEVELS,
     CASCADESERVE_MAX_BATCH,
     CASCADESERVE_RANGES,
@@ -100,14 +93,15 @@ from experiments.cascadia_reproduction import (  # noqa: E402
     standalone,
     trace_requests,
 )
-from envs.scenarios.cascadia import CASCADIA_MODELS  # noqa: E402
-from simulator.cascade import CascadeRouter  # noqa: E402
-from simulator.cluster import Cluster  # noqa: E402
-from simulator.fanout import add_arguments, iter_fan_out  # noqa: E402
-from simulator.outcome import RequestOutcome  # noqa: E402
-from simulator.request import Request  # noqa: E402
+from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
+from experiments.headlines import Headline
+from simulator.cascade import CascadeRouter
+from simulator.cluster import Cluster
+from simulator.fanout import iter_fan_out
+from simulator.outcome import RequestOutcome
+from simulator.request import Request
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+FANS_OUT = True  # the (quality requirement, system) cells: takes --workers / --address (simulator.fanout)
 SEGMENT_MINUTES = (8.0, 16.0, 10.0)  # §4.4: trace 1 -> trace 2 -> trace 3
 SYSTEMS = ("Cascadia (re-scheduling)", "Cascadia (thresholds only)", "Cascadia (static)", "CascadeServe", "Stand-alone")
 RESCHEDULING, THRESHOLDS_ONLY, STATIC, CASCADESERVE, STANDALONE = SYSTEMS
@@ -545,9 +539,9 @@ def write_report(path: Path, results: dict[str, Any], settings: Settings) -> Non
              f"{settings.window_s:g} s, {100 * settings.subsample_fraction:g}% complexity subsample; re-scheduling delay "
              f"{settings.planning_delay_s:g} s (Alg. 1 runtime, App. G), replica start = weight load + {settings.provisioning_s:g} s; "
              f"SLO = {settings.slo_scale:g} x the trace's base latency; threshold grid {settings.threshold_levels} levels. "
-             f"Wall time {results['wall_s']:.0f} s.", "", "## Headline numbers", "", "| metric | paper | ours |", "|---|---|---|"]
-    for key, (value, text) in PAPER.items():
-        lines.append(f"| {key} | {text} ({value:g}) | {ours.get(key, float('nan')):.3g} |")
+             f"Wall time {results['wall_s']:.0f} s.", "", "## Headline numbers", ""]
+    lines += markdown_table(("metric", "paper", "ours"), [(key, f"{text} ({value:g})", f"{ours.get(key, float('nan')):.3g}")
+                                                          for key, (value, text) in PAPER.items()])
     infeasible = [key for key, cell in results["runs"].items() if "error" in cell[CASCADESERVE]]
     unplanned = f" (CascadeServe has no plan at {', '.join(infeasible)}: see below)" if infeasible else ""
     per_baseline = ", ".join(f"{_key(b)} {ours[f'goodput_gain_vs_{_key(b)}_mean']:.3g}x" for b in (STATIC, *PAPER_BASELINES)
@@ -563,32 +557,31 @@ def write_report(path: Path, results: dict[str, Any], settings: Settings) -> Non
         plan = cell["initial_plan"]
         lines += [f"## {key}: totals over the run", "",
                   f"Trace-1 plan: thresholds {plan['thresholds']}, GPUs {plan['gpus']}, {'; '.join(plan['strategies'])}. "
-                  f"Stand-alone: {cell['standalone_model']}.", "",
-                  "| system | p95 E2E (s) | SLO attainment | min SLO scale @95% | mean score | goodput (req/s) | lost | "
-                  + " | ".join(f"{p['trace']} p95 / att. / score / goodput" for p in results["phases"]) + " |",
-                  "|---|---|---|---|---|---|---|" + "---|" * len(results["phases"])]
+                  f"Stand-alone: {cell['standalone_model']}.", ""]
+        rows = []
         for system in SYSTEMS:
             if "error" in cell[system]:
-                lines.append(f"| {system} | not deployed: {cell[system]['error']} |" + " - |" * (5 + len(results["phases"])))
+                rows.append((system, f"not deployed: {cell[system]['error']}", *["-"] * (5 + len(results["phases"]))))
                 continue
             t = cell[system]["total"]
-            per_phase = " | ".join(f"{x['p95_e2e_s']:.1f} / {x['slo_attainment']:.2f} / {x['quality']:.1f} / {x['goodput_rps']:.1f}"
-                                   for x in cell[system]["phases"])
-            lines.append(f"| {system} | {t['p95_e2e_s']:.1f} | {t['slo_attainment']:.3f} | {t['min_slo_scale']:.2f} | {t['quality']:.1f} | "
-                         f"{t['goodput_rps']:.2f} | {t['lost']:.0f} | {per_phase} |")
-        lines += ["", f"### {key}: re-schedules", "",
-                  "| system | detected (s) | reasons | measured rate | lengths | thresholds | GPUs | parallelism | Alg. 1 (s) | "
-                  "applied (s) | thresholds applied (s) | rollout done (s) | removed / added / moved | note |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for system in (RESCHEDULING, THRESHOLDS_ONLY):
-            for e in cell[system]["reschedules"]:
-                lines.append(
-                    f"| {system} | {e['detected_s']:.0f} | {', '.join(e['reasons'])} | {e['measured_rate_rps']:.1f} | {e['lengths']} | "
-                    f"{', '.join(f'{h:g}' for h in e['thresholds'])} | {', '.join(map(str, e['gpus_by_model']))} | "
-                    f"{'; '.join(e['strategies'])} | {e['algorithm_runtime_s']:.2f} | {_fmt(e['applied_s'])} | "
-                    f"{_fmt(e['thresholds_applied_s'])} | {_fmt(e['rollout_done_s'])} | "
-                    f"{e['replicas_removed']} / {e['replicas_added']} / {e['requests_moved']} | "
-                    f"{'abandoned part of the rollout' if e['abandoned'] else e['error']} |")
+            rows.append((system, f"{t['p95_e2e_s']:.1f}", f"{t['slo_attainment']:.3f}", f"{t['min_slo_scale']:.2f}",
+                         f"{t['quality']:.1f}", f"{t['goodput_rps']:.2f}", f"{t['lost']:.0f}",
+                         *(f"{x['p95_e2e_s']:.1f} / {x['slo_attainment']:.2f} / {x['quality']:.1f} / {x['goodput_rps']:.1f}"
+                           for x in cell[system]["phases"])))
+        lines += markdown_table(("system", "p95 E2E (s)", "SLO attainment", "min SLO scale @95%", "mean score",
+                                 "goodput (req/s)", "lost",
+                                 *(f"{p['trace']} p95 / att. / score / goodput" for p in results["phases"])), rows)
+        lines += ["", f"### {key}: re-schedules", ""]
+        lines += markdown_table(
+            ("system", "detected (s)", "reasons", "measured rate", "lengths", "thresholds", "GPUs", "parallelism",
+             "Alg. 1 (s)", "applied (s)", "thresholds applied (s)", "rollout done (s)", "removed / added / moved", "note"),
+            [(system, f"{e['detected_s']:.0f}", ", ".join(e["reasons"]), f"{e['measured_rate_rps']:.1f}", e["lengths"],
+              ", ".join(f"{h:g}" for h in e["thresholds"]), ", ".join(map(str, e["gpus_by_model"])),
+              "; ".join(e["strategies"]), f"{e['algorithm_runtime_s']:.2f}", _fmt(e["applied_s"]),
+              _fmt(e["thresholds_applied_s"]), _fmt(e["rollout_done_s"]),
+              f"{e['replicas_removed']} / {e['replicas_added']} / {e['requests_moved']}",
+              "abandoned part of the rollout" if e["abandoned"] else e["error"])
+             for system in (RESCHEDULING, THRESHOLDS_ONLY) for e in cell[system]["reschedules"]])
         lines += _gear_plan_lines(key, cell[CASCADESERVE], results["phases"])
     lines += ["## Not reproduced", "", "The complexity subsample is not charged as extra GPU load; re-scheduling's "
               f"algorithm time is the modelled {settings.planning_delay_s:g} s, not our planner's wall time; CascadeServe "
@@ -606,12 +599,12 @@ def _gear_plan_lines(key: str, cell: dict[str, Any], phases: list[dict[str, Any]
         return lines + [f"No plan: {cell['error']} (Alg. 1 line 7).", ""]
     g = cell["gear_plan"]
     lines += [f"Replicas {', '.join(f'{n} x {m}' for m, n in g['replicas'].items())}; planned accuracy "
-              f"{g['planned_accuracy']:.1f}; planning {g['planning_time_s']:.1f} s.", "",
-              "| gear | QPS up to | h1, h2 | validation accuracy | planned time share | "
-              + " | ".join(f"{p['trace']} share" for p in phases) + " |", "|---|---|---|---|---|" + "---|" * len(phases)]
-    for i, (high, hs, accuracy, weight) in enumerate(g["gears"]):
-        used = " | ".join(f"{100 * share[i]:.0f}%" for share in g["gear_share_by_phase"])
-        lines.append(f"| {i} | {high:.0f} | {', '.join(f'{h:g}' for h in hs)} | {accuracy:.1f} | {100 * weight:.0f}% | {used} |")
+              f"{g['planned_accuracy']:.1f}; planning {g['planning_time_s']:.1f} s.", ""]
+    lines += markdown_table(
+        ("gear", "QPS up to", "h1, h2", "validation accuracy", "planned time share", *(f"{p['trace']} share" for p in phases)),
+        [(i, f"{high:.0f}", ", ".join(f"{h:g}" for h in hs), f"{accuracy:.1f}", f"{100 * weight:.0f}%",
+          *(f"{100 * share[i]:.0f}%" for share in g["gear_share_by_phase"]))
+         for i, (high, hs, accuracy, weight) in enumerate(g["gears"])])
     return lines + [""]
 
 
@@ -652,45 +645,32 @@ def plot(out: Path, results: dict[str, Any]) -> None:
                     axes[row][col].axvline(e["applied_s"] / 60, color="black", ls=":", lw=0.8)
         axes[0][col].legend(fontsize=7)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "fig11_fluctuating.png", dpi=90)
-    plt.close(fig)
+    save_figure(fig, out / "fig11_fluctuating.png", dpi=90)
 
 
-def write_tensorboard(root: Path, results: dict[str, Any]) -> None:
+def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
     """One run per system; ``<q>/<metric>`` per window (step = window index) and
     ``<q>/total/<metric>`` at step 0."""
-    if root.exists():
-        shutil.rmtree(root)
-    for system in SYSTEMS:
-        writer = SummaryWriter(log_dir=str(root / system.replace(" ", "_").replace("(", "").replace(")", "")))
+    runs: dict[str, list[Scalar]] = {system: [] for system in SYSTEMS}
+    for system, scalars in runs.items():
         for key, cell in results["runs"].items():
             if "error" in cell[system]:
                 continue
             for metric, values in cell[system]["windows"].items():
-                for step, value in enumerate(values):
-                    if math.isfinite(value):
-                        writer.add_scalar(f"{key}/{metric}", value, step)
-            for metric, value in cell[system]["total"].items():
-                writer.add_scalar(f"{key}/total/{metric}", value, 0)
-        writer.close()
+                scalars += [(f"{key}/{metric}", value, step) for step, value in enumerate(values) if math.isfinite(value)]
+            scalars += [(f"{key}/total/{metric}", value, 0) for metric, value in cell[system]["total"].items()]
+    return runs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="40 s segments, one quality requirement (< 30 s)")
-    add_arguments(parser)
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "cascadia_fluctuating")
-    args = parser.parse_args(argv)
+    args = ExperimentParser(__doc__, "cascadia_fluctuating", "40 s segments, one quality requirement (< 30 s)",
+                            fans_out=FANS_OUT).parse_args(argv)
     settings = QUICK if args.quick else FULL
-    args.out.mkdir(parents=True, exist_ok=True)
+    run = Run(args.out)
     results = run_experiment(settings, workers=args.workers, address=args.address)
     write_report(args.out / "report.md", results, settings)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=float) + "\n")
     plot(args.out, results)
-    write_tensorboard(args.out / "tensorboard", results)
-    print(f"wrote {args.out / 'report.md'} ({results['wall_s']:.0f} s)")
-    return 0
+    return run.finish(results, tensorboard_scalars(results))
 
 
 if __name__ == "__main__":

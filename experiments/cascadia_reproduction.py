@@ -48,44 +48,37 @@ to ours), ``results.json``, PNGs and ``tensorboard/<system>/`` runs with the sam
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import gymnasium as gym
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import gymnasium as gym  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch.utils.tensorboard import SummaryWriter  # noqa: E402
+import baselines
+import envs  # noqa: F401  (registers the IDs)
+from agents.rollout import run_episode
+from baselines.cascadeserve.cluster_gears import GearSwitcher, gear_thresholds, single_measurement_gear
+from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, PlanningProblem, plan_gears
+from baselines.cascadeserve.table_inputs import accuracy_slo_problem, instance_groups
+from baselines.cascadia.parallelism import ModelLatencyTable, TableSettings, load_cached_tables, model_table
+from baselines.cascadia.planner import CascadePlan, CascadiaPlanner
+from baselines.cascadia.thresholds import QualityProfile
+from envs.scenario import InstanceGroup
+from envs.scenarios.cascadia import CASCADIA_MODELS
+from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
+from experiments.headlines import Headline
+from simulator.cascade import CascadeRouter, assign_cascade_quality
+from simulator.cascade_quality import TRACE_DIFFICULTY_MEAN
+from simulator.cluster import Cluster
+from simulator.instance import InstanceConfig
+from simulator.outcome import RequestOutcome
+from simulator.request import Request
+from simulator.workloads import PoissonArrivals, generate_requests, length_sampler
 
-import baselines  # noqa: E402
-import envs  # noqa: F401, E402  (registers the IDs)
-from agents.rollout import run_episode  # noqa: E402
-from baselines.cascadeserve.cluster_gears import GearSwitcher, gear_thresholds, single_measurement_gear  # noqa: E402
-from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, PlanningProblem, plan_gears  # noqa: E402
-from baselines.cascadeserve.table_inputs import accuracy_slo_problem, instance_groups  # noqa: E402
-from baselines.cascadia.parallelism import ModelLatencyTable, TableSettings, load_cached_tables, model_table  # noqa: E402
-from baselines.cascadia.planner import CascadePlan, CascadiaPlanner  # noqa: E402
-from baselines.cascadia.thresholds import QualityProfile  # noqa: E402
-from envs.scenario import InstanceGroup  # noqa: E402
-from experiments.headlines import Headline  # noqa: E402
-from envs.scenarios.cascadia import CASCADIA_MODELS  # noqa: E402
-from simulator.cascade import CascadeRouter, assign_cascade_quality  # noqa: E402
-from simulator.cluster import Cluster  # noqa: E402
-from simulator.instance import InstanceConfig  # noqa: E402
-from simulator.outcome import RequestOutcome  # noqa: E402
-from simulator.request import Request  # noqa: E402
-from simulator.cascade_quality import TRACE_DIFFICULTY_MEAN  # noqa: E402
-from simulator.workloads import PoissonArrivals, generate_requests, length_sampler  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 GPU = "H100-80GB"
 TOTAL_GPUS = 32
 DTYPES = ("fp16", "fp16", "int4")
@@ -518,55 +511,56 @@ def cascadeserve_cause(results: dict[str, Any]) -> str:
 
 def write_report(path: Path, results: dict[str, Any], setup: str) -> None:
     ours = results["headline"]
-    lines = ["# Cascadia reproduction (cascadia.txt §4)", "", setup, "", "## Headline numbers", "",
-             "| metric | paper | ours |", "|---|---|---|"]
-    for key, (value, text) in PAPER.items():
-        lines.append(f"| {key} | {text} ({value:g}) | {ours.get(key, float('nan')):.3g} |")
-    lines += ["", "## Fig. 5-6: minimum SLO scale at 95% attainment, throughput, quality", "",
-              "| case | system | deployment | min SLO scale | p95 E2E (s) | throughput (req/s) | mean score | lost |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines = ["# Cascadia reproduction (cascadia.txt §4)", "", setup, "", "## Headline numbers", ""]
+    lines += markdown_table(("metric", "paper", "ours"), [(key, f"{text} ({value:g})", f"{ours.get(key, float('nan')):.3g}")
+                                                          for key, (value, text) in PAPER.items()])
+    lines += ["", "## Fig. 5-6: minimum SLO scale at 95% attainment, throughput, quality", ""]
+    rows = []
     for case, cells in results["cases"].items():
         for system in SYSTEMS:
             if system not in cells:
-                lines.append(f"| {case} | {system} | infeasible: {cells['cascadeserve_error']} | - | - | - | - | - |")
+                rows.append((case, system, f"infeasible: {cells['cascadeserve_error']}", *"-" * 5))
                 continue
             c = cells[system]
-            lines.append(f"| {case} | {system} | {c['deployment']} | {c['min_slo_scale']:.2f} | {c['p95_e2e_s']:.1f} | "
-                         f"{c['throughput_rps']:.2f} | {c['quality']:.1f} | {c['lost']:.0f} |")
+            rows.append((case, system, c["deployment"], f"{c['min_slo_scale']:.2f}", f"{c['p95_e2e_s']:.1f}",
+                         f"{c['throughput_rps']:.2f}", f"{c['quality']:.1f}", f"{c['lost']:.0f}"))
+    lines += markdown_table(("case", "system", "deployment", "min SLO scale", "p95 E2E (s)", "throughput (req/s)",
+                             "mean score", "lost"), rows)
     lines += ["", "## CascadeServe's gear plans (accuracy SLO = the quality requirement)", "",
               "Gears: (QPS upper bound: thresholds h1, h2; validation accuracy; time share). The plan's accuracy is the "
               "time-weighted mean (App. C.2); the throughput run uses the burst gear, the cheapest gear meeting the SLO "
-              "alone (its mean score in the burst run is shown).", "",
-              "| case | replicas 7B / 70B / 671B | gears | planned accuracy | burst gear | burst mean score | planning (s) |",
-              "|---|---|---|---|---|---|---|"]
+              "alone (its mean score in the burst run is shown).", ""]
+    rows = []
     for case, cells in results["cases"].items():
         if "cascadeserve_plan" not in cells:
             continue
         g = cells["cascadeserve_plan"]
         gears = "; ".join(f"{high:.0f}: {', '.join(f'{h:g}' for h in hs)}; {acc:.1f}; {100 * w:.0f}%" for high, hs, acc, w in g["gears"])
-        lines.append(f"| {case} | {' / '.join(str(n) for n in g['replicas'].values())} | {gears} | {g['planned_accuracy']:.1f} | "
-                     f"{g['burst_gear']} | {cells['CascadeServe']['throughput_quality']:.1f} | {g['planning_time_s']:.1f} |")
-    lines += ["", "## Table 2-3 shape: Cascadia's plans (paper's Table 2 row where there is one)", "",
-              "| case | h1, h2 | p1, p2, p3 (%) | f1, f2, f3 | parallelism | planned Q | planned L (s) | J | iterations | runtime (s) | paper h / p / f |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+        rows.append((case, " / ".join(str(n) for n in g["replicas"].values()), gears, f"{g['planned_accuracy']:.1f}",
+                     g["burst_gear"], f"{cells['CascadeServe']['throughput_quality']:.1f}", f"{g['planning_time_s']:.1f}"))
+    lines += markdown_table(("case", "replicas 7B / 70B / 671B", "gears", "planned accuracy", "burst gear",
+                             "burst mean score", "planning (s)"), rows)
+    lines += ["", "## Table 2-3 shape: Cascadia's plans (paper's Table 2 row where there is one)", ""]
+    rows = []
     for case, cells in results["cases"].items():
         p = cells["plan"]
         q, trace = case.split("/")
         paper = TABLE2.get((int(float(q[1:])), int(trace[-1])))
-        paper_text = f"{paper[:2]} / {paper[2:5]} / {paper[5:]}" if paper else "-"
-        lines.append(f"| {case} | {', '.join(f'{h:g}' for h in p['thresholds'])} | "
-                     f"{', '.join(f'{100 * r:.0f}' for r in p['reach_fractions'])} | {', '.join(map(str, p['gpus']))} | "
-                     f"{'; '.join(p['strategies'])} | {p['planned_quality']:.1f} | {p['planned_latency_s']:.1f} | {p['objective']:.1f} | "
-                     f"{p['iterations']} | {p['runtime_s']:.2f} | {paper_text} |")
-    lines += ["", "## §4.4 / Fig. 10: planning time vs cluster size (trace 1, q = 85, load scaled with GPUs)", "",
-              "| GPUs | runtime (s) | iterations |", "|---|---|---|"]
-    for gpus, row in results["scaling"].items():
-        lines.append(f"| {gpus} | {row['runtime_s']:.2f} | {row['iterations']} |")
-    lines += ["", "## App. J: bi-level vs exhaustive search", "", "| case | GPUs | threshold levels | J bi-level | J exhaustive | gap | bi-level (s) | exhaustive (s) |",
-              "|---|---|---|---|---|---|---|---|"]
-    for case, g in results["gaps"].items():
-        lines.append(f"| {case} | {g['gpus']:.0f} | {g['levels']:.0f} | {g['bilevel_objective']:.2f} | {g['exhaustive_objective']:.2f} | "
-                     f"{100 * g['gap']:.1f}% | {g['bilevel_runtime_s']:.2f} | {g['exhaustive_runtime_s']:.2f} |")
+        rows.append((case, ", ".join(f"{h:g}" for h in p["thresholds"]), ", ".join(f"{100 * r:.0f}" for r in p["reach_fractions"]),
+                     ", ".join(map(str, p["gpus"])), "; ".join(p["strategies"]), f"{p['planned_quality']:.1f}",
+                     f"{p['planned_latency_s']:.1f}", f"{p['objective']:.1f}", p["iterations"], f"{p['runtime_s']:.2f}",
+                     f"{paper[:2]} / {paper[2:5]} / {paper[5:]}" if paper else "-"))
+    lines += markdown_table(("case", "h1, h2", "p1, p2, p3 (%)", "f1, f2, f3", "parallelism", "planned Q", "planned L (s)",
+                             "J", "iterations", "runtime (s)", "paper h / p / f"), rows)
+    lines += ["", "## §4.4 / Fig. 10: planning time vs cluster size (trace 1, q = 85, load scaled with GPUs)", ""]
+    lines += markdown_table(("GPUs", "runtime (s)", "iterations"), [(gpus, f"{row['runtime_s']:.2f}", row["iterations"])
+                                                                     for gpus, row in results["scaling"].items()])
+    lines += ["", "## App. J: bi-level vs exhaustive search", ""]
+    lines += markdown_table(
+        ("case", "GPUs", "threshold levels", "J bi-level", "J exhaustive", "gap", "bi-level (s)", "exhaustive (s)"),
+        [(case, f"{g['gpus']:.0f}", f"{g['levels']:.0f}", f"{g['bilevel_objective']:.2f}", f"{g['exhaustive_objective']:.2f}",
+          f"{100 * g['gap']:.1f}%", f"{g['bilevel_runtime_s']:.2f}", f"{g['exhaustive_runtime_s']:.2f}")
+         for case, g in results["gaps"].items()])
     unloaded = ", ".join(f"{model} {value:.1f} s" for model, value in results["unloaded_p95_s"].items())
     lines += ["", "## Reading the comparison", "",
               f"Unloaded p95 E2E per model in this simulator (trace 1 lengths, fastest replica shape, lowest table rate): {unloaded}. "
@@ -574,19 +568,17 @@ def write_report(path: Path, results: dict[str, Any], setup: str) -> None:
               "baseline at high quality requirements, while every cascaded request pays each stage it passes plus the judge. "
               "The MILP balances per-stage p95s (§3.2), so the measured end-to-end p95 exceeds the planned L."]
     llama = results["llama"]
-    lines += ["", f"## §4.2 / Fig. 7: Llama cascade (Llama-3-8B -> 70B) at quality {LLAMA_QUALITY:g} (App. I)", "",
-              "| trace | system | deployment | thresholds | min SLO scale | p95 E2E (s) | mean score |", "|---|---|---|---|---|---|---|"]
-    for name, cells in llama["cases"].items():
-        for system in ("Cascadia", "Stand-alone"):
-            c = cells[system]
-            hs = ", ".join(f"{h:g}" for h in cells["thresholds"]) if system == "Cascadia" else "-"
-            lines.append(f"| {name} | {system} | {c['deployment']} | {hs} | {c['min_slo_scale']:.2f} | "
-                         f"{c['p95_e2e_s']:.1f} | {c['quality']:.1f} |")
-    lines += ["", "Load sweep (trace 3, deployments planned for its rate and held, the rate raised):", "",
-              "| rate (req/s) | requests | stand-alone p95 (s) | Cascadia p95 (s) |", "|---|---|---|---|"]
-    for row in llama["load_sweep"].values():
-        lines.append(f"| {row['rate_rps']:g} | {row['requests']} | {row['Stand-alone']['p95_e2e_s']:.1f} | "
-                     f"{row['Cascadia']['p95_e2e_s']:.1f} |")
+    lines += ["", f"## §4.2 / Fig. 7: Llama cascade (Llama-3-8B -> 70B) at quality {LLAMA_QUALITY:g} (App. I)", ""]
+    lines += markdown_table(
+        ("trace", "system", "deployment", "thresholds", "min SLO scale", "p95 E2E (s)", "mean score"),
+        [(name, system, cells[system]["deployment"],
+          ", ".join(f"{h:g}" for h in cells["thresholds"]) if system == "Cascadia" else "-",
+          f"{cells[system]['min_slo_scale']:.2f}", f"{cells[system]['p95_e2e_s']:.1f}", f"{cells[system]['quality']:.1f}")
+         for name, cells in llama["cases"].items() for system in ("Cascadia", "Stand-alone")])
+    lines += ["", "Load sweep (trace 3, deployments planned for its rate and held, the rate raised):", ""]
+    lines += markdown_table(("rate (req/s)", "requests", "stand-alone p95 (s)", "Cascadia p95 (s)"),
+                            [(f"{row['rate_rps']:g}", row["requests"], f"{row['Stand-alone']['p95_e2e_s']:.1f}",
+                              f"{row['Cascadia']['p95_e2e_s']:.1f}") for row in llama["load_sweep"].values()])
     env = results["env_policy"]
     lines += ["", "## The `cascadia` policy on servegym/Cascade-v0 (trace-1 q = 85 plan deployed)", "",
               f"Policy thresholds {env['policy_h1']:g}, {env['policy_h2']:g} (plan: {env['plan_h1']:g}, {env['plan_h2']:g}), "
@@ -612,9 +604,7 @@ def plot_figures(out: Path, results: dict[str, Any], scales: np.ndarray) -> None
             ax.set_title(f"{trace.name}, q = {q:g}", fontsize=8)
             ax.set_xlabel("SLO scale", fontsize=7)
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "fig5_slo_attainment.png", dpi=100)
-    plt.close(fig)
+    save_figure(fig, out / "fig5_slo_attainment.png", dpi=100)
     fig, ax = plt.subplots(figsize=(10, 4))
     names = list(cases)
     for i, system in enumerate(SYSTEMS):
@@ -623,42 +613,27 @@ def plot_figures(out: Path, results: dict[str, Any], scales: np.ndarray) -> None
     ax.set_xticks(np.arange(len(names)) + 0.27, names, rotation=45, fontsize=7)
     ax.set_ylabel("throughput (req/s)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "fig6_throughput.png", dpi=100)
-    plt.close(fig)
+    save_figure(fig, out / "fig6_throughput.png", dpi=100)
     fig, ax = plt.subplots(figsize=(5, 3.5))
     gpus = sorted(results["scaling"])
     ax.plot(gpus, [results["scaling"][g]["runtime_s"] for g in gpus], marker="o")
     ax.set_xlabel("GPUs")
     ax.set_ylabel("planning time (s)")
-    fig.tight_layout()
-    fig.savefig(out / "fig10_planning_time.png", dpi=100)
-    plt.close(fig)
+    save_figure(fig, out / "fig10_planning_time.png", dpi=100)
 
 
-def write_tensorboard(root: Path, results: dict[str, Any]) -> None:
+def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
     """One run per system; scalars tagged ``<case>/<metric>`` (step 0)."""
-    if root.exists():
-        shutil.rmtree(root)
-    for system in SYSTEMS:
-        writer = SummaryWriter(log_dir=str(root / system))
-        for case, cells in results["cases"].items():
-            if system not in cells:
-                continue
-            for metric in ("min_slo_scale", "p95_e2e_s", "throughput_rps", "quality"):
-                writer.add_scalar(f"{case}/{metric}", cells[system][metric], 0)
-        writer.close()
+    return {system: [(f"{case}/{metric}", cells[system][metric], 0) for case, cells in results["cases"].items()
+                     if system in cells for metric in ("min_slo_scale", "p95_e2e_s", "throughput_rps", "quality")]
+            for system in SYSTEMS}
 
 
 # ----------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small request counts and coarse threshold grids (< 90 s)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "cascadia")
-    args = parser.parse_args(argv)
+    args = ExperimentParser(__doc__, "cascadia", "small request counts and coarse threshold grids (< 90 s)").parse_args(argv)
     settings = QUICK if args.quick else FULL
-    args.out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    run = Run(args.out)
     cache = load_cached_tables()
     scales = np.linspace(0.5, 12.0, 47)
     results: dict[str, Any] = {"cases": {}, "base_latency_s": {}}
@@ -668,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
         base_s = results["base_latency_s"][trace.name] = base_latency_s(trace)
         for q in QUALITY_REQUIREMENTS:
             results["cases"][f"q{q:g}/{trace.name}"] = run_case(trace, q, tables, profile, base_s, settings, scales)
-        print(f"{trace.name} done ({time.perf_counter() - started:.0f} s)", flush=True)
+        run.log(f"{trace.name} done")
     results["unloaded_p95_s"] = {
         t.model: min(r.p95_s[0] for r in t.replicas) for t in deepseek_tables(TRACES[0], cache)
     }
@@ -687,13 +662,10 @@ def main(argv: list[str] | None = None) -> int:
              + f". {settings.requests} requests per run ({settings.throughput_requests} queued at t = 0 for throughput); "
              f"threshold grid {settings.threshold_levels} levels; profile {settings.profile_requests} requests; "
              f"mu = 100. CascadeServe: accuracy SLO = q, {CASCADESERVE_LEVELS} threshold levels, {CASCADESERVE_RANGES} QPS ranges "
-             f"weighted by the measured 100 ms QPS, {settings.cascadeserve_samples} sampled cascades. Wall time {time.perf_counter() - started:.0f} s.")
+             f"weighted by the measured 100 ms QPS, {settings.cascadeserve_samples} sampled cascades. Wall time {run.elapsed_s:.0f} s.")
     write_report(args.out / "report.md", results, setup)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     plot_figures(args.out, results, scales)
-    write_tensorboard(args.out / "tensorboard", results)
-    print(f"wrote {args.out / 'report.md'} ({time.perf_counter() - started:.0f} s)")
-    return 0
+    return run.finish(results, tensorboard_scalars(results))
 
 
 if __name__ == "__main__":

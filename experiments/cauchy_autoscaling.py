@@ -5,7 +5,7 @@ same autoscaler over aggregated combos only, §4.1) on servegym/Scaling-v0, Llam
 
 Every GPU combo of the workload's Pareto set (disaggregated prefill-decode pairs and aggregated
 instances) plus every aggregated combo is a Scaling-v0 unit kind, added and removed whole
-(``baselines.cauchy.scaling_scenario``). Cauchy and its static variant start from the same
+(``baselines.cauchy.scaling_scenario``, ``envs.combo_scenario.ComboScalingScenario``). Cauchy and its static variant start from the same
 plan (§4.6): CO-LP over all these combos for the load's mean QPS
 (``baselines.cauchy.scaling_scenario.mean_load_plan``); static keeps it. Cauchy* starts from
 the CO-LP plan over the aggregated combos and scales with them only. Setups
@@ -16,7 +16,7 @@ about 10 times Table 3's 2.32 req/s, which matches LongWriter lengths, not Share
 at the paper's QPS a plan holds few GPUs). Both run through
 ``agents.rollout.evaluate``, on the same seeds, so the same requests arrive for both.
 
-Loads (``baselines.cauchy.scaling_scenario``):
+Loads (``simulator.workloads.load_profiles``):
 
 * ``azure``: the Azure 2023 conv trace's per-minute arrival counts (58 min, 0.57-1.52 x the
   mean) scaled to the mean QPS. The clock is compressed 6x (``--time-compression``): a trace
@@ -45,47 +45,32 @@ cores); ``--quick`` compresses the clock 60x and the ServeGen day 1440x (about 2
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch.utils.tensorboard import SummaryWriter  # noqa: E402
+import baselines
+from agents.rollout import evaluate
+from baselines.cauchy.scaling_scenario import autoscaler_options, autoscaling_scenario, mean_load_plan, plan_counts
+from baselines.cauchy.workloads import WORKLOADS, get_workload
+from envs.scaling import ADD, REMOVE
+from envs.scenarios.cauchy_autoscaling import tick_s
+from experiments.cauchy_reproduction import LABELS, LOAD_SCALE, PAPER_LOAD_SCALE, add_load_scales, check_load_scales
+from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
+from experiments.headlines import Headline
+from simulator.fanout import fan_out
+from simulator.workloads import LoadProfile, azure_profile, servegen_day_profile
 
-import baselines  # noqa: E402
-from agents.rollout import evaluate  # noqa: E402
-from baselines.cauchy.scaling_scenario import (  # noqa: E402
-    LoadProfile,
-    autoscaler_options,
-    autoscaling_scenario,
-    azure_profile,
-    mean_load_plan,
-    plan_counts,
-    servegen_day_profile,
-    tick_s,
-)
-from baselines.cauchy.workloads import WORKLOADS, get_workload  # noqa: E402
-from envs.scaling import ADD, REMOVE  # noqa: E402
-from experiments.headlines import Headline  # noqa: E402
-from simulator.fanout import add_arguments, check_workers, fan_out  # noqa: E402
-
+FANS_OUT = True  # the episodes: takes --workers / --address (simulator.fanout)
 SCALING = "servegym/Scaling-v0"
-LOAD_SCALE = 4.0
-PAPER_LOAD_SCALE = 1.0
 SYSTEMS = ("cauchy_static", "cauchy_autoscaler", "cauchy_aggregated")
 LOADS = ("azure", "servegen")
-REPO_ROOT = Path(__file__).resolve().parent.parent
-LABELS = {"cnn_dailymail": "DailyMail", "sharegpt_cauchy": "ShareGPT", "longwriter": "LongWriter"}
 # Fig. 10 / §4.6: P90 E2E latency (s) without -> with autoscaling.
 PAPER_P90_S = {"cnn_dailymail": (25.57, 21.88), "sharegpt_cauchy": (11.16, 10.68), "longwriter": (36.77, 32.83)}
 METRICS = ("e2e_p90_s", "e2e_mean_s", "ttft_p90_s", "tpot_mean_s", "slo_attainment", "cost_usd",
@@ -261,37 +246,34 @@ def headlines(results: dict[str, Any]) -> list[Headline]:
 # ----------------------------------------------------------------------------- outputs
 def write_report(path: Path, results: dict[str, Any], rows: list[Headline], setup_text: str) -> None:
     lines = ["# Cauchy Fig. 10: combo autoscaling vs static (cauchy.txt §4.6)", "", setup_text, "",
-             "## Headline rows (paper setup first): P90 E2E, Azure-trace load", "",
-             "| setup | workload | paper | paper cut (%) | ours cut (%) | ours / paper | reproduced | cause |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r.setup} | {r.claim} | {r.paper_text} | {r.paper_value:.1f} | {r.ours:+.1f} | {r.ratio:.2f} | "
-                     f"{'yes' if r.reproduced else 'no'} | {r.cause} |")
+             "## Headline rows (paper setup first): P90 E2E, Azure-trace load", ""]
+    lines += markdown_table(("setup", "workload", "paper", "paper cut (%)", "ours cut (%)", "ours / paper", "reproduced", "cause"),
+                            [(r.setup, r.claim, r.paper_text, f"{r.paper_value:.1f}", f"{r.ours:+.1f}", f"{r.ratio:.2f}",
+                              "yes" if r.reproduced else "no", r.cause) for r in rows])
     lines += ["", "The paper reports only P90 latency for Fig. 10; its other columns below have no paper value. "
               "Cauchy* (cauchy_aggregated) autoscales aggregated combos only; the paper's Fig. 7 puts it between "
               "Mélange and Cauchy on tokens/USD (+7.8-17.1% over Mélange vs Cauchy's +16.4-38.3%).", ""]
     for label, setup in results["setups"].items():
-        lines += [f"# {label}", "", "## P90 E2E latency, paper vs ours (Azure-trace load)", "",
-                  "| workload | paper static (s) | paper autoscaling (s) | paper change | ours static (s) | ours autoscaling (s) | ours change |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [f"# {label}", "", "## P90 E2E latency, paper vs ours (Azure-trace load)", ""]
+        rows_p90 = []
         for w, cells in setup["azure"].items():
             paper_static, paper_auto = PAPER_P90_S[w]
             static, auto = cells["cauchy_static"]["e2e_p90_s"], cells["cauchy_autoscaler"]["e2e_p90_s"]
-            lines.append(f"| {LABELS[w]} | {paper_static:.2f} | {paper_auto:.2f} | {100 * change(paper_auto, paper_static):+.1f}% | "
-                         f"{static:.2f} | {auto:.2f} | {100 * change(auto, static):+.1f}% |")
+            rows_p90.append((LABELS[w], f"{paper_static:.2f}", f"{paper_auto:.2f}", f"{100 * change(paper_auto, paper_static):+.1f}%",
+                             f"{static:.2f}", f"{auto:.2f}", f"{100 * change(auto, static):+.1f}%"))
+        lines += markdown_table(("workload", "paper static (s)", "paper autoscaling (s)", "paper change", "ours static (s)",
+                                 "ours autoscaling (s)", "ours change"), rows_p90)
         lines.append("")
         for load, title in (("azure", "Azure 2023 conv trace, per-minute rates"), ("servegen", "ServeGen m-large, day 0")):
-            lines += [f"## {title}", "",
-                      "| workload | system | initial plan (goodput req/s, solve ms) | P90 E2E (s) | mean E2E (s) | P90 TTFT (s) | "
-                      "SLO attainment | cost ($) | tokens/USD (M) | mean GPUs | peak GPUs | added / removed | invalid |",
-                      "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-            for w, cells in setup[load].items():
-                for system, c in cells.items():
-                    lines.append(
-                        f"| {LABELS[w]} | {system} | {c['plan']} ({c['plan_goodput_rps']:.1f}, {c['plan_solve_ms']:.0f}) | "
-                        f"{c['e2e_p90_s']:.2f} | {c['e2e_mean_s']:.2f} | {c['ttft_p90_s']:.2f} | {c['slo_attainment']:.3f} | "
-                        f"{c['cost_usd']:.2f} | {c['total_tokens_per_usd'] / 1e6:.2f} | {c['mean_gpus']:.1f} | {c['peak_gpus']:.0f} | "
-                        f"{c['instances_added']:.0f} / {c['instances_removed']:.0f} | {c['invalid_actions']:.0f} |")
+            lines += [f"## {title}", ""]
+            lines += markdown_table(
+                ("workload", "system", "initial plan (goodput req/s, solve ms)", "P90 E2E (s)", "mean E2E (s)", "P90 TTFT (s)",
+                 "SLO attainment", "cost ($)", "tokens/USD (M)", "mean GPUs", "peak GPUs", "added / removed", "invalid"),
+                [(LABELS[w], system, f"{c['plan']} ({c['plan_goodput_rps']:.1f}, {c['plan_solve_ms']:.0f})",
+                  f"{c['e2e_p90_s']:.2f}", f"{c['e2e_mean_s']:.2f}", f"{c['ttft_p90_s']:.2f}", f"{c['slo_attainment']:.3f}",
+                  f"{c['cost_usd']:.2f}", f"{c['total_tokens_per_usd'] / 1e6:.2f}", f"{c['mean_gpus']:.1f}", f"{c['peak_gpus']:.0f}",
+                  f"{c['instances_added']:.0f} / {c['instances_removed']:.0f}", f"{c['invalid_actions']:.0f}")
+                 for w, cells in setup[load].items() for system, c in cells.items()])
             lines.append("")
     lines += ["ILP solve time of the initial plan: the paper solves in 20-50 ms (§3.3.2).", "",
               "Figures (the primary setup): fig10_latency.png, fig10_gpus_azure.png, fig10_gpus_servegen.png; "
@@ -312,9 +294,7 @@ def plot_latency(path: Path, results: dict[str, Any]) -> None:
             ax.set_xticks(np.arange(len(workloads)) + 0.4 - 0.4 / len(SYSTEMS), [LABELS[w] for w in workloads])
             ax.set_title(f"{load}: {label}")
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def plot_gpus(path: Path, cells: dict[str, dict[str, Any]]) -> None:
@@ -332,78 +312,61 @@ def plot_gpus(path: Path, cells: dict[str, dict[str, Any]]) -> None:
         ax.set_title(LABELS[w])
         twin.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("simulated time (s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
-def write_tensorboard(root: Path, results: dict[str, Any]) -> None:
+def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
     """One run per system: ``<load scale>x/<load>/<workload>/<metric>`` at step 0, and GPUs
     held, dollars spent and arrivals per second at each scaling step."""
-    if root.exists():
-        shutil.rmtree(root)
-    for system in SYSTEMS:
-        writer = SummaryWriter(log_dir=str(root / system))
+    runs: dict[str, list[Scalar]] = {system: [] for system in SYSTEMS}
+    for system, scalars in runs.items():
         for setup in results["setups"].values():
             scale = f"{setup['load_scale']:g}x"
             for load in LOADS:
                 for w, cells in setup[load].items():
                     cell = cells[system]
-                    for key, value in cell.items():
-                        if isinstance(value, (int, float)):
-                            writer.add_scalar(f"{scale}/{load}/{w}/{key}", value, 0)
+                    scalars += [(f"{scale}/{load}/{w}/{key}", value, 0) for key, value in cell.items()
+                                if isinstance(value, (int, float))]
                     for key in ("gpus", "cost_usd", "arrival_rps"):
-                        for step, value in enumerate(cell["series"][key]):
-                            writer.add_scalar(f"{scale}/{load}/{w}/series/{key}", value, step)
-        writer.close()
+                        scalars += [(f"{scale}/{load}/{w}/series/{key}", value, step)
+                                    for step, value in enumerate(cell["series"][key])]
+    return runs
 
 
 # ----------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="clock and loads compressed 60x / 1440x (about 1.5 minutes)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "cauchy_autoscaling")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    add_arguments(parser)
+    parser = ExperimentParser(__doc__, "cauchy_autoscaling", "clock and loads compressed 60x / 1440x (about 1.5 minutes)",
+                              seeds=[0], fans_out=FANS_OUT)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
-    parser.add_argument("--load-scales", type=float, nargs="+", default=[PAPER_LOAD_SCALE, LOAD_SCALE],
-                        help="multipliers of the §4.1 QPS, one setup each, the first the primary case (1 = the paper's)")
+    add_load_scales(parser)
     parser.add_argument("--time-compression", type=float, default=6.0)
     parser.add_argument("--servegen-compression", type=float, default=144.0)
     args = parser.parse_args(argv)
     for name in args.workloads:
         get_workload(name)
-    if any(s < 0 for s in args.seeds):
-        raise ValueError(f"seeds must be non-negative; got {args.seeds}")
-    check_workers(args.workers)
-    if not all(np.isfinite(s) and s > 0 for s in args.load_scales) or len(set(args.load_scales)) != len(args.load_scales):
-        raise ValueError(f"--load-scales must be distinct positive numbers; got {args.load_scales}")
+    check_load_scales(args.load_scales)
     if not (args.time_compression > 0 and args.servegen_compression > 0):
         raise ValueError(f"the compressions must be positive; got {args.time_compression}, {args.servegen_compression}")
     settings = Settings(tuple(args.load_scales), args.time_compression, args.servegen_compression, tuple(args.seeds),
                         tuple(args.workloads))
     if args.quick:
         settings = dataclasses.replace(settings, time_compression=60.0, servegen_compression=1440.0)
-    args.out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    run = Run(args.out)
     setups = run_all(settings, args.workers, args.address)
     k = settings.time_compression
     setup_text = (f"Llama-3.1-8B, 8 H800-SXM + 8 A800-PCIe + 8 H20-NVL, GPU combos (Pareto set + aggregated); setups: "
                   + "; ".join(setups) + f" (see the module docstring). Clock compressed {k:g}x: window {120 / k:g} s, "
                   f"grace {30 / k:g} s, global window {1800 / k:g} s, start-up {90 / k:g} s, a scaling step every "
                   f"{tick_s(k):g} s; Azure minute profile {settings.time_compression:g}x, ServeGen day "
-                  f"{settings.servegen_compression:g}x. Seeds {list(settings.seeds)}. Wall time {time.perf_counter() - started:.0f} s.")
+                  f"{settings.servegen_compression:g}x. Seeds {list(settings.seeds)}. Wall time {run.elapsed_s:.0f} s.")
     results = {"settings": dataclasses.asdict(settings), "setups": setups}
     rows = headlines(results)
     write_report(args.out / "report.md", results, rows, setup_text)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     primary = next(iter(setups.values()))
     plot_latency(args.out / "fig10_latency.png", primary)
     for load in LOADS:
         plot_gpus(args.out / f"fig10_gpus_{load}.png", primary[load])
-    write_tensorboard(args.out / "tensorboard", results)
-    print(f"wrote {args.out / 'report.md'} ({time.perf_counter() - started:.0f} s)")
-    return 0
+    return run.finish(results, tensorboard_scalars(results))
 
 
 if __name__ == "__main__":

@@ -40,39 +40,33 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import shutil
 import sys
-import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from gymnasium.utils import seeding
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from gymnasium.utils import seeding  # noqa: E402
-from torch.utils.tensorboard import SummaryWriter  # noqa: E402
-
-from agents.rollout import play_episodes  # noqa: E402
-from baselines.cauchy.combos import Combo  # noqa: E402
-from baselines.cauchy.deployment import combo_scenario  # noqa: E402
-from baselines.cauchy.goodput import combo_goodput_rps, combo_poisson_run, load_goodput_table  # noqa: E402
-from baselines.cauchy.ilp import ComboPlan, plan_combos  # noqa: E402
-from baselines.cauchy.melange import MelangePlan, bucket_shares, deploy_melange, solve_melange  # noqa: E402
-from baselines.cauchy.search import GoodputSearch  # noqa: E402
-from baselines.cauchy.selection import build_candidates  # noqa: E402
-from baselines.cauchy.workloads import INVENTORY, WORKLOADS, CauchyWorkload  # noqa: E402
-from envs.presets import make_scenario  # noqa: E402
-from experiments.headlines import Headline  # noqa: E402
-from simulator.metrics import flat_metrics, meets_slo, summarize  # noqa: E402
-from simulator.outcome import RequestOutcome  # noqa: E402
+from agents.rollout import play_episodes
+from baselines.cauchy.goodput import combo_goodput_rps, combo_poisson_run, load_goodput_table
+from baselines.cauchy.ilp import ComboPlan, plan_combos
+from baselines.cauchy.melange import MelangePlan, bucket_shares, deploy_melange, solve_melange
+from baselines.cauchy.search import GoodputSearch
+from baselines.cauchy.selection import build_candidates
+from baselines.cauchy.workloads import INVENTORY, WORKLOADS, CauchyWorkload
+from envs.combo_scenario import combo_scenario
+from envs.presets import make_scenario
+from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
+from experiments.headlines import Headline
+from simulator.combos import Combo
+from simulator.metrics import flat_metrics, meets_slo, summarize
+from simulator.outcome import RequestOutcome
 
 ROUTING = "servegym/Routing-v0"
 LOAD_SCALE = 4.0
-REPO_ROOT = Path(__file__).resolve().parent.parent
 LABELS = {"cnn_dailymail": "DailyMail", "sharegpt_cauchy": "ShareGPT", "longwriter": "LongWriter"}
 COMBO_ROUTERS = ("basic_rr", "token_weighted_rr", "cauchy_gwrr")
 OBJECTIVES = {"CO-LP": "co", "MCE-LP": "mce", "MC-LP": "mc"}
@@ -160,7 +154,7 @@ def combo_episode(workload: CauchyWorkload, plan: ComboPlan, router: str, seed: 
                   **overrides: Any) -> dict[str, float]:
     """One Routing-v0 episode of the plan's combos under ``router``."""
     scenario = combo_scenario(
-        workload.scenario, plan.combos(), rate_rps=workload.target_rps,
+        make_scenario(workload.scenario), plan.combos(), rate_rps=workload.target_rps,
         episode_requests=settings.episode_requests(workload), **overrides,
     )
     (episode,) = play_episodes(router, ROUTING, [seed], scenario=scenario)
@@ -308,6 +302,18 @@ PAPER_TABLE3_LATENCY = {"1P1D": (22.03, 0.23703, 0.01592), "1P2D": (17.75, 0.230
 # Table 3's opportunistic max goodput (req/s) and the combo's GPUs (1 H800 + x H20).
 PAPER_TABLE3_GOODPUT = {"1P1D": (2.32, 2), "1P2D": (3.14, 3), "1P3D": (3.22, 4)}
 TABLE3_1P1D = TABLE3_COMBOS["1P1D"].name
+
+
+def add_load_scales(parser: argparse.ArgumentParser) -> None:
+    """``--load-scales``: multipliers of the §4.1 QPS, one setup each (default the paper's 1, then ``LOAD_SCALE``)."""
+    parser.add_argument("--load-scales", type=float, nargs="+", default=list(DEFAULT_LOAD_SCALES),
+                        help="multipliers of the §4.1 QPS, one setup each, the first the primary case (1 = the paper's)")
+
+
+def check_load_scales(load_scales: Sequence[float]) -> None:
+    """Raise unless the load scales are distinct positive finite numbers."""
+    if not all(np.isfinite(s) and s > 0 for s in load_scales) or len(set(load_scales)) != len(load_scales):
+        raise ValueError(f"--load-scales must be distinct positive numbers; got {list(load_scales)}")
 
 
 def setup_label(load_scale: float) -> str:
@@ -483,45 +489,44 @@ def write_report(path: Path, results: dict[str, Any], rows: list[Headline]) -> N
     lines = ["# Cauchy reproduction (cauchy.txt §4)", "", results["settings"]["text"], "",
              "## Headline rows (paper setup first)", "",
              "Ours: gains (CE) and cuts (latency) in percent relative to the baseline, so positive = Cauchy's component "
-             "better; a range claim compares midpoints. Reproduced = same direction and within 2x of the paper.", "",
-             "| setup | where | claim | paper | ours (%) | ours / paper | reproduced | cause |", "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r.setup} | {r.where} | {r.claim} | {r.paper_text} | {r.ours:+.1f} | {r.ratio:.2f} | "
-                     f"{'yes' if r.reproduced else 'no'} | {r.cause} |")
+             "better; a range claim compares midpoints. Reproduced = same direction and within 2x of the paper.", ""]
+    lines += markdown_table(("setup", "where", "claim", "paper", "ours (%)", "ours / paper", "reproduced", "cause"),
+                            [(r.setup, r.where, r.claim, r.paper_text, f"{r.ours:+.1f}", f"{r.ratio:.2f}",
+                              "yes" if r.reproduced else "no", r.cause) for r in rows])
     for label, setup in results["setups"].items():
-        lines += ["", f"# {label}", "", "## Every paper number beside ours", "",
-                  "| metric | paper | ours | ours / paper |", "|---|---|---|---|"]
-        for key, (paper_value, paper_text) in PAPER.items():
-            value = setup["headline"].get(key, float("nan"))
-            lines.append(f"| {key} | {paper_text} | {_pct(value)} | {value / paper_value:.2f} |")
-        lines += ["", f"## Plans ({setup['load_scale']:g} x the §4.1 QPS, 8 H800 + 8 A800 + 8 H20)", "",
-                  "| workload | plan | deployment | GPUs | $/hour | planned goodput (req/s) | planned tokens/USD | ILP solve (ms; paper 20-50, §3.3.2) | fallback |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for workload, plans in setup["plans"].items():
-            for name, plan in plans.items():
-                lines.append(f"| {LABELS[workload]} | {name} | {plan['deployment']} | {plan['gpus']} | {plan['cost_per_hour_usd']:.2f} | "
-                             f"{plan['goodput_rps']} | {plan['planned_tokens_per_usd']:.3g} | {1000 * plan['solve_time_s']:.0f} | {plan['fallback']} |")
+        lines += ["", f"# {label}", "", "## Every paper number beside ours", ""]
+        values = {key: setup["headline"].get(key, float("nan")) for key in PAPER}
+        lines += markdown_table(("metric", "paper", "ours", "ours / paper"),
+                                [(key, paper_text, _pct(values[key]), f"{values[key] / paper_value:.2f}")
+                                 for key, (paper_value, paper_text) in PAPER.items()])
+        lines += ["", f"## Plans ({setup['load_scale']:g} x the §4.1 QPS, 8 H800 + 8 A800 + 8 H20)", ""]
+        lines += markdown_table(
+            ("workload", "plan", "deployment", "GPUs", "$/hour", "planned goodput (req/s)", "planned tokens/USD",
+             "ILP solve (ms; paper 20-50, §3.3.2)", "fallback"),
+            [(LABELS[workload], name, plan["deployment"], plan["gpus"], f"{plan['cost_per_hour_usd']:.2f}", plan["goodput_rps"],
+              f"{plan['planned_tokens_per_usd']:.3g}", f"{1000 * plan['solve_time_s']:.0f}", plan["fallback"])
+             for workload, plans in setup["plans"].items() for name, plan in plans.items()])
         sections = (
             ("fig7", "Fig. 7 / Fig. 6: Cauchy vs Cauchy* vs Mélange (Azure conv trace at the target QPS)"),
             ("fig8", "Fig. 8: CO-LP vs MCE-LP vs MC-LP (Poisson at the target QPS, goodput-weighted RR)"),
             ("fig9", "Fig. 9: combo schedulers on the CO-LP plan (Poisson at the target QPS)"),
         )
         for key, title in sections:
-            lines += ["", f"## {title}", "",
-                      "| workload | system | tokens/USD | SLO-met tokens/USD | SLO attainment | E2E mean (s) | TTFT mean (s) | TBT mean (ms) | lost | invalid actions |",
-                      "|---|---|---|---|---|---|---|---|---|---|"]
-            for workload, cells in setup[key].items():
-                for system, c in cells.items():
-                    lines.append(f"| {LABELS[workload]} | {system} | {c['total_tokens_per_usd']:.3g} | {c['slo_tokens_per_usd']:.3g} | "
-                                 f"{c['slo_attainment']:.3f} | {c['e2e_mean_s']:.2f} | {c['ttft_mean_s']:.3f} | "
-                                 f"{1000 * c['tpot_mean_s']:.1f} | {c['lost']:.0f} | {c['invalid_actions']:.0f} |")
-    lines += ["", "# Table 3: <1 x H800 -> x H20> on ShareGPT, basic RR vs opportunistic", "",
-              "| combo | scheduler | max goodput (req/s) | max CE (K tokens/USD) | at (req/s) | E2E mean (s) | TTFT mean (ms) | TBT mean (ms) |",
-              "|---|---|---|---|---|---|---|---|"]
-    for shape, cell in results["table3"].items():
-        for scheduler, c in cell.items():
-            lines.append(f"| {shape} | {scheduler} | {c['max_goodput_rps']:.2f} | {c['max_ce_tokens_per_usd'] / 1e3:.0f} | "
-                         f"{c['rate_rps']:.2f} | {c['e2e_mean_s']:.2f} | {1000 * c['ttft_mean_s']:.1f} | {1000 * c['tbt_mean_s']:.2f} |")
+            lines += ["", f"## {title}", ""]
+            lines += markdown_table(
+                ("workload", "system", "tokens/USD", "SLO-met tokens/USD", "SLO attainment", "E2E mean (s)",
+                 "TTFT mean (s)", "TBT mean (ms)", "lost", "invalid actions"),
+                [(LABELS[workload], system, f"{c['total_tokens_per_usd']:.3g}", f"{c['slo_tokens_per_usd']:.3g}",
+                  f"{c['slo_attainment']:.3f}", f"{c['e2e_mean_s']:.2f}", f"{c['ttft_mean_s']:.3f}",
+                  f"{1000 * c['tpot_mean_s']:.1f}", f"{c['lost']:.0f}", f"{c['invalid_actions']:.0f}")
+                 for workload, cells in setup[key].items() for system, c in cells.items()])
+    lines += ["", "# Table 3: <1 x H800 -> x H20> on ShareGPT, basic RR vs opportunistic", ""]
+    lines += markdown_table(
+        ("combo", "scheduler", "max goodput (req/s)", "max CE (K tokens/USD)", "at (req/s)", "E2E mean (s)",
+         "TTFT mean (ms)", "TBT mean (ms)"),
+        [(shape, scheduler, f"{c['max_goodput_rps']:.2f}", f"{c['max_ce_tokens_per_usd'] / 1e3:.0f}", f"{c['rate_rps']:.2f}",
+          f"{c['e2e_mean_s']:.2f}", f"{1000 * c['ttft_mean_s']:.1f}", f"{1000 * c['tbt_mean_s']:.2f}")
+         for shape, cell in results["table3"].items() for scheduler, c in cell.items()])
     implied = ", ".join(f"{shape} {tokens:.0f}" for shape, tokens in paper_table3_output_tokens().items())
     lines += ["", f"Output tokens per request implied by the paper's Table 3 basic-RR rows ((E2E - TTFT) / TBT + 1): {implied} "
               "(LongWriter's mean output is 1,330 tokens, ShareGPT's 207).", "",
@@ -540,9 +545,7 @@ def _bars(path: Path, cells: dict[str, dict[str, dict[str, float]]], key: str, y
     ax.set_xticks(np.arange(len(workloads)) + width * (len(systems) - 1) / 2, [LABELS.get(w, w) for w in workloads])
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def plot_figures(out: Path, setup: dict[str, Any], table3: dict[str, Any]) -> None:
@@ -556,35 +559,26 @@ def plot_figures(out: Path, setup: dict[str, Any], table3: dict[str, Any]) -> No
         ax.set_xticks(np.arange(len(workloads)) + 0.25, [LABELS[w] for w in workloads])
         ax.set_ylabel(label)
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "fig6_latency.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig6_latency.png", dpi=120)
     _bars(out / "fig8_lp.png", setup["fig8"], "total_tokens_per_usd", "tokens / USD (millions)", 1e-6)
     _bars(out / "fig9_combo_scheduler.png", setup["fig9"], "e2e_mean_s", "mean E2E latency (s)")
     _bars(out / "table3_instance_scheduler.png", table3, "max_goodput_rps", "max goodput (req/s)")
 
 
-def write_tensorboard(root: Path, results: dict[str, Any]) -> None:
+def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
     """One run per system; scalars tagged ``<experiment>/<load scale>x/<workload>/<metric>``
     (step 0), Table 3's ``table3/<shape>/<metric>``."""
-    if root.exists():
-        shutil.rmtree(root)
-    runs: dict[str, list[tuple[str, float]]] = {}
+    runs: dict[str, list[Scalar]] = {}
     for setup in results["setups"].values():
         for experiment in ("fig7", "fig8", "fig9"):
             for group, cells in setup[experiment].items():
                 for system, cell in cells.items():
-                    for metric, value in cell.items():
-                        runs.setdefault(system, []).append((f"{experiment}/{setup['load_scale']:g}x/{group}/{metric}", value))
+                    runs.setdefault(system, []).extend(
+                        (f"{experiment}/{setup['load_scale']:g}x/{group}/{metric}", value, 0) for metric, value in cell.items())
     for shape, cells in results["table3"].items():
         for system, cell in cells.items():
-            for metric, value in cell.items():
-                runs.setdefault(system, []).append((f"table3/{shape}/{metric}", value))
-    for system, scalars in runs.items():
-        writer = SummaryWriter(log_dir=str(root / system.replace("*", "_star").replace("é", "e")))
-        for tag, value in scalars:
-            writer.add_scalar(tag, value, 0)
-        writer.close()
+            runs.setdefault(system, []).extend((f"table3/{shape}/{metric}", value, 0) for metric, value in cell.items())
+    return runs
 
 
 def _plan_row(plan: ComboPlan | MelangePlan, workload: CauchyWorkload) -> dict[str, Any]:
@@ -601,7 +595,7 @@ def _plan_row(plan: ComboPlan | MelangePlan, workload: CauchyWorkload) -> dict[s
 
 
 # ----------------------------------------------------------------------------- main
-def run_setup(settings: Settings, started: float) -> dict[str, Any]:
+def run_setup(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
     """Plans, Fig. 7 / 6, Fig. 8 and Fig. 9 at ``settings.load_scale``."""
     setup: dict[str, Any] = {"label": setup_label(settings.load_scale), "load_scale": settings.load_scale,
                              "plans": {}, "fig7": {}, "fig8": {}, "fig9": {}}
@@ -612,32 +606,26 @@ def run_setup(settings: Settings, started: float) -> dict[str, Any]:
         setup["fig7"][name] = run_fig7(workload, plans, settings)
         setup["fig8"][name] = run_fig8(workload, plans, settings)
         setup["fig9"][name] = run_fig9(workload, plans, settings, setup["fig8"][name])
-        print(f"{settings.load_scale:g}x {LABELS[name]:<10} done ({time.perf_counter() - started:.0f} s)", flush=True)
+        log(f"{settings.load_scale:g}x {LABELS[name]:<10} done")
     return setup
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="5 s of arrivals, one seed, coarse Table 3 search (about 1 minute)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "cauchy")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser = ExperimentParser(__doc__, "cauchy", "5 s of arrivals, one seed, coarse Table 3 search (about 1 minute)",
+                              seeds=[0, 1])
     parser.add_argument("--arrival-s", type=float, default=80.0, help="seconds of arrivals per episode")
-    parser.add_argument("--load-scales", type=float, nargs="+", default=list(DEFAULT_LOAD_SCALES),
-                        help="multipliers of the §4.1 QPS, one setup each, the first the primary case (1 = the paper's)")
+    add_load_scales(parser)
     args = parser.parse_args(argv)
-    if any(s < 0 for s in args.seeds) or not args.arrival_s > 0:
-        raise ValueError(f"seeds must be non-negative and --arrival-s positive; got {args.seeds}, {args.arrival_s}")
-    bad = [s for s in args.load_scales if not (np.isfinite(s) and s > 0)]
-    if bad or len(set(args.load_scales)) != len(args.load_scales):
-        raise ValueError(f"--load-scales must be distinct positive numbers; got {args.load_scales}")
+    if not args.arrival_s > 0:
+        raise ValueError(f"--arrival-s must be positive; got {args.arrival_s}")
+    check_load_scales(args.load_scales)
     table_search = GoodputSearch(**{k: v for k, v in load_goodput_table().settings.items() if k in GoodputSearch().as_dict()})
     if args.quick:
         settings = Settings(args.load_scales[0], 5.0, (0,), GoodputSearch(duration_s=15.0, min_requests=100, rel_tol=0.1))
     else:
         settings = Settings(args.load_scales[0], args.arrival_s, tuple(args.seeds), table_search)
-    args.out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    setups = [run_setup(dataclasses.replace(settings, load_scale=scale), started) for scale in args.load_scales]
+    run = Run(args.out)
+    setups = [run_setup(dataclasses.replace(settings, load_scale=scale), run.log) for scale in args.load_scales]
     table3 = run_table3(settings)
     for setup in setups:
         setup["headline"] = headline({**setup, "table3": table3})
@@ -645,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
             f"setups: " + "; ".join(s["label"] for s in setups) + f" (see the module docstring on the load scale); "
             f"seeds {list(settings.seeds)} (the paper averages 20 runs); goodput = max Poisson rate with >= "
             f"{table_search.attainment:.0%} SLO attainment (TTFT <= 10 / 5 / 1 s, TPOT <= 50 / 30 / 30 ms). "
-            f"Wall time {time.perf_counter() - started:.0f} s.")
+            f"Wall time {run.elapsed_s:.0f} s.")
     results: dict[str, Any] = {
         "settings": {"text": text, "arrival_s": settings.arrival_s, "seeds": list(settings.seeds), "quick": args.quick},
         "setups": {s["label"]: s for s in setups},
@@ -653,11 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     rows = headlines(results)
     write_report(args.out / "report.md", results, rows)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     plot_figures(args.out, setups[0], table3)
-    write_tensorboard(args.out / "tensorboard", results)
-    print(f"wrote {args.out / 'report.md'} ({time.perf_counter() - started:.0f} s)")
-    return 0
+    return run.finish(results, tensorboard_scalars(results))
 
 
 if __name__ == "__main__":

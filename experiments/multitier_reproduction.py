@@ -44,37 +44,30 @@ Episodes fan out over Ray tasks (``simulator.fanout``; ``--workers 1`` runs them
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import shutil
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch.utils.tensorboard import SummaryWriter  # noqa: E402
-
-from agents.rollout import play_episodes  # noqa: E402
-from envs.presets import make_scenario  # noqa: E402
-from envs.scenario import InstanceGroup  # noqa: E402
-from envs.scenarios.multitier import (  # noqa: E402
+from agents.rollout import play_episodes
+from envs.presets import make_scenario
+from envs.scenario import InstanceGroup
+from envs.scenarios.multitier import (
     MAIN_SWEEP_RATE_RPS,
     PAPER_BATCH_CAP,
     PAPER_KV_BLOCKS,
     SCHEDULER_BENCHMARK_RATE_RPS,
     exponential_tier_weights,
 )
-from experiments.headlines import Headline  # noqa: E402
-from simulator.fanout import add_arguments, check_workers, fan_out  # noqa: E402
+from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
+from experiments.headlines import Headline
+from simulator.fanout import fan_out
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+FANS_OUT = True  # the episodes: takes --workers / --address (simulator.fanout)
 LLUMNIX, INFAAS, RR = "Llumnix+Llumlet", "INFaaS+vLLM", "RR+vLLM"
 TABLE_TIERS = (3, 4, 5)
 SWEEP_TIERS = tuple(range(1, 11))
@@ -242,15 +235,13 @@ def _speedup_text(value: float, is_cut: bool) -> str:
 
 
 def table_lines(ours: dict[tuple[str, str], dict[int, tuple]], scales: dict[str, int], distribution: str) -> list[str]:
-    lines = ["| Scale | K | " + " | ".join(f"{t} paper / ours (ratio)" for t in METRIC_TITLES) + " |",
-             "|---|---|" + "---|" * len(METRICS)]
+    rows = []
     for scale, requests in scales.items():
         for k in TABLE_TIERS:
             paper, mine = PAPER_TABLES[(distribution, scale)][k], ours[(distribution, scale)][k]
-            cells = [f"{_speedup_text(p, i == 4)} / {_speedup_text(m, i == 4)} ({m / p:.2f})"
-                     for i, (p, m) in enumerate(zip(paper, mine))]
-            lines.append(f"| {scale} ({requests} req) | {k} | " + " | ".join(cells) + " |")
-    return lines
+            rows.append((f"{scale} ({requests} req)", k, *(f"{_speedup_text(p, i == 4)} / {_speedup_text(m, i == 4)} ({m / p:.2f})"
+                                                           for i, (p, m) in enumerate(zip(paper, mine)))))
+    return markdown_table(("Scale", "K", *(f"{t} paper / ours (ratio)" for t in METRIC_TITLES)), rows)
 
 
 def write_report(path: Path, results: dict[str, Any], scales: dict[str, int], setup: str) -> None:
@@ -278,39 +269,35 @@ def write_report(path: Path, results: dict[str, Any], scales: dict[str, int], se
         title = {"uniform": "Table 2", "gaussian": "Table 3", "enterprise": "Table 4"}[distribution]
         lines += [f"## {title}: speed-up over INFaaS+vLLM, {distribution}", ""]
         lines += table_lines(ours, scales, distribution)
-        lines += ["", "Largest instance's share of the requests (dispatch balance; 0.25 is even) and migrations:", "",
-                  "| Scale | K | Llumnix share | INFaaS share | Llumnix migrations | lost (L / I) |", "|---|---|---|---|---|---|"]
-        for scale in scales:
-            for k in TABLE_TIERS:
-                lc, ic = cells[LLUMNIX][f"{distribution}/{scale}/K{k}"], cells[INFAAS][f"{distribution}/{scale}/K{k}"]
-                lines.append(f"| {scale} | {k} | {lc['largest_instance_share']:.2f} | {ic['largest_instance_share']:.2f} | "
-                             f"{lc['migrations']} | {lc['lost']} / {ic['lost']} |")
+        lines += ["", "Largest instance's share of the requests (dispatch balance; 0.25 is even) and migrations:", ""]
+        pairs = [(scale, k, cells[LLUMNIX][f"{distribution}/{scale}/K{k}"], cells[INFAAS][f"{distribution}/{scale}/K{k}"])
+                 for scale in scales for k in TABLE_TIERS]
+        lines += markdown_table(("Scale", "K", "Llumnix share", "INFaaS share", "Llumnix migrations", "lost (L / I)"),
+                                [(scale, k, f"{lc['largest_instance_share']:.2f}", f"{ic['largest_instance_share']:.2f}",
+                                  lc["migrations"], f"{lc['lost']} / {ic['lost']}") for scale, k, lc, ic in pairs])
         lines.append("")
     lines += sweep_lines(results, "sweep_qps10", f"## K sweep at {SCHEDULER_BENCHMARK_RATE_RPS:g} req/s (Fig. 6–7)")
     lines += sweep_lines(results, "sweep_burst", f"## K sweep at {MAIN_SWEEP_RATE_RPS:g} req/s, uniform, {low}")
-    lines += ["## Per-tier median TTFT (s), uniform, " + low + " (Fig. 5)", "",
-              "| system | K | " + " | ".join(f"tier {t}" for t in range(max(FIG5_TIERS))) + " |",
-              "|---|---|" + "---|" * max(FIG5_TIERS)]
-    for name, by_k in results["fig5"].items():
-        for k, cell in by_k.items():
-            medians = [f"{cell['tier_ttft_p50_s'][t]:.2f}" if t in cell["tier_ttft_p50_s"] else "" for t in range(max(FIG5_TIERS))]
-            lines.append(f"| {name} | {k} | " + " | ".join(medians) + " |")
-    lines += ["", f"## Ablations: uniform, K = 4, {low}", "",
-              "| system | prefill mean (s) | prefill P99 (s) | E2E mean (s) | E2E P99 (s) | tier 0 median TTFT (s) | "
-              "largest share | migrations |", "|---|---|---|---|---|---|---|---|"]
-    for name, cell in results["ablations"].items():
-        lines.append(f"| {name} | {cell['prefill_mean_s']:.2f} | {cell['prefill_p99_s']:.2f} | {cell['e2e_mean_s']:.2f} | "
-                     f"{cell['e2e_p99_s']:.2f} | {cell['tier_ttft_p50_s'][0]:.2f} | {cell['largest_instance_share']:.2f} | "
-                     f"{cell['migrations']} |")
-    lines += ["", f"## Setups: uniform, K = 4, {low}", "",
-              "| setup | E2E mean speed-up | E2E P99 speed-up | prefill mean speed-up | Llumnix E2E mean (s) | "
-              "INFaaS E2E mean (s) |", "|---|---|---|---|---|---|"]
-    for setup, row in [(PAPER, {"speedups": ours[("uniform", low)][4], "cells": {
-            LLUMNIX: cells[LLUMNIX][f"uniform/{low}/K4"], INFAAS: cells[INFAAS][f"uniform/{low}/K4"]}})] + list(
-            results["variants"].items()):
-        up = row["speedups"]
-        lines.append(f"| {SETUP_TEXT[setup]} | {up[3]:.2f}× | {up[2]:.2f}× | {up[1]:.2f}× | "
-                     f"{row['cells'][LLUMNIX]['e2e_mean_s']:.2f} | {row['cells'][INFAAS]['e2e_mean_s']:.2f} |")
+    lines += ["## Per-tier median TTFT (s), uniform, " + low + " (Fig. 5)", ""]
+    tiers = range(max(FIG5_TIERS))
+    lines += markdown_table(("system", "K", *(f"tier {t}" for t in tiers)),
+                            [(name, k, *(f"{cell['tier_ttft_p50_s'][t]:.2f}" if t in cell["tier_ttft_p50_s"] else "" for t in tiers))
+                             for name, by_k in results["fig5"].items() for k, cell in by_k.items()])
+    lines += ["", f"## Ablations: uniform, K = 4, {low}", ""]
+    lines += markdown_table(
+        ("system", "prefill mean (s)", "prefill P99 (s)", "E2E mean (s)", "E2E P99 (s)", "tier 0 median TTFT (s)",
+         "largest share", "migrations"),
+        [(name, f"{cell['prefill_mean_s']:.2f}", f"{cell['prefill_p99_s']:.2f}", f"{cell['e2e_mean_s']:.2f}",
+          f"{cell['e2e_p99_s']:.2f}", f"{cell['tier_ttft_p50_s'][0]:.2f}", f"{cell['largest_instance_share']:.2f}",
+          cell["migrations"]) for name, cell in results["ablations"].items()])
+    lines += ["", f"## Setups: uniform, K = 4, {low}", ""]
+    by_setup = [(PAPER, {"speedups": ours[("uniform", low)][4], "cells": {
+        LLUMNIX: cells[LLUMNIX][f"uniform/{low}/K4"], INFAAS: cells[INFAAS][f"uniform/{low}/K4"]}})] + list(
+        results["variants"].items())
+    lines += markdown_table(
+        ("setup", "E2E mean speed-up", "E2E P99 speed-up", "prefill mean speed-up", "Llumnix E2E mean (s)", "INFaaS E2E mean (s)"),
+        [(SETUP_TEXT[setup], f"{row['speedups'][3]:.2f}×", f"{row['speedups'][2]:.2f}×", f"{row['speedups'][1]:.2f}×",
+          f"{row['cells'][LLUMNIX]['e2e_mean_s']:.2f}", f"{row['cells'][INFAAS]['e2e_mean_s']:.2f}") for setup, row in by_setup])
     lines += ["", "Figures: fig5_ttft_cdf_by_tier.png, fig6_e2e_percentiles_vs_k.png, fig7_prefill_e2e_vs_k.png, "
               "k_sweep_burst.png, speedups_vs_paper.png; TensorBoard runs in tensorboard/.", ""]
     path.write_text("\n".join(lines))
@@ -377,14 +364,11 @@ def findings_lines(results: dict[str, Any], scales: dict[str, int]) -> list[str]
 def sweep_lines(results: dict[str, Any], key: str, title: str) -> list[str]:
     sweep = results[key]
     names = list(sweep)
-    lines = [title, "", "| K | " + " | ".join(f"{n} E2E P50 / P90 / P99 (s)" for n in names)
-             + " | " + " | ".join(f"{n} prefill mean / P99 (s)" for n in names) + " |",
-             "|---|" + "---|" * (2 * len(names))]
-    for k in sorted(sweep[names[0]]):
-        e2e = [" / ".join(f"{sweep[n][k][f'e2e_p{q}_s']:.2f}" for q in (50, 90, 99)) for n in names]
-        prefill = [f"{sweep[n][k]['prefill_mean_s']:.2f} / {sweep[n][k]['prefill_p99_s']:.2f}" for n in names]
-        lines.append(f"| {k} | " + " | ".join(e2e + prefill) + " |")
-    return lines + [""]
+    rows = [(k, *(" / ".join(f"{sweep[n][k][f'e2e_p{q}_s']:.2f}" for q in (50, 90, 99)) for n in names),
+             *(f"{sweep[n][k]['prefill_mean_s']:.2f} / {sweep[n][k]['prefill_p99_s']:.2f}" for n in names))
+            for k in sorted(sweep[names[0]])]
+    return [title, "", *markdown_table(("K", *(f"{n} E2E P50 / P90 / P99 (s)" for n in names),
+                                        *(f"{n} prefill mean / P99 (s)" for n in names)), rows), ""]
 
 
 def plot_fig5(out: Path, fig5: dict[str, dict[int, Any]]) -> None:
@@ -399,9 +383,7 @@ def plot_fig5(out: Path, fig5: dict[str, dict[int, Any]]) -> None:
                 ax.plot(values, np.arange(1, len(values) + 1) / len(values), label=f"tier {t}")
             ax.set(title=f"{name}, K = {k}", xlabel="TTFT (s)", ylabel="CDF")
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "fig5_ttft_cdf_by_tier.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "fig5_ttft_cdf_by_tier.png", dpi=110)
 
 
 def plot_sweep(path: Path, sweep: dict[str, dict[int, dict[str, Any]]], keys: tuple[str, ...], title: str) -> None:
@@ -413,9 +395,7 @@ def plot_sweep(path: Path, sweep: dict[str, dict[int, dict[str, Any]]], keys: tu
         ax.set(title=key, xlabel="priority tiers K", ylabel="seconds")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def plot_speedups(out: Path, ours: dict[tuple[str, str], dict[int, tuple]], scales: dict[str, int]) -> None:
@@ -434,30 +414,25 @@ def plot_speedups(out: Path, ours: dict[tuple[str, str], dict[int, tuple]], scal
     ax.set_xticks(x, labels, rotation=60, fontsize=7)
     ax.set_ylabel("E2E mean speed-up over INFaaS+vLLM")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "speedups_vs_paper.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "speedups_vs_paper.png", dpi=110)
 
 
-def write_tensorboard(root: Path, results: dict[str, Any]) -> None:
+def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
     """One run per system; step = K. Tags: ``table/<dist>_<scale>/<metric>``,
     ``sweep_qps10/<metric>``, ``sweep_burst/<metric>``, ``ablation/<metric>`` (K = 4),
     ``fig5/tier<t>_ttft_p50_s``."""
-    if root.exists():
-        shutil.rmtree(root)
     scalar_keys = ("prefill_p50_s", "prefill_p90_s", "prefill_p99_s", "prefill_mean_s",
                    "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "e2e_mean_s", "cost_latency")
+    runs: dict[str, list[Scalar]] = {}
     for name, cells in results["cells"].items():
-        writer = SummaryWriter(log_dir=str(root / name.replace("+", "_").replace("(", "_").replace(")", "").replace(" ", "_")))
+        scalars = runs[name] = []
         for label, cell in cells.items():
             group, k = label.rsplit("/K", 1)
             prefix = "table/" + group.replace("/", "_") if "/" in group else group
-            for key in scalar_keys:
-                writer.add_scalar(f"{prefix}/{key}", cell[key], int(k))
+            scalars += [(f"{prefix}/{key}", cell[key], int(k)) for key in scalar_keys]
             if group.startswith("uniform/") and group.endswith(results["low_scale"]) and int(k) in FIG5_TIERS:
-                for tier, value in cell["tier_ttft_p50_s"].items():
-                    writer.add_scalar(f"fig5/tier{tier}_ttft_p50_s", value, int(k))
-        writer.close()
+                scalars += [(f"fig5/tier{tier}_ttft_p50_s", value, int(k)) for tier, value in cell["tier_ttft_p50_s"].items()]
+    return runs
 
 
 # ----------------------------------------------------------------------------- headlines
@@ -564,42 +539,35 @@ def collect(runs: dict[Episode, dict[str, Any]], seeds: list[int], requests: tup
     }
 
 
-def check_arguments(seeds: list[int], requests: list[int], sweep_requests: int, workers: int) -> None:
+def check_arguments(requests: list[int], sweep_requests: int) -> None:
     if len(requests) != 2 or any(n <= 0 for n in requests) or requests[0] >= requests[1]:
         raise ValueError(f"--requests takes two increasing positive counts (the 10K and 15K loads), got {requests}")
     if sweep_requests <= 0:
         raise ValueError(f"--sweep-requests must be positive, got {sweep_requests}")
-    if not seeds or any(s < 0 for s in seeds):
-        raise ValueError(f"--seeds must be non-negative integers, got {seeds}")
-    check_workers(workers)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one seed, 200 / 300 requests, 100 at 10 req/s (a smoke run)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "multitier")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = ExperimentParser(__doc__, "multitier", "one seed, 200 / 300 requests, 100 at 10 req/s (a smoke run)",
+                              seeds=[0, 1, 2], fans_out=FANS_OUT)
     parser.add_argument("--requests", type=int, nargs=2, default=[2000, 3000], help="the two loads (paper: 10K, 15K)")
     parser.add_argument("--sweep-requests", type=int, default=1000, help="requests per episode at 10 req/s (paper: 1,000)")
-    add_arguments(parser)
     args = parser.parse_args(argv)
     seeds = [0] if args.quick else args.seeds
     requests = [200, 300] if args.quick else args.requests
     sweep_requests = 100 if args.quick else args.sweep_requests
-    check_arguments(seeds, requests, sweep_requests, args.workers)
+    check_arguments(requests, sweep_requests)
     scales = {"10K": requests[0], "15K": requests[1]}
-    started = time.perf_counter()
+    run = Run(args.out)
     episodes = plan(seeds, (requests[0], requests[1]), sweep_requests)
-    print(f"{len(episodes)} episodes on {args.workers} worker(s)")
+    run.log(f"{len(episodes)} episodes on {args.workers} worker(s)")
     runs = run_all(episodes, args.workers, args.address)
     results = collect(runs, seeds, (requests[0], requests[1]), sweep_requests, scales)
-    args.out.mkdir(parents=True, exist_ok=True)
     setup = (f"Scenario `multitier` at the paper setup (4 x Llama-2-7B on A100-80GB, {PAPER_KV_BLOCKS}-block KV pool of "
              f"16 tokens, batch cap {PAPER_BATCH_CAP}, Table 1 lengths, Poisson); variants at the end. Tables and "
              f"the burst sweep: {MAIN_SWEEP_RATE_RPS:g} req/s with {requests[0]} / {requests[1]} requests standing for the "
              f"paper's 10K / 15K; Fig. 6–7 sweep: {SCHEDULER_BENCHMARK_RATE_RPS:g} req/s, {sweep_requests} requests. "
              f"Seeds {seeds} (pooled). Tier weights 2^(K−1−k). {len(episodes)} episodes, wall time "
-             f"{time.perf_counter() - started:.0f} s on {args.workers} worker(s). Prefill = TTFT; cost-latency = GPU "
+             f"{run.elapsed_s:.0f} s on {args.workers} worker(s). Prefill = TTFT; cost-latency = GPU "
              f"dollars x mean E2E (see the module docstring).")
     write_report(args.out / "report.md", results, scales, setup)
     plot_fig5(args.out, results["fig5"])
@@ -610,7 +578,6 @@ def main(argv: list[str] | None = None) -> int:
     plot_sweep(args.out / "k_sweep_burst.png", results["sweep_burst"],
                ("e2e_p99_s", "e2e_mean_s", "prefill_p99_s", "prefill_mean_s"), f"K sweep at {MAIN_SWEEP_RATE_RPS:g} req/s")
     plot_speedups(args.out, results["tables"], scales)
-    write_tensorboard(args.out / "tensorboard", results)
     serializable = {
         "setup": setup, "cells": results["cells"],
         "tables": {f"{d}/{s}": {str(k): v for k, v in t.items()} for (d, s), t in results["tables"].items()},
@@ -618,9 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         "variants": results["variants"], "low_scale": results["low_scale"], "scales": scales,
         "kv_bound": dict(zip(("blocks", "batch_cap", "full_batch_share"), kv_bound_share())),
     }
-    (args.out / "results.json").write_text(json.dumps(serializable, indent=1))
-    print(f"wrote {args.out / 'report.md'} ({time.perf_counter() - started:.0f} s)")
-    return 0
+    return run.finish(serializable, tensorboard_scalars(results))
 
 
 if __name__ == "__main__":

@@ -25,35 +25,28 @@ TTFT is the paper's: arrival to the first *answer* token (``RequestOutcome.ttfat
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import shutil
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch.utils.tensorboard import SummaryWriter  # noqa: E402
-
-from agents.rollout import play_episodes  # noqa: E402
-from envs.presets import make_scenario  # noqa: E402
-from envs.scenario import InstanceGroup, Scenario  # noqa: E402
-from envs.scenarios.pascal import PASCAL_RATES_RPS  # noqa: E402
-from experiments.headlines import Headline  # noqa: E402
-from hardware.latency import kv_capacity_tokens  # noqa: E402
-from simulator.metrics import qoe  # noqa: E402
-from simulator.outcome import RequestOutcome  # noqa: E402
+from agents.rollout import play_episodes
+from envs.presets import make_scenario
+from envs.scenario import InstanceGroup, Scenario
+from envs.scenarios.pascal import PASCAL_RATES_RPS
+from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
+from experiments.headlines import Headline
+from hardware.latency import kv_capacity_tokens
+from simulator.metrics import qoe
+from simulator.outcome import RequestOutcome
 
 ROUTING = "servegym/Routing-v0"
 BIN_TOKENS = 256  # Fig. 10: requests grouped by reasoning length in 256-token bins
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # The variant's KV pool and rate: 0.9 of 96e9 bytes at 3 req/s, the pool and high rate the
 # paper-setup row had while the GPU catalog counted "96 GB" as 10^9 bytes (before 7700ffb); they
 # keep the cluster memory-bound, the regime §V-B describes ("exceeding GPU compute and memory
@@ -227,36 +220,31 @@ def _percent_or_seconds(key: str, value: float) -> str:
 
 
 def write_report(path: Path, cells, ours: dict[str, float], rates: dict[str, float], setup: str) -> None:
-    lines = ["# PASCAL reproduction (pascal.txt §V)", "", setup, "",
-             "## Headline numbers (high rate)", "",
-             "| metric | paper | ours | ours / paper |", "|---|---|---|---|"]
-    for key, (paper_value, paper_text) in PAPER.items():
-        ratio = f"{ours[key] / paper_value:.2f}" if paper_value else "n/a"
-        lines.append(f"| {key} | {paper_text} | {_percent_or_seconds(key, ours[key])} | {ratio} |")
+    lines = ["# PASCAL reproduction (pascal.txt §V)", "", setup, "", "## Headline numbers (high rate)", ""]
+    lines += markdown_table(("metric", "paper", "ours", "ours / paper"), [
+        (key, paper_text, _percent_or_seconds(key, ours[key]), f"{ours[key] / paper_value:.2f}" if paper_value else "n/a")
+        for key, (paper_value, paper_text) in PAPER.items()])
     lines += ["", "Cuts and rises compare PASCAL's tail TTFT with the baseline's bin by bin (the largest cut, the "
               "largest rise; a negative rise means PASCAL is never worse); throughput changes are PASCAL's, signed.", ""]
     for rate, rate_rps in rates.items():
-        lines += [f"## {rate} rate ({rate_rps} req/s)", "",
-                  "| system | QoE<0.95 (TTFAT 0.25 s + TPOT 0.1 s) | QoE<0.95 (TPOT only, §V-A) | tokens/s | "
-                  "P99 blocking (s) | P99 TTFT (s) | migrations | invalid actions | requests | lost |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for name in cells:
-            c = cells[name][rate]
-            lines.append(
-                f"| {name} | {100 * c['violation_rate']:.2f}% | {100 * c['violation_rate_tpot_only']:.2f}% | "
-                f"{c['throughput_tokens_per_s']:.0f} | {c['blocking_p99_s']:.2f} | {c['ttft_p99_s']:.1f} | "
-                f"{c['migrations']} | {c['invalid_actions']} | {c['requests']} | {c['lost']} |"
-            )
+        lines += [f"## {rate} rate ({rate_rps} req/s)", ""]
+        lines += markdown_table(
+            ("system", "QoE<0.95 (TTFAT 0.25 s + TPOT 0.1 s)", "QoE<0.95 (TPOT only, §V-A)", "tokens/s",
+             "P99 blocking (s)", "P99 TTFT (s)", "migrations", "invalid actions", "requests", "lost"),
+            [(name, f"{100 * c['violation_rate']:.2f}%", f"{100 * c['violation_rate_tpot_only']:.2f}%",
+              f"{c['throughput_tokens_per_s']:.0f}", f"{c['blocking_p99_s']:.2f}", f"{c['ttft_p99_s']:.1f}",
+              c["migrations"], c["invalid_actions"], c["requests"], c["lost"])
+             for name, c in ((name, cells[name][rate]) for name in cells)])
         pascal_tails = cells["PASCAL"][rate]["tail_ttft_s_by_bin"]
         for baseline in ("FCFS", "RR"):
             changes = ttft_changes(pascal_tails, cells[baseline][rate]["tail_ttft_s_by_bin"])
             lines.append(f"\nPASCAL's tail TTFT is below {baseline}'s in {sum(c < 0 for c in changes)} of {len(changes)} bins.")
         edges = sorted(set().union(*(cells[name][rate]["tail_ttft_s_by_bin"] for name in cells)))
-        lines += ["", "Tail TTFT (s) by reasoning-length bin (Fig. 10 rule):", "",
-                  "| bin (tokens) | " + " | ".join(cells) + " |", "|---" * (len(cells) + 1) + "|"]
-        for edge in edges:
-            row = [f"{cells[name][rate]['tail_ttft_s_by_bin'].get(edge, float('nan')):.1f}" for name in cells]
-            lines.append(f"| {edge}-{edge + BIN_TOKENS - 1} | " + " | ".join(row) + " |")
+        lines += ["", "Tail TTFT (s) by reasoning-length bin (Fig. 10 rule):", ""]
+        lines += markdown_table(("bin (tokens)", *cells), [
+            (f"{edge}-{edge + BIN_TOKENS - 1}",
+             *(f"{cells[name][rate]['tail_ttft_s_by_bin'].get(edge, float('nan')):.1f}" for name in cells))
+            for edge in edges])
         lines.append("")
     lines += ["Figures: fig10_tail_ttft.png, fig11_slo_violations.png, fig12_throughput.png, "
               "fig13_blocking_p99.png, fig15_non_adaptive.png; TensorBoard runs in tensorboard/.", ""]
@@ -272,9 +260,7 @@ def plot_figures(out: Path, cells, rates: dict[str, float]) -> None:
             ax.plot(list(tails), list(tails.values()), marker="o", markersize=3, label=name)
         ax.set(title=f"{rate} rate", xlabel="reasoning tokens (bin start)", ylabel="tail TTFT (s)")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "fig10_tail_ttft.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig10_tail_ttft.png", dpi=120)
     for key, filename, ylabel, systems in (
         ("violation_rate", "fig11_slo_violations.png", "QoE < 0.95 (%)", names),
         ("throughput_tokens_per_s", "fig12_throughput.png", "output tokens/s", names),
@@ -290,26 +276,22 @@ def plot_figures(out: Path, cells, rates: dict[str, float]) -> None:
         ax.set_xticks(np.arange(len(rates)) + width * (len(systems) - 1) / 2, [f"{r}\n{v} req/s" for r, v in rates.items()])
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / filename, dpi=120)
-        plt.close(fig)
+        save_figure(fig, out / filename, dpi=120)
 
 
-def write_tensorboard(root: Path, cells, rates: dict[str, float]) -> None:
+def tensorboard_scalars(cells, rates: dict[str, float]) -> dict[str, list[Scalar]]:
     """One run per system; scalars over the arrival rate (step = milli-req/s) and, per rate,
     over the reasoning-length bin (step = bin start in tokens)."""
-    if root.exists():
-        shutil.rmtree(root)
+    runs: dict[str, list[Scalar]] = {}
     for name, by_rate in cells.items():
-        writer = SummaryWriter(log_dir=str(root / name.replace("(", "_").replace(")", "")))
+        scalars = runs[name] = []
         for rate, rate_rps in rates.items():
             step = int(round(1000 * rate_rps))
             cell = by_rate[rate]
             for key in ("violation_rate", "violation_rate_tpot_only", "throughput_tokens_per_s", "blocking_p99_s", "ttft_p99_s"):
-                writer.add_scalar(f"pascal/{key}", cell[key], step)
-            for edge, tail in cell["tail_ttft_s_by_bin"].items():
-                writer.add_scalar(f"pascal/tail_ttft_s_{rate}", tail, edge)
-        writer.close()
+                scalars.append((f"pascal/{key}", cell[key], step))
+            scalars += [(f"pascal/tail_ttft_s_{rate}", tail, edge) for edge, tail in cell["tail_ttft_s_by_bin"].items()]
+    return runs
 
 
 # ----------------------------------------------------------------------------- headlines
@@ -388,43 +370,35 @@ def run_kv_constrained_variant(seeds: list[int], episode_requests: int, targets)
 
 # ----------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one seed, 200 requests (a smoke run, under a minute)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "pascal")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = ExperimentParser(__doc__, "pascal", "one seed, 200 requests (a smoke run, under a minute)", seeds=[0, 1, 2])
     parser.add_argument("--requests", type=int, default=2000, help="requests per episode")
     args = parser.parse_args(argv)
     seeds = [0] if args.quick else args.seeds
     episode_requests = 200 if args.quick else args.requests
-    if episode_requests <= 0 or any(s < 0 for s in seeds):
-        raise ValueError(f"requests must be positive and seeds non-negative, got {episode_requests} and {seeds}")
+    if episode_requests <= 0:
+        raise ValueError(f"requests must be positive, got {episode_requests}")
     targets = make_scenario("pascal").qoe
-    args.out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    run = Run(args.out)
     cells: dict[str, dict[str, dict[str, Any]]] = {}
     for name, system in SYSTEMS.items():
         cells[name] = {}
         for rate, rate_rps in PASCAL_RATES_RPS.items():
             runs = [run_episode(system, rate_rps, seed, episode_requests) for seed in seeds]
             cells[name][rate] = summarize_cell(runs, episode_requests, targets)
-            print(f"{name:<20} {rate:<6} violations {100 * cells[name][rate]['violation_rate']:5.2f}%  "
-                  f"P99 TTFT {cells[name][rate]['ttft_p99_s']:6.1f} s  ({time.perf_counter() - started:.0f} s)")
+            run.log(f"{name:<20} {rate:<6} violations {100 * cells[name][rate]['violation_rate']:5.2f}%  "
+                    f"P99 TTFT {cells[name][rate]['ttft_p99_s']:6.1f} s")
     ours = headline(cells, "high")
     variant = run_kv_constrained_variant(seeds, episode_requests, targets)
-    print(f"KV-constrained variant ({variant['kv_tokens_per_instance']} KV tokens): largest tail-TTFT cut "
-          f"{100 * variant['max_ttft_cut_vs_fcfs']:.1f}% vs FCFS, {100 * variant['max_ttft_cut_vs_rr']:.1f}% vs RR")
+    run.log(f"KV-constrained variant ({variant['kv_tokens_per_instance']} KV tokens): largest tail-TTFT cut "
+            f"{100 * variant['max_ttft_cut_vs_fcfs']:.1f}% vs FCFS, {100 * variant['max_ttft_cut_vs_rr']:.1f}% vs RR")
     setup = (f"Scenario `pascal` (8 x DeepSeek-R1-Distill-Qwen-32B on H100-96GB, ServeGen DeepSeek-R1 lengths, "
              f"Poisson); rates {PASCAL_RATES_RPS} req/s; {episode_requests} requests per episode; seeds {seeds}; "
              f"QoE targets TTFAT {targets.expected_ttfat_s} s, TPOT {targets.expected_tpot_s} s, anchor "
-             f"`{targets.anchor}`. Wall time {time.perf_counter() - started:.0f} s.")
+             f"`{targets.anchor}`. Wall time {run.elapsed_s:.0f} s.")
     write_report(args.out / "report.md", cells, ours, PASCAL_RATES_RPS, setup)
     plot_figures(args.out, cells, PASCAL_RATES_RPS)
-    write_tensorboard(args.out / "tensorboard", cells, PASCAL_RATES_RPS)
-    results = {"setup": setup, "kv_tokens_per_instance": kv_tokens_per_instance(), "headline_high": ours,
-               "cells": cells, "variant_kv_constrained": variant}
-    (args.out / "results.json").write_text(json.dumps(results, indent=1))
-    print(f"\nwrote {args.out / 'report.md'}")
-    return 0
+    return run.finish({"setup": setup, "kv_tokens_per_instance": kv_tokens_per_instance(), "headline_high": ours,
+                       "cells": cells, "variant_kv_constrained": variant}, tensorboard_scalars(cells, PASCAL_RATES_RPS))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ each ``main`` with ``--out <out>/<script>`` (and ``--quick`` when asked), turns 
         [--workers N] [--address auto|HOST:PORT]
 
 ``--workers`` / ``--address`` (``simulator.fanout``) go to the scripts that fan out their
-episodes (those whose parser takes ``simulator.fanout.add_arguments``); the others run as before.
+episodes (those with ``FANS_OUT = True``, whose ``experiments.harness.ExperimentParser`` takes the
+flags); the others run as before.
 
 ``--reuse`` rebuilds the page from the ``results.json`` files a previous run left under ``--out``
 (after a change to a script's ``headlines()``, or when the scripts were run one by one). A
@@ -21,7 +22,6 @@ matched by their command) and keeps the others, whose scripts the summary line n
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import importlib
 import json
@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from experiments.harness import REPO_ROOT, ExperimentParser
 from experiments.headlines import MAGNITUDE_FACTOR, Headline
 from simulator import fanout
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = (
     "pascal_reproduction",
     "multitier_reproduction",
@@ -61,8 +61,8 @@ def load_script(name: str) -> ModuleType:
 
 
 def fans_out(module: ModuleType) -> bool:
-    """Whether the script takes the runner's ``--workers`` / ``--address`` flags."""
-    return getattr(module, "add_arguments", None) is fanout.add_arguments
+    """Whether the script takes the runner's ``--workers`` / ``--address`` flags (its ``FANS_OUT``)."""
+    return getattr(module, "FANS_OUT", False) is True
 
 
 def run_script(name: str, out: Path, quick: bool, reuse: bool = False, workers: int | None = None,
@@ -170,15 +170,12 @@ def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="every script's --quick size; the page goes to --out")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "reproductions")
+    parser = ExperimentParser(__doc__, "reproductions", "every script's --quick size; the page goes to --out",
+                              fans_out=True)
     parser.add_argument("--only", type=str, default=None, help="comma-separated script names (default: all seven)")
     parser.add_argument("--reuse", action="store_true",
                         help="build the page from the results.json files an earlier run left under --out, running nothing")
-    fanout.add_arguments(parser)
     args = parser.parse_args(argv)
-    fanout.check_workers(args.workers)
     names = list(SCRIPTS) if args.only is None else [n.strip() for n in args.only.split(",")]
     if not names or any(not n for n in names):
         raise ValueError(f"--only takes comma-separated script names, got {args.only!r}")

@@ -140,7 +140,7 @@ class PipelinedInstance(Instance):
         if len(decode) > room:  # more sequences came back than one microbatch holds
             decode = sorted(decode, key=self.scheduler.priority_key)[: max(room, 0)]
         if prefills:
-            iteration_s = self._mixed_iteration_s(prefills, decode)
+            iteration_s = self.planner.mixed_iteration_s(prefills, decode)
             tokens = sum(tokens for _, tokens in prefills) + len(decode)
             logit_tokens = len(decode) + 1
         else:

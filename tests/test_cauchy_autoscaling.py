@@ -12,26 +12,23 @@ import pytest
 
 import baselines
 import envs  # noqa: F401
-from baselines.cauchy.combos import Combo
 from baselines.cauchy.goodput import load_goodput_table
-from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
 from baselines.cauchy.scaling_scenario import (
     AGGREGATED_COMBOS,
-    LoadProfile,
     autoscaler_options,
     autoscaling_scenario,
-    azure_profile,
     mean_load_plan,
     plan_counts,
     scaling_combos,
-    servegen_day_profile,
-    tick_s,
 )
+from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
 from baselines.cauchy.workloads import INVENTORY, get_workload
 from envs.scaling import ADD, HOLD, REMOVE
-from simulator.instance import Lifecycle
+from envs.scenarios.cauchy_autoscaling import PRESET_LENGTHS, PRESET_MEAN_RPS, PRESET_TIME_COMPRESSION, tick_s
 from experiments import cauchy_autoscaling as fig10
-from simulator.workloads import servegen_rate_series
+from simulator.combos import Combo
+from simulator.instance import Lifecycle
+from simulator.workloads import LoadProfile, azure_profile, servegen_day_profile, servegen_rate_series
 from simulator.workloads.traces import AZURE_TRACE_FILES, read_azure_columns
 
 LONGWRITER = get_workload("longwriter")
@@ -72,10 +69,10 @@ def test_compression_shortens_the_profile_and_keeps_its_mean():
     [
         (lambda: LoadProfile("x", 60.0, (0.5, 1.0)), "relative_rates must have mean 1"),
         (lambda: LoadProfile("x", 60.0, (2.0, -0.0, float("nan"))), "finite rates >= 0"),
-        (lambda: LoadProfile("x", -1.0, (1.0,)), "bin_s must be a positive finite number, got -1.0"),
-        (lambda: LoadProfile("x", 60.0, (1.0,)).duration_s(0.0), "compression must be a positive finite number, got 0.0"),
+        (lambda: LoadProfile("x", -1.0, (1.0,)), "bin_s must be a finite number > 0, got -1.0"),
+        (lambda: LoadProfile("x", 60.0, (1.0,)).duration_s(0.0), "compression must be a finite number > 0, got 0.0"),
         (lambda: azure_profile("azure_chat"), "unknown Azure trace 'azure_chat'; known: \\['azure_code', 'azure_conv'\\]"),
-        (lambda: tick_s(float("nan")), "time_compression must be a positive finite number, got nan"),
+        (lambda: tick_s(float("nan")), "time_compression must be a finite number > 0, got nan"),
     ],
 )
 def test_bad_profiles_raise(make, match):
@@ -309,3 +306,19 @@ def test_the_cauchy_autoscaling_preset_is_registered_for_agents():
     assert (explicit.window_ticks, explicit.grace_ticks, explicit.global_ticks) == (4, 1, 60)
     with pytest.raises(ValueError, match="rate_rps=50.0 differs from the mean 200 req/s of its arrival profile"):
         gym.make("servegym/Scaling-v0", scenario="cauchy_autoscaling", rate_rps=50.0)
+
+
+def test_the_stored_preset_plan_is_what_cauchys_planner_computes():
+    """envs stores the preset's unit kinds, goodputs and start counts as data; the planner
+    (Pareto filter + CE ranking, §3.3.1; CO-LP for the mean QPS, §3.3.2) must still give them."""
+    import dataclasses
+
+    from envs import make_scenario
+
+    workload = get_workload(PRESET_LENGTHS)
+    assert PRESET_MEAN_RPS == 4 * workload.target_rps
+    planned = autoscaling_scenario(
+        workload, plan_counts(mean_load_plan(workload, PRESET_MEAN_RPS)), azure_profile(), PRESET_MEAN_RPS,
+        PRESET_TIME_COMPRESSION,
+    )
+    assert make_scenario("cauchy_autoscaling") == dataclasses.replace(planned, name="cauchy_autoscaling")

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from baselines.cauchy.combos import Combo, enumerate_combos
+from baselines.cauchy.combos import enumerate_combos
 from baselines.cauchy.goodput import TABLE_PATH, combo_goodput_rps, combo_slo_attainment, load_goodput_table
 from baselines.cauchy.melange import bucket_shares
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps
 from baselines.cauchy.workloads import INVENTORY, WORKLOADS, get_workload
+from simulator.combos import Combo
 
 H800, H20 = "H800-SXM", "H20-NVL"
 

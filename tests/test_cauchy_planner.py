@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.cauchy.combos import COUNT_SHAPES, Combo, combo_of_configs, enumerate_combos, parse_combo
+from baselines.cauchy.combos import COUNT_SHAPES, enumerate_combos
 from baselines.cauchy.ilp import InfeasibleDemandError, ServiceDemand, plan_combos, solve_allocation
+from simulator.combos import Combo, combo_of_configs, parse_combo
 from baselines.cauchy.selection import (
     Candidate,
     build_candidates,

@@ -13,10 +13,11 @@ import pytest
 import baselines
 import envs  # noqa: F401
 from agents.rollout import run_episode
-from baselines.cauchy.combo_cluster import ComboCluster
-from baselines.cauchy.combos import Combo
-from baselines.cauchy.deployment import ComboScenario, combo_scenario
 from baselines.cauchy.weighted_rr import SmoothWeightedRoundRobin
+from envs import make_scenario
+from envs.combo_scenario import ComboScenario, combo_scenario
+from simulator.combo_cluster import ComboCluster
+from simulator.combos import Combo
 from simulator.request import Request
 
 H800, A800, H20 = "H800-SXM", "A800-PCIe", "H20-NVL"
@@ -25,7 +26,7 @@ COMBOS = [(Combo(H800, 1, H20, 2), 40.0), (Combo(A800, 2), 18.0), (Combo(H800, 1
 
 
 def routing_env(**overrides):
-    return gym.make("servegym/Routing-v0", scenario=combo_scenario("cauchy", COMBOS, **overrides))
+    return gym.make("servegym/Routing-v0", scenario=combo_scenario(make_scenario("cauchy"), COMBOS, **overrides))
 
 
 def test_smooth_weighted_rr_is_proportional_over_10000_draws():
@@ -89,13 +90,13 @@ def test_combo_policies_need_a_combo_scenario():
     env = gym.make("servegym/Routing-v0", scenario="cauchy")
     with pytest.raises(ValueError, match="not a ComboScenario"):
         baselines.make("cauchy_gwrr", env)
-    scenario = combo_scenario("cauchy", COMBOS)
+    scenario = combo_scenario(make_scenario("cauchy"), COMBOS)
     with pytest.raises(ValueError, match="instances must be exactly the deployed combos' instances"):
         dataclasses.replace(scenario, combos=scenario.combos[:2], combo_goodput_rps=(1.0, 1.0))
     with pytest.raises(ValueError, match="unknown instance scheduler 'fifo'"):
-        combo_scenario("cauchy", COMBOS, instance_scheduler="fifo")
+        combo_scenario(make_scenario("cauchy"), COMBOS, instance_scheduler="fifo")
     with pytest.raises(ValueError, match="goodput of <2xA800-PCIe> must be positive"):
-        combo_scenario("cauchy", [(Combo(A800, 2), 0.0)])
+        combo_scenario(make_scenario("cauchy"), [(Combo(A800, 2), 0.0)])
     assert isinstance(scenario.with_overrides(rate_rps=3.0), ComboScenario)
 
 

@@ -80,3 +80,21 @@ def test_the_last_info_carries_every_request_outcome_and_rollout_returns_them():
     completed = [o for o in episode.outcomes if o.completed]
     assert len(completed) == episode.metrics["completed"]
     assert max(o.finish_s for o in completed) <= episode.metrics["duration_s"]
+
+
+def test_every_scenario_exists_after_import_envs_alone():
+    """The GPU-combo scenario ``cauchy_autoscaling`` is built in ``envs`` (its plan stored as
+    data), so a fresh process that imports only ``envs`` can make every preset on Scaling-v0."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gymnasium as gym, envs\n"
+        "env = gym.make('servegym/Scaling-v0', scenario='cauchy_autoscaling', episode_requests=200)\n"
+        "env.reset(seed=0)\n"
+        "print(len(env.unwrapped.scenario.combos), 'baselines' in sys.modules, sorted(envs.scenario_names()))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    combos, baselines_loaded, names = result.stdout.split(" ", 2)
+    assert (combos, baselines_loaded) == ("12", "False")
+    assert "'cauchy_autoscaling'" in names

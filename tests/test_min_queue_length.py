@@ -33,7 +33,7 @@ def gated_cluster(length: int, max_wait_s: float, instances: int = 1) -> Cluster
 
 
 def batch_prefill_s(batch: int) -> float:
-    """One prefill iteration of ``batch`` prompts of PROMPT tokens (``Instance._plan_mixed_iteration``)."""
+    """One prefill iteration of ``batch`` prompts of PROMPT tokens (``SegmentPlanner.mixed_iteration_s``)."""
     return latency_model(GPU, MODEL).iteration_time_s(batch * PROMPT, batch * PROMPT * (PROMPT + 1) / 2, 0, 0)
 
 

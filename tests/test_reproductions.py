@@ -11,7 +11,6 @@ import pytest
 
 from experiments import reproductions
 from experiments.headlines import Headline
-from simulator import fanout
 
 
 def row(ours: float, cause: str = "") -> Headline:
@@ -138,7 +137,7 @@ def test_workers_and_address_reach_only_the_scripts_that_fan_out(tmp_path, monke
 
         module.main = main
         if takes_flags:
-            module.add_arguments = fanout.add_arguments
+            module.FANS_OUT = True
         return module
 
     monkeypatch.setattr(reproductions, "load_script",

@@ -1,4 +1,4 @@
-"""Queues ordered on insert (``simulator.instance._order``): the same order as a full stable
+"""Queues ordered on insert (``simulator.queue_order``): the same order as a full stable
 sort at every batch, so results stay bit-identical, at O(new entries x log n) priority keys
 per batch instead of O(queue length)."""
 
@@ -10,9 +10,10 @@ from dataclasses import astuple
 import numpy as np
 import pytest
 
-import simulator.instance as instance_module
+import simulator.schedulers.base as scheduler_base
 from simulator.cluster import Cluster
-from simulator.instance import InstanceConfig, _order, _take
+from simulator.instance import InstanceConfig
+from simulator.queue_order import order_queue, take_from_queue
 from simulator.schedulers import SCHEDULERS
 from simulator.workloads import PoissonArrivals, generate_requests, length_sampler
 
@@ -30,10 +31,10 @@ def _key(item: Item) -> tuple[int]:
 
 def test_order_sorts_the_new_tail_into_the_ordered_head_as_a_stable_sort_would():
     queue = [Item(1, "a"), Item(3, "b"), Item(5, "c"), Item(2, "d"), Item(3, "e"), Item(0, "f")]
-    _order(queue, 3, _key)
+    order_queue(queue, 3, _key)
     assert [item.name for item in queue] == ["f", "a", "d", "b", "e", "c"]  # "b" before its equal "e"
     appended = [Item(1, "a"), Item(2, "b"), Item(2, "c"), Item(4, "d")]
-    _order(appended, 2, _key)  # new entries at or after the last ordered one are appended as they are
+    order_queue(appended, 2, _key)  # new entries at or after the last ordered one are appended as they are
     assert [item.name for item in appended] == ["a", "b", "c", "d"]
 
 
@@ -43,15 +44,15 @@ def test_order_matches_list_sort_on_random_queues_with_ties():
         ordered = sorted((Item(rng.randrange(6), f"h{i}") for i in range(rng.randrange(8))), key=_key)
         queue = ordered + [Item(rng.randrange(6), f"t{i}") for i in range(rng.randrange(8))]
         expected = sorted(queue, key=_key)
-        _order(queue, len(ordered), _key)
+        order_queue(queue, len(ordered), _key)
         assert [item.name for item in queue] == [item.name for item in expected]
 
 
 def test_take_keeps_count_of_the_ordered_head():
     items = [Item(k, str(k)) for k in (1, 2, 3, 0)]
     queue = list(items)
-    assert _take(queue, items[1], 3) == 2 and [i.name for i in queue] == ["1", "3", "0"]
-    assert _take(queue, items[3], 2) == 2 and [i.name for i in queue] == ["1", "3"]
+    assert take_from_queue(queue, items[1], 3) == 2 and [i.name for i in queue] == ["1", "3", "0"]
+    assert take_from_queue(queue, items[3], 2) == 2 and [i.name for i in queue] == ["1", "3"]
 
 
 def _outcomes(scheduler: str, preemption: str | None, tiers: int) -> tuple[list[str], int]:
@@ -72,7 +73,7 @@ def _outcomes(scheduler: str, preemption: str | None, tiers: int) -> tuple[list[
 ])
 def test_outcomes_equal_those_of_a_full_sort_at_every_batch(monkeypatch, scheduler, preemption, tiers):
     ordered, preemptions = _outcomes(scheduler, preemption, tiers)
-    monkeypatch.setattr(instance_module, "_order", lambda queue, ordered, key: queue.sort(key=key))
+    monkeypatch.setattr(scheduler_base, "order_queue", lambda queue, ordered, key: queue.sort(key=key))
     assert (ordered, preemptions) == _outcomes(scheduler, preemption, tiers)
     assert preemptions > 0  # preempted requests went back into the queues out of order
 

@@ -19,7 +19,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import baselines  # noqa: F401  (registers the cauchy_autoscaling scenario)
 import envs
 from envs.random_policy import random_masked_action
 

@@ -3,7 +3,7 @@ baseline, for servegym/Scaling-v0.
 
 A combo is one Scaling-v0 unit kind (``ScalingEnv.units``): a disaggregated
 ``<n x G1, m x G2>`` combo deployed and removed whole by a combo scenario
-(``baselines.cauchy.scaling_scenario.combo_autoscaling_scenario``), or an aggregated
+(``envs.combo_scenario.ComboScalingScenario``), or an aggregated
 ``<n x G>`` combo; each with its profiled goodput. One env step is one tick of
 Alg. 1's loop (the env's ``scaling_window_s``; use a divisor of the 2-minute window, e.g.
 30 s). Each tick pushes the last tick's arrival rate (the ``arrivals_per_s`` context field) into a ring buffer of
@@ -38,7 +38,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from baselines.cauchy.combos import Combo, combo_of_configs
 from baselines.cauchy.goodput import load_goodput_table
 from baselines.cauchy.ilp import InfeasibleDemandError, ServiceDemand, solve_allocation
 from baselines.cauchy.scaling_scenario import autoscaler_options
@@ -47,6 +46,7 @@ from baselines.cauchy.workloads import get_workload
 from baselines.policy import Policy, register
 from envs.scaling import ADD, HOLD, KIND_FEATURES, REMOVE
 from envs.schema import DecodedObservation
+from simulator.combos import Combo, combo_of_configs
 
 SCALING_ENV_ID = "servegym/Scaling-v0"
 

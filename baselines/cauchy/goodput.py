@@ -22,11 +22,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from baselines.cauchy.combo_cluster import ComboCluster
-from baselines.cauchy.combos import Combo, enumerate_combos, parse_combo
+from baselines.cauchy.combos import enumerate_combos
 from baselines.cauchy.melange import bucket_goodput_rps, bucket_shares
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps, run_poisson
 from baselines.cauchy.workloads import INVENTORY, MODEL, WORKLOADS, CauchyWorkload, get_workload
+from simulator.combo_cluster import ComboCluster
+from simulator.combos import Combo, parse_combo
 from simulator.fanout import add_arguments, fan_out
 from simulator.metrics import MetricsSummary
 from simulator.workloads import length_sampler

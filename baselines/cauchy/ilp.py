@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import pulp
 
-from baselines.cauchy.combos import Combo
 from baselines.cauchy.selection import Candidate, pareto_filter, rank_by_ce
+from simulator.combos import Combo
 
 OBJECTIVES = ("co", "mce", "mc")
 _CE_UNIT = 1e6  # C_n in M tokens/USD keeps CBC's coefficients near 1

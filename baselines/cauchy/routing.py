@@ -17,10 +17,10 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from baselines.cauchy.deployment import ComboScenario
 from baselines.cauchy.weighted_rr import SmoothWeightedRoundRobin
 from baselines.policy import register
 from baselines.routing_classic import RoutingPolicy
+from envs.combo_scenario import ComboScenario
 from envs.schema import DecodedObservation
 
 
@@ -33,7 +33,7 @@ class ComboRoutingPolicy(RoutingPolicy):
         if not isinstance(scenario, ComboScenario):
             raise ValueError(
                 f"policy {self.name!r} routes across GPU combos; scenario {scenario.name!r} is not a ComboScenario "
-                "(build one with baselines.cauchy.deployment.combo_scenario)"
+                "(build one with envs.combo_scenario.combo_scenario)"
             )
         self.entry_slots = np.array(scenario.entry_slots())
         self.member_slots = scenario.member_slots()

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from baselines.cauchy.combos import Combo
 from baselines.cauchy.workloads import MODEL, CauchyWorkload
 from hardware.cost_efficiency import cost_efficiency_tokens_per_usd
 from hardware.gpus import get_gpu
 from hardware.models import get_model
+from simulator.combos import Combo
 
 # Batch size B of eq. 13, the decode pattern A2; the value hardware.report uses for its CE column.
 CE_BATCH_SIZE = 32

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envs.scenarios.cauchy import CAUCHY_GPUS, CAUCHY_WORKLOADS, GPUS_PER_TYPE
+from envs.scenarios.cauchy import CAUCHY_GPUS, CAUCHY_MODEL, CAUCHY_WORKLOADS, GPUS_PER_TYPE
 from simulator.request import SLO
 from simulator.workloads import PARAMETRIC_PRESETS
 
-MODEL = "Llama-3.1-8B"  # §4.1: every experiment
+MODEL = CAUCHY_MODEL
 INVENTORY = {gpu: GPUS_PER_TYPE for gpu in CAUCHY_GPUS}  # §4.1: 8 H800 + 8 A800 + 8 H20
 
 

@@ -8,6 +8,7 @@ from envs.scenario import Scenario
 from envs.scenarios.cascadeserve import cascadeserve
 from envs.scenarios.cascadia import cascadia
 from envs.scenarios.cauchy import cauchy, cauchy_dailymail, cauchy_longwriter
+from envs.scenarios.cauchy_autoscaling import cauchy_autoscaling
 from envs.scenarios.default import default
 from envs.scenarios.multitier import multitier
 from envs.scenarios.pascal import pascal
@@ -19,6 +20,7 @@ PRESETS: dict[str, Callable[[], Scenario]] = {
     "cauchy": cauchy,
     "cauchy_dailymail": cauchy_dailymail,
     "cauchy_longwriter": cauchy_longwriter,
+    "cauchy_autoscaling": cauchy_autoscaling,
     "cascadia": cascadia,
     "cascadeserve": cascadeserve,
 }

@@ -7,8 +7,11 @@ from envs.scenario import InstanceGroup, Scenario, Workload
 from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
+CAUCHY_MODEL = "Llama-3.1-8B"  # §4.1: every experiment
 CAUCHY_GPUS = ("H800-SXM", "A800-PCIe", "H20-NVL")
 GPUS_PER_TYPE = 8
+STARTUP_S = 90.0  # §3.5.1: provisioning, container start, model load, network
+SCALING_WINDOW_S = 120.0  # §3.5.1: the autoscaler's sliding window
 EPISODE_S = 600.0  # five of the autoscaler's 2-minute windows (§3.5.1)
 
 # Length sampler -> (preset name, target QPS of §4.1, TTFT target s, TBT target s of §3.3.3).
@@ -43,7 +46,7 @@ def cauchy(lengths: str = "sharegpt_cauchy") -> Scenario:
     if lengths not in CAUCHY_WORKLOADS:
         raise ValueError(f"unknown Cauchy workload {lengths!r}; known: {list(CAUCHY_WORKLOADS)}")
     name, rate_rps, ttft_s, tbt_s = CAUCHY_WORKLOADS[lengths]
-    groups = tuple(InstanceGroup(InstanceConfig(gpu=gpu, model="Llama-3.1-8B", tp=2), 2) for gpu in CAUCHY_GPUS)
+    groups = tuple(InstanceGroup(InstanceConfig(gpu=gpu, model=CAUCHY_MODEL, tp=2), 2) for gpu in CAUCHY_GPUS)
     return Scenario(
         name=name,
         description=f"Llama-3.1-8B, 8 H800 + 8 A800 + 8 H20 (12 deployed, TP 2), {lengths}, Poisson {rate_rps:g} req/s",
@@ -55,8 +58,8 @@ def cauchy(lengths: str = "sharegpt_cauchy") -> Scenario:
         episode_requests=round(rate_rps * EPISODE_S),
         gpu_inventory={gpu: GPUS_PER_TYPE for gpu in CAUCHY_GPUS},
         max_instances=len(CAUCHY_GPUS) * GPUS_PER_TYPE,
-        control_interval_s=120.0,
-        provisioning_s=90.0,
+        control_interval_s=SCALING_WINDOW_S,
+        provisioning_s=STARTUP_S,
     )
 
 

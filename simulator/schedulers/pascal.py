@@ -13,7 +13,7 @@ class PascalScheduler(RoundRobinScheduler):
     each; a reasoning request whose KV exceeds ``demotion_kv_tokens`` (5,000, §V-A) is demoted
     to the low-priority queue. Answering requests get the memory left after reasoning ones.
     The token pacer (§IV-C) paces delivery to the user; it does not change the batch, so it
-    lives in the metrics (QoE) and the instance's SLO flag, not here."""
+    lives in the metrics (QoE) and the instance's SLO flag (``simulator.pacer``), not here."""
 
     name = "pascal"
 

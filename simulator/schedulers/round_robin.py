@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import heapq
+from typing import TYPE_CHECKING
+
+from simulator.admission import admit, decode_slot_blocks, preempt, reserve_decode_slots, swap_in
+from simulator.kv_blocks import blocks_for_tokens
 from simulator.schedulers.base import LocalScheduler
-from simulator.sequence import Sequence
+from simulator.sequence import Residency, Sequence
+
+if TYPE_CHECKING:
+    from simulator.instance import Instance
 
 
 class RoundRobinScheduler(LocalScheduler):
@@ -14,7 +22,6 @@ class RoundRobinScheduler(LocalScheduler):
     higher-priority ones (pascal.txt Fig. 2(c))."""
 
     name = "rr"
-    preemptive = True
     default_preemption = "swap"
 
     def __init__(self, quantum_tokens: int = 500) -> None:
@@ -35,3 +42,48 @@ class RoundRobinScheduler(LocalScheduler):
         expired.sort(key=self.priority_key)
         for seq in expired:
             self.on_enqueue(seq)
+
+    def schedule(self, instance: Instance, now: float) -> list[tuple[Sequence, int]]:
+        """The batch is the longest prefix of the priority order (running, swapped and waiting
+        requests together) that fits in KV memory and the batch size; running sequences outside
+        it are preempted, swapped ones inside it swapped back in, waiting ones admitted."""
+        key = self.priority_key
+        self._order_swapped(instance)
+        self._order_waiting(instance)
+        kv = instance.kv
+        # The stable sort of running + swapped + waiting, read lazily: only the batch's prefix.
+        candidates = heapq.merge(sorted(instance.running, key=key), instance.swapped, instance.waiting, key=key)
+        capacity = instance.batch_capacity_blocks
+        used = 0
+        chosen: list[Sequence] = []
+        budget = instance.config.max_batched_tokens
+        new_prefill = False
+        for seq in candidates:
+            if len(chosen) >= instance.max_batch_size:
+                break
+            if seq.residency == Residency.QUEUED:
+                need = blocks_for_tokens(seq.prefill_target_tokens, kv.block_size)
+                tokens = seq.remaining_prefill_tokens
+                if (new_prefill and tokens > budget) or used + need > capacity - kv.watermark_blocks:
+                    break
+                budget -= tokens
+                new_prefill = True
+            else:
+                need = decode_slot_blocks(seq, kv.block_size)
+                if used + need > capacity:
+                    break
+            chosen.append(seq)
+            used += need
+        chosen_ids = {id(s) for s in chosen}
+        for seq in [s for s in instance.running if id(s) not in chosen_ids]:
+            preempt(instance, seq)
+        reserve_decode_slots(instance)
+        prefills: list[tuple[Sequence, int]] = []
+        for seq in chosen:
+            if seq.residency == Residency.SWAPPED:
+                swap_in(instance, seq, now)
+            elif seq.residency == Residency.QUEUED:
+                if not admit(instance, seq, now, watermark=False):
+                    raise RuntimeError(f"request {seq.request_id} was chosen but does not fit")
+                prefills.append((seq, seq.remaining_prefill_tokens))
+        return prefills

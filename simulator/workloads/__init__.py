@@ -22,6 +22,7 @@ from simulator.workloads.lengths import (
     ParametricLengths,
     parametric_preset,
 )
+from simulator.workloads.load_profiles import LoadProfile, azure_profile, servegen_day_profile
 from simulator.workloads.priorities import PRIORITY_DISTRIBUTIONS, sample_tiers, tier_probabilities
 from simulator.workloads.reasoning import ReasoningLengthSampler, ServeGenReasoning
 from simulator.workloads.registry import (
@@ -37,6 +38,7 @@ from simulator.workloads.traces import load_azure_trace, load_trace_csv, write_t
 __all__ = [
     "ARRIVAL_PROCESSES",
     "arrival_process",
+    "azure_profile",
     "check_arrival_options",
     "register_arrival_process",
     "ArrivalProcess",
@@ -46,6 +48,7 @@ __all__ = [
     "GammaArrivals",
     "LENGTH_SAMPLER_NAMES",
     "LengthSampler",
+    "LoadProfile",
     "PARAMETRIC_PRESETS",
     "PRIORITY_DISTRIBUTIONS",
     "ParametricLengths",
@@ -62,6 +65,7 @@ __all__ = [
     "load_trace_csv",
     "parametric_preset",
     "sample_tiers",
+    "servegen_day_profile",
     "servegen_rate_series",
     "tier_probabilities",
     "write_trace_csv",

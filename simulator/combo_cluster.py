@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from baselines.cauchy.combos import Combo
 from simulator.cluster import Cluster
+from simulator.combos import Combo
 from simulator.instance import Instance, Lifecycle
 from simulator.sequence import Sequence
 
