@@ -64,7 +64,7 @@ class Encoding:
             if self.kind == "ratio":
                 return self.scale * s / (1.0 - s)
             if self.kind == "signed_ratio":
-                return np.where(np.abs(s) >= 1.0, np.sign(s) * np.inf, self.scale * s / (1.0 - np.abs(s)))
+                return np.where(np.abs(s) >= 1.0, np.copysign(np.inf, s), self.scale * s / (1.0 - np.abs(s)))
         if self.kind == "linear":
             return s * self.scale
         if self.kind == "identity":

@@ -13,7 +13,7 @@ import pytest
 import envs
 from envs.headroom import freeness_full, freeness_normal
 from envs.observation import freeness
-from envs.schema import Block, Field, ObservationSchema, ratio
+from envs.schema import Block, Field, ObservationSchema, ratio, signed_ratio
 from envs.random_policy import random_masked_action
 
 ROUTING, TIER, MIGRATION, SCALING, CASCADE = (f"servegym/{n}-v0" for n in ("Routing", "Tier", "Migration", "Scaling", "Cascade"))
@@ -192,3 +192,14 @@ def test_schema_errors_name_the_bad_value():
     with pytest.raises(ValueError, match="duplicate field name 'a'"):
         a = Field("a", "s", ratio(1.0), "a")
         ObservationSchema("test", 1, (), (a, Block("b", 2, (a,))), ())
+
+
+def test_signed_ratio_decodes_zero_and_the_saturated_ends_without_warnings():
+    """x / (scale + |x|) inverted: 0 -> 0, ±0.5 -> ±scale, ±1 (float32 saturation) -> ±inf,
+    and no numpy warning (a 0 beside a saturated entry once made 0 * inf)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        decoded = signed_ratio(4.0).decode(np.array([-1.0, -0.5, 0.0, 0.5, 1.0], dtype=np.float32))
+    assert decoded.tolist() == [-math.inf, -4.0, 0.0, 4.0, math.inf]
