@@ -32,10 +32,12 @@ QUALITY_REWARDS = ("quality", "quality_episode", "slo_quality_episode")  # take 
 
 
 def cascade_context(
-    stages: int, episode_requests: int, gears: int | None, min_queue_lengths: SequenceOf[int] | None
+    stages: int, episode_requests: int, gears: int | None, min_queue_lengths: SequenceOf[int] | None,
+    episode_quality: bool = False,
 ) -> tuple[Entry, ...]:
     """Cascade-v0's context fields (``envs.schema``): the last interval, per stage its queues,
-    the thresholds, then the gear (gear mode) or minimum queue lengths (batching)."""
+    the thresholds, then the gear (gear mode), minimum queue lengths (batching) and the
+    episode's quality so far (``observe_episode_quality``)."""
     per_stage = (
         count_field("waiting", "requests waiting on the stage's instances"),
         count_field("running", "requests running on them"),
@@ -60,6 +62,14 @@ def cascade_context(
         entries += (Field("min_queue_length", "requests", linear(min_queue_lengths[-1]),
                           "each model's minimum queue length (with min_queue_lengths)", size=stages,
                           integer=True, size_text="S", scale_text="the largest choice"),)
+    if episode_quality:
+        entries += (
+            Field("episode_finished", "requests", linear(episode_requests),
+                  "requests finished so far this episode (with observe_episode_quality)", integer=True, scale_text="E"),
+            Field("episode_mean_score", "score", linear(SCORE_MAX),
+                  "their mean accepted score (a rejected one counts 0, as in the episode rewards; 0 before "
+                  "the first; with observe_episode_quality)"),
+        )
     return entries
 
 
@@ -133,7 +143,8 @@ class CascadeEnv(ServingEnv):
     ``Dict``: ``instances`` (max_instances x features, ``envs.observation``), ``context`` (the
     last interval's arrivals, completions, latency and quality, per stage its queues and
     acceptances, the thresholds in force; in gear mode the gear, with batching the minimum
-    queue lengths) and ``action_mask``; the tables at the end (from ``self.schema``) give
+    queue lengths; with ``observe_episode_quality`` the episode's finished requests and mean score
+    so far) and ``action_mask``; the tables at the end (from ``self.schema``) give
     every entry, its unit and encoding.
 
     ## Rewards
@@ -162,7 +173,11 @@ class CascadeEnv(ServingEnv):
     threshold vectors, required for and only for ``action="gear"``), ``quality_kind``, ``difficulty_mean`` (δ of
     the difficulty model; ``TRACE_DIFFICULTY_MEAN`` has cascadia.txt's traces), ``quality_min``,
     ``quality_penalty_mu``, ``latency_max_s``, ``latency_penalty_nu``, ``judge_latency_s``, ``entry_stages``,
-    ``min_queue_lengths``, ``max_queue_wait_s``, ``reward``, ``strict``, ``invalid_action_penalty``,
+    ``min_queue_lengths``, ``max_queue_wait_s``, ``observe_episode_quality`` (add the episode's
+    quality so far to the context: under an episode-level quality constraint, ``quality_episode``
+    and ``slo_quality_episode``, the penalty a step pays depends on the running deficit, so the
+    state augmented with it is Markov; the budget augmentation of Sootla et al., "Sauté RL",
+    ICML 2022), ``reward``, ``strict``, ``invalid_action_penalty``,
     ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), and scenario /
     workload overrides.
 
@@ -191,6 +206,7 @@ class CascadeEnv(ServingEnv):
         min_queue_lengths: SequenceOf[int] | None = None,
         max_queue_wait_s: float | None = None,
         entry_stages: SequenceOf[int] | None = None,
+        observe_episode_quality: bool = False,
         **kwargs: Any,
     ) -> None:
         if not isinstance(threshold_levels, int) or isinstance(threshold_levels, bool) or threshold_levels < 2:
@@ -202,6 +218,9 @@ class CascadeEnv(ServingEnv):
         if quality_kind not in QUALITY_KINDS:
             raise ValueError(f"unknown quality_kind {quality_kind!r}; known: {list(QUALITY_KINDS)}")
         self.min_queue_lengths = None if min_queue_lengths is None else _check_lengths(min_queue_lengths, action)
+        if not isinstance(observe_episode_quality, bool):
+            raise ValueError(f"observe_episode_quality must be True or False, got {observe_episode_quality!r}")
+        self.observe_episode_quality = observe_episode_quality
         self.threshold_levels = threshold_levels
         self.quality_min = quality_min
         self.quality_penalty_mu = quality_penalty_mu
@@ -241,6 +260,8 @@ class CascadeEnv(ServingEnv):
         self._gear = 0
         self._until_s = 0.0
         self._window_first_outcome = 0
+        self._scored_outcomes = 0
+        self._score_sum = 0.0
         self._stages_cluster: Any = None
         self._stage_of = np.zeros(0, dtype=np.int64)
 
@@ -266,7 +287,8 @@ class CascadeEnv(ServingEnv):
 
     def context_entries(self) -> tuple[Entry, ...]:
         gears = len(self.gears) if self.action_mode == "gear" else None
-        return cascade_context(len(self.scenario.cascade), self.scenario.episode_requests, gears, self.min_queue_lengths)
+        return cascade_context(len(self.scenario.cascade), self.scenario.episode_requests, gears, self.min_queue_lengths,
+                               self.observe_episode_quality)
 
     def mask_parts(self) -> tuple[MaskPart, ...]:
         choices = None if self.min_queue_lengths is None else len(self.min_queue_lengths)
@@ -289,6 +311,8 @@ class CascadeEnv(ServingEnv):
         self._apply_min_queue_lengths()
         self._until_s = 0.0
         self._window_first_outcome = 0
+        self._scored_outcomes = 0
+        self._score_sum = 0.0
 
     def thresholds(self) -> list[float]:
         """The current thresholds h_1..h_{C-1} (scores 0-100)."""
@@ -411,7 +435,18 @@ class CascadeEnv(ServingEnv):
             raw["gear"] = self._gear
         if self.min_queue_lengths is not None:
             raw["min_queue_length"] = [self.min_queue_lengths[int(k)] for k in self._queue_choices]
+        if self.observe_episode_quality:
+            raw["episode_finished"], raw["episode_mean_score"] = self._episode_quality()
         return self.schema.encode_context(raw)
+
+    def _episode_quality(self) -> tuple[int, float]:
+        """Requests finished so far this episode and their mean accepted score (running sums)."""
+        assert self.cluster is not None
+        outcomes = self.cluster.outcomes
+        for outcome in outcomes[self._scored_outcomes:]:
+            self._score_sum += outcome.quality if outcome.completed else 0.0
+        self._scored_outcomes = len(outcomes)
+        return len(outcomes), self._score_sum / len(outcomes) if outcomes else 0.0
 
     def _stage_of_instances(self) -> np.ndarray:
         """Each instance's cascade stage, by instance id (the deployment is fixed)."""
@@ -457,7 +492,7 @@ def _check_lengths(lengths: SequenceOf[int], action: str) -> tuple[int, ...]:
 CascadeEnv.__doc__ = with_observation_tables(
     CascadeEnv.__doc__,
     observation_tables(
-        instance_fields_doc(), cascade_context(2, 1, None, (1,)),
+        instance_fields_doc(), cascade_context(2, 1, None, (1,), episode_quality=True),
         cascade_mask(2, "thresholds", 2, 1, 1) + cascade_mask(2, "gear", 2, 1, None) + cascade_mask(2, "continuous", 2, 1, None),
     ) + "\n\nIn gear mode the context ends instead with ``gear`` at 6 + 4S: the gear in force, x / max(G − 1, 1).",
 )

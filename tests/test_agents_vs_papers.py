@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import re
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +24,7 @@ from experiments.agents_vs_papers.__main__ import main
 from experiments.agents_vs_papers.headline import compare
 from experiments.agents_vs_papers.recipe import RECIPES_DIR, load_recipe, recipe_names
 from experiments.agents_vs_papers.report import headline_verdict, pick_best, scores, training_diagnostics
-from experiments.agents_vs_papers.runner import AGENT_LABEL, choose_heuristics, usable_policies
+from experiments.agents_vs_papers.runner import AGENT_LABEL, choose_heuristics, finished_run, usable_policies
 
 PAPER_SCENARIOS = ["cascadeserve", "cascadia", "cauchy", "multitier", "pascal"]
 
@@ -88,7 +89,7 @@ def test_bad_recipes_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="timesteps must be >= 1, got -3"):
         load_recipe("steps", directory=tmp_path)
     (tmp_path / "own.yml").write_text(text + "agent_env_kwargs: {rate_rps: 1.0}\n")
-    with pytest.raises(ValueError, match=r"agent_env_kwargs may set only \['action'\].*not \['rate_rps'\]"):
+    with pytest.raises(ValueError, match=r"agent_env_kwargs may set only \['action', 'observe_episode_quality'\].*not \['rate_rps'\]"):
         load_recipe("own", directory=tmp_path)
 
 
@@ -209,6 +210,26 @@ def test_quick_run_reports_agent_against_the_papers_heuristic(tmp_path, capsys):
     (beside,) = results["reference_comparisons"]
     assert beside["reference"] == "llumnix_migration_public" and beside["metric"] == "tier0.ttft_p99_s"
     assert "| `llumnix_migration_public` | " in report
+
+
+def test_reuse_runs_evaluates_a_finished_run_and_trains_only_the_missing_seed(tmp_path, capsys):
+    common = ["--scenario", "multitier", "--quick", "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")]
+    assert main([*common, "--train-seeds", "0"]) == 0
+    first = json.loads((tmp_path / "out" / "multitier" / "results.json").read_text())
+    (seed_0_run,) = first["run_dirs"]
+    capsys.readouterr()
+    assert main([*common, "--train-seeds", "0,1", "--reuse-runs"]) == 0
+    assert f"seed 0: reusing {seed_0_run}" in capsys.readouterr().out
+    second = json.loads((tmp_path / "out" / "multitier" / "results.json").read_text())
+    assert second["run_dirs"][0] == seed_0_run and second["run_dirs"][1] != seed_0_run
+    assert second["timesteps"] == [128, 128] and sorted(p.name for p in (tmp_path / "runs" / "multitier").iterdir()) == \
+        sorted(Path(d).name for d in second["run_dirs"])
+    assert second["per_training_seed"]["0"] == first["per_training_seed"]["0"]
+    (tmp_path / "runs" / "multitier" / Path(seed_0_run).name / "final_model.zip").unlink()  # as if interrupted
+    recipe = load_recipe("multitier", quick=True)
+    assert finished_run(recipe, tmp_path / "runs" / "multitier", 0) is None
+    assert finished_run(recipe, tmp_path / "runs" / "multitier", 1).run_dir == Path(second["run_dirs"][1])
+    assert finished_run(recipe, tmp_path / "runs" / "multitier", 1, timesteps=64) is None  # another budget
 
 
 def test_training_diagnostics_compare_entropy_with_the_uniform_policy(tmp_path):

@@ -381,6 +381,7 @@ def test_continuous_action_outside_the_box_raises(action):
         ({"action": "gear", "gears": [[120.0]]}, "120"),
         ({"action": "knob"}, "unknown action mode 'knob'"),
         ({"quality_kind": "elo"}, "unknown quality_kind 'elo'"),
+        ({"observe_episode_quality": 1}, "observe_episode_quality must be True or False, got 1"),
     ],
 )
 def test_bad_action_or_quality_arguments_raise(kwargs, match):
@@ -477,6 +478,27 @@ def test_slo_quality_episode_return_is_misses_plus_the_episode_shortfall():
     assert 0 < misses < len(outcomes) and deficit > 0
     spread = env.reward_fn.utopia - env.reward_fn.nadir
     assert total == pytest.approx(-misses / 4.0 - 10.0 * deficit / (spread * 4.0), rel=1e-9)
+
+
+def test_episode_quality_context_is_the_running_count_and_mean_score():
+    """observe_episode_quality adds (finished so far / E, mean score so far / 100), rejected = 0, to the
+    context's end; without it the context is two entries shorter and otherwise the same."""
+    plain = CascadeEnv(tiny_cascade(rate_rps=8.0))
+    env = CascadeEnv(tiny_cascade(rate_rps=8.0), observe_episode_quality=True)
+    observation, _ = env.reset(seed=3)
+    assert observation["context"][-2:].tolist() == [0.0, 0.0]
+    plain.reset(seed=3)
+    seen, truncated = [], False
+    while not truncated:
+        observation, _, _, truncated, _ = env.step(np.array([6]))
+        plain_observation, *_ = plain.step(np.array([6]))
+        assert np.array_equal(observation["context"][:-2], plain_observation["context"])
+        outcomes = env.cluster.outcomes
+        scores = [o.quality if o.completed else 0.0 for o in outcomes]
+        expected_mean = sum(scores) / len(scores) if scores else 0.0
+        assert observation["context"][-2:] == pytest.approx([len(outcomes) / 100, expected_mean / 100], rel=1e-6)
+        seen.append(len(outcomes))
+    assert seen[-1] == 100 and 0 < min(seen[1:]) < 100 and 0 < expected_mean < 100
 
 
 def test_correct_kind_scores_accuracy_and_routes_on_certainty():

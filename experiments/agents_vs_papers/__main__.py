@@ -4,11 +4,14 @@ stratified-bootstrap intervals and the probability of improvement (rliable).
 
     python -m experiments.agents_vs_papers [--scenario NAME ...] [--quick] [--timesteps N]
         [--train-seeds 0,1,2] [--deterministic | --stochastic]
-        [--out results/agents_vs_papers] [--runs runs/agents_vs_papers]
+        [--out results/agents_vs_papers] [--runs runs/agents_vs_papers] [--reuse-runs]
 
 ``--timesteps`` replaces the recipe's budget (e.g. a 10-minute run of a 1-hour recipe; the
 report says how many steps were trained). ``--quick`` runs each recipe's tiny ``quick`` section.
-Each training seed trains the recipe's full budget, one after the other.
+Each training seed trains the recipe's full budget, one after the other. ``--reuse-runs``
+evaluates a seed's finished run instead when ``--runs`` already holds one with exactly the
+configuration it would train (a recipe's seeds trained by separate commands, or a command that
+stopped after training some of them); the report names each seed's run directory.
 """
 
 from __future__ import annotations
@@ -22,12 +25,20 @@ from agents.config import as_int
 from experiments.agents_vs_papers.recipe import load_recipe, recipe_names
 from experiments.main import train_seeds_from
 from experiments.agents_vs_papers.report import write_report
-from experiments.agents_vs_papers.runner import action_space_of, choose_heuristics, eval_seeds, evaluate_all, train_agent
+from experiments.agents_vs_papers.runner import (
+    action_space_of,
+    choose_heuristics,
+    eval_seeds,
+    evaluate_all,
+    finished_run,
+    train_agent,
+)
 
 
 def run_scenario(name: str, quick: bool, timesteps: int | None, train_seeds: list[int], out_root: Path, runs_root: Path,
-                 deterministic: bool = True) -> str:
-    """Train (once per training seed), evaluate and report one recipe; returns the report's markdown."""
+                 deterministic: bool = True, reuse_runs: bool = False) -> str:
+    """Train (once per training seed; with ``reuse_runs`` only seeds without a finished run of the
+    same configuration), evaluate and report one recipe; returns the report's markdown."""
     recipe = load_recipe(name, quick=quick)
     started = time.perf_counter()
     choice = choose_heuristics(recipe)
@@ -36,8 +47,12 @@ def run_scenario(name: str, quick: bool, timesteps: int | None, train_seeds: lis
     print(f"   {choice.note}", flush=True)
     trained = []
     for seed in train_seeds:
-        run = train_agent(recipe, runs_root / name, seed, timesteps)
-        print(f"   seed {seed}: trained {run.trained_steps:,} steps in {run.wall_s:.0f} s ({run.steps_per_s:.0f} steps/s)")
+        run = finished_run(recipe, runs_root / name, seed, timesteps) if reuse_runs else None
+        if run is not None:
+            print(f"   seed {seed}: reusing {run.run_dir} ({run.trained_steps:,} steps, {run.wall_s:.0f} s of training logged)")
+        else:
+            run = train_agent(recipe, runs_root / name, seed, timesteps)
+            print(f"   seed {seed}: trained {run.trained_steps:,} steps in {run.wall_s:.0f} s ({run.steps_per_s:.0f} steps/s)")
         trained.append(run)
     seeds = eval_seeds(recipe)
     results = evaluate_all(recipe, [run.run_dir / "final_model.zip" for run in trained], heuristics, seeds, deterministic)
@@ -58,11 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--stochastic", action="store_true", help="the agent samples its action (seeded by the episode seed)")
     parser.add_argument("--out", type=Path, default=Path("results") / "agents_vs_papers")
     parser.add_argument("--runs", type=Path, default=Path("runs") / "agents_vs_papers", help="training run directories")
+    parser.add_argument("--reuse-runs", action="store_true",
+                        help="evaluate a training seed's finished run of the same configuration under --runs instead of training it again")
     args = parser.parse_args(argv)
     timesteps = None if args.timesteps is None else as_int("--timesteps", args.timesteps, minimum=1)
     for name in args.scenario or recipe_names():
         print(run_scenario(name, args.quick, timesteps, train_seeds_from(args.train_seeds), args.out, args.runs,
-                           deterministic=not args.stochastic))
+                           deterministic=not args.stochastic, reuse_runs=args.reuse_runs))
     return 0
 
 

@@ -20,7 +20,7 @@ KEYS = frozenset({
     "paper", "env_id", "scenario", "algo", "timesteps", "budget_minutes", "n_envs", "env_kwargs", "hyperparams",
     "heuristics", "references", "headline", "eval_seeds", "quick", "agent_env_kwargs",
 })
-AGENT_ONLY_ENV_KEYS = frozenset({"action"})  # the agent's action interface; the simulation stays the heuristics'
+AGENT_ONLY_ENV_KEYS = frozenset({"action", "observe_episode_quality"})  # the agent's action and observation; the simulation stays the heuristics'
 HEADLINE_KEYS = frozenset({"metric", "title", "source", "also", "constraint"})
 CONSTRAINT_KEYS = frozenset({"metric", "min"})
 QUICK_KEYS = frozenset({"timesteps", "n_envs", "eval_seeds", "env_kwargs", "hyperparams"})
@@ -162,7 +162,7 @@ def _check_recipe(path: Path, recipe: Recipe) -> None:
     other = sorted(set(recipe.agent_env_kwargs) - AGENT_ONLY_ENV_KEYS)
     if other:
         raise ValueError(f"{path}: agent_env_kwargs may set only {sorted(AGENT_ONLY_ENV_KEYS)} (the agent's action "
-                         f"interface), not {other}: the agent and the heuristics must run the same simulation")
+                         f"and observation), not {other}: the agent and the heuristics must run the same simulation")
 
 
 def _required(path: Path, data: Mapping[str, Any], key: str) -> Any:

@@ -3,6 +3,7 @@ held-out seeds, and collect each episode's headline metrics."""
 
 from __future__ import annotations
 
+import csv
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,11 +81,33 @@ def eval_seeds(recipe: Recipe) -> list[int]:
     return [EVAL_SEED_BASE + i for i in range(recipe.eval_seeds)]
 
 
+def recipe_config(recipe: Recipe, seed: int, timesteps: int | None = None) -> TrainConfig:
+    """The training configuration of ``recipe`` on training seed ``seed`` (budget ``timesteps`` if given)."""
+    return build_config(recipe.env_id, recipe.scenario, recipe.algo, seed, n_timesteps=timesteps or recipe.timesteps,
+                        n_envs=recipe.n_envs, device="cpu", overrides=recipe.overrides())
+
+
 def train_agent(recipe: Recipe, run_root: Path, seed: int, timesteps: int | None = None) -> TrainResult:
     """``agents.train.train`` with the recipe's algorithm, hyper-parameters, env and budget (or ``timesteps``)."""
-    config = build_config(recipe.env_id, recipe.scenario, recipe.algo, seed, n_timesteps=timesteps or recipe.timesteps,
-                          n_envs=recipe.n_envs, device="cpu", overrides=recipe.overrides())
-    return train(config, run_root, progress_bar=True)
+    return train(recipe_config(recipe, seed, timesteps), run_root, progress_bar=True)
+
+
+def finished_run(recipe: Recipe, run_root: Path, seed: int, timesteps: int | None = None) -> TrainResult | None:
+    """The newest run directory under ``run_root`` that trained exactly this recipe's configuration
+    on ``seed`` to its end (``final_model.zip``; an interrupted run has none), or None. Its steps
+    and wall time are the last ones its ``progress.csv`` logged (whole seconds, as SB3 logs them)."""
+    config = recipe_config(recipe, seed, timesteps)
+    matches = [path.parent for path in sorted(Path(run_root).glob("*/config.yml"))
+               if (path.parent / "final_model.zip").is_file() and TrainConfig.load(path) == config]
+    if not matches:
+        return None
+    run_dir = max(matches, key=lambda path: path.name)
+    with open(run_dir / "progress.csv", newline="") as handle:
+        logged = [row for row in csv.DictReader(handle) if row.get("time/time_elapsed")]
+    if not logged:
+        raise ValueError(f"{run_dir / 'progress.csv'} logged no training progress; delete the run or train it again")
+    steps = int(float(logged[-1]["time/total_timesteps"]))
+    return TrainResult(run_dir, steps, steps, float(logged[-1]["time/time_elapsed"]))
 
 
 def episode_rows(recipe: Recipe, policy_env: gym.Env, policy, seeds: Sequence[int],
