@@ -1,4 +1,4 @@
-"""Load balancing LP of cascadeserve.txt §4.4, eq. 1-3 (PuLP + CBC).
+"""Load balancing LP of cascadeserve.txt §4.4, eq. 1-3.
 
 Variables ``q_r >= 0``, the QPS replica r serves. Minimise Σ q_r (eq. 1) subject to
 Σ_{r ∈ R[m]} q_r >= QPS_m for every model m of the cascade (eq. 2) and
@@ -6,6 +6,10 @@ Variables ``q_r >= 0``, the QPS replica r serves. Minimise Σ q_r (eq. 1) subjec
 sample at batch 1. The paper decreases u from 100% step by step until the LP turns infeasible
 and keeps the last feasible u; that descent converges to the smallest u for which eq. 2-3 hold,
 which ``min_utilization`` computes exactly with u as an LP variable (one solve instead of many).
+
+The pruning step (§4.3, eq. 4) solves this LP thousands of times per plan, so it runs in process
+with HiGHS (``scipy.optimize.linprog``): a CBC subprocess per solve made process start-up 99% of
+a plan's time.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-import pulp
+import numpy as np
+from scipy.optimize import linprog
 
 from baselines.cascadeserve.profiles import ModelProfile, Replica
 
-_SOLVER = pulp.PULP_CBC_CMD(msg=False)
 _TOLERANCE = 1e-9
+_OPTIMAL, _INFEASIBLE = 0, 2  # scipy.optimize.linprog's status codes
 
 
 class LoadBalancingError(ValueError):
@@ -34,22 +39,19 @@ def _check_demand(demand_qps: Mapping[str, float], replicas: Sequence[Replica]) 
             raise LoadBalancingError(f"{model} must serve {qps:g} QPS but has no replica; placed: {sorted(placed)}")
 
 
-def _problem(
-    replicas: Sequence[Replica], demand_qps: Mapping[str, float], runtime_s: Mapping[str, float], utilization: float | None
-) -> tuple[pulp.LpProblem, list[pulp.LpVariable], pulp.LpVariable | None]:
-    problem = pulp.LpProblem("cascadeserve_load_balancer", pulp.LpMinimize)
-    q = [problem.add_variable(f"q_{i}", lowBound=0) for i in range(len(replicas))]
-    u = problem.add_variable("u", lowBound=0) if utilization is None else None
-    problem += pulp.lpSum(q) if u is None else u
-    for model, qps in demand_qps.items():
-        if qps > 0:
-            problem += pulp.lpSum(q[i] for i, r in enumerate(replicas) if r.model == model) >= qps
-    limit = u if u is not None else utilization
+def _constraints(
+    replicas: Sequence[Replica], demand_qps: Mapping[str, float], runtime_s: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eq. 2 as ``-Σ_{r ∈ R[m]} q_r <= -QPS_m`` (rows of ``demand``, right-hand side ``bound``)
+    and eq. 3's left-hand side per device (rows of ``device_load``), over the ``q_r``."""
+    demanded = [(model, qps) for model, qps in demand_qps.items() if qps > 0]
+    demand = np.array([[-1.0 if r.model == model else 0.0 for r in replicas] for model, _ in demanded]).reshape(-1, len(replicas))
+    bound = np.array([-qps for _, qps in demanded], dtype=float)
     devices = sorted({d for r in replicas for d in r.devices})
-    for device in devices:
-        on_device = [i for i, r in enumerate(replicas) if device in r.devices]
-        problem += pulp.lpSum(q[i] * runtime_s[replicas[i].model] for i in on_device) <= limit
-    return problem, q, u
+    device_load = np.array(
+        [[runtime_s[r.model] if device in r.devices else 0.0 for r in replicas] for device in devices]
+    ).reshape(-1, len(replicas))
+    return demand, bound, device_load
 
 
 def _runtimes(profiles: Sequence[ModelProfile]) -> dict[str, float]:
@@ -66,11 +68,15 @@ def balance_load(
     if not (isinstance(utilization, (int, float)) and math.isfinite(utilization) and utilization > 0):
         raise ValueError(f"utilization must be a positive finite number, got {utilization!r}")
     _check_demand(demand_qps, replicas)
-    problem, q, _ = _problem(replicas, demand_qps, _runtimes(profiles), float(utilization))
-    problem.solve(_SOLVER)
-    if pulp.LpStatus[problem.status] != "Optimal":
+    demand, bound, device_load = _constraints(replicas, demand_qps, _runtimes(profiles))
+    result = linprog(np.ones(len(replicas)), A_ub=np.vstack([demand, device_load]),
+                     b_ub=np.concatenate([bound, np.full(len(device_load), float(utilization))]),
+                     bounds=(0, None), method="highs")
+    if result.status == _INFEASIBLE:
         return None
-    return {r: max(0.0, float(v.value() or 0.0)) for r, v in zip(replicas, q)}
+    if result.status != _OPTIMAL:
+        raise RuntimeError(f"the load-balancing LP ended with status {result.status}: {result.message}")
+    return {r: max(0.0, float(q)) for r, q in zip(replicas, result.x)}
 
 
 def min_utilization(
@@ -81,12 +87,16 @@ def min_utilization(
     _check_demand(demand_qps, replicas)
     if not any(qps > 0 for qps in demand_qps.values()):
         return 0.0
-    problem, _, u = _problem(replicas, demand_qps, _runtimes(profiles), None)
-    problem.solve(_SOLVER)
-    if pulp.LpStatus[problem.status] != "Optimal":
-        raise LoadBalancingError(f"eq. 1-3 have no solution for demand {dict(demand_qps)}")
-    assert u is not None
-    value = float(u.value())
+    demand, bound, device_load = _constraints(replicas, demand_qps, _runtimes(profiles))
+    n = len(replicas)
+    objective = np.zeros(n + 1)
+    objective[n] = 1.0  # the variables are q_0 .. q_{n-1}, u
+    rows = np.vstack([np.hstack([demand, np.zeros((len(demand), 1))]), np.hstack([device_load, -np.ones((len(device_load), 1))])])
+    result = linprog(objective, A_ub=rows, b_ub=np.concatenate([bound, np.zeros(len(device_load))]), bounds=(0, None),
+                     method="highs")
+    if result.status != _OPTIMAL:
+        raise LoadBalancingError(f"eq. 1-3 have no solution for demand {dict(demand_qps)}: {result.message}")
+    value = float(result.x[n])
     if value > 1.0 + _TOLERANCE:
         raise LoadBalancingError(
             f"the placement needs GPU utilisation {value:.3f} > 100% for demand {dict(demand_qps)}"
