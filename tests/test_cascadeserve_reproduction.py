@@ -67,3 +67,22 @@ def test_quick_reproduction(tmp_path):
         row.check()  # every row that does not reproduce names its cause
     # --quick plans one GPU count, so no cell can show a saving: the cause says so.
     assert rows[0].ours == pytest.approx(1.0) and "largest saving it can express is 1x" in rows[0].cause
+
+
+def test_fig7_cause_names_the_cell_where_a_static_plan_needs_fewer_gpus():
+    """At the paper's scale (16 GPUs, 60 QPS) the cause is computed from the plans: here the static
+    cascade reaches 60 on 2 GPUs where CascadeServe needs 4 (0.5x), and both reach 55 on 2 (1x)."""
+    config = dataclasses.replace(FULL, gpu_counts=(2, 4, 16), latency_slos_s=(0.5,))
+    rows = [grid_row("cascadeserve", 2, 55.0) | {"gears": [[9, 0, 0], [0, 0, 0]]},
+            grid_row("cascadeserve", 4, 60.0) | {"gears": [[9, 9, 0], [0, 0, 0]]},
+            grid_row("static_cascade", 2, 60.0) | {"gears": [[5, 5, 0]]},
+            grid_row("model_switching", 16, None), grid_row("static_single", 16, None)]
+    spiky = {"cascadeserve_fewer_gpus": spiky_run(8, 60.0), "model_switching": spiky_run(16, 50.0)}
+    fig7, _ = headlines({"config": dataclasses.asdict(config), "grid": {"rows": rows}, "spiky": spiky})
+    assert fig7.ours == pytest.approx(0.75)  # median of 1x (55) and 0.5x (60)
+    assert fig7.setup.startswith("paper setup") and not fig7.reproduced
+    assert "1 of 2 cells" in fig7.cause and "0.50x" in fig7.cause
+    assert "cascadeserve on 4 GPUs, gears [[9, 9, 0], [0, 0, 0]] (accuracy 60.0)" in fig7.cause
+    assert "static_cascade on 2 GPUs, gears [[5, 5, 0]] (accuracy 60.0)" in fig7.cause
+    assert "Setting:" not in fig7.cause  # the grid is the paper's scale
+    fig7.check()
