@@ -1,6 +1,13 @@
 """Same trajectories: every env ID on every scenario it supports, replayed with the recorded seed
-and random masked policy, gives the recorded observations, masks, rewards and infos bit for
-bit (recorded by ``tests/trajectories.py`` before the observation was rebuilt from arrays)."""
+and random masked policy, gives the recorded observations, masks, rewards and infos (recorded by
+``tests/trajectories.py`` before the observation was rebuilt from arrays).
+
+Integers, booleans and strings must match exactly; floats to ``FLOAT_RTOL``. On the machine that
+recorded them they match bit for bit, but numpy's SIMD kernels (``exp``, BLAS dot products) round
+the last bit differently by CPU: on an AVX-512 machine Cascadia's utopia − nadir (a quadrature,
+``simulator.cascade_quality``) comes out one ulp larger than on the recording machine, which moves
+a third of the Cascade-v0 rewards by one ulp. Same-machine bit-for-bit repeatability is
+``tests/test_determinism.py``'s."""
 
 from __future__ import annotations
 
@@ -13,6 +20,24 @@ from trajectories import GOLDEN_DIR, record
 
 INDEX = json.loads((GOLDEN_DIR / "index.json").read_text())
 CASES = sorted(INDEX["recorded"])
+FLOAT_RTOL = 1e-12  # a few ulps: far below any change of behaviour, above cross-CPU rounding
+
+
+def assert_same(actual, expected, where: str) -> None:
+    """``actual`` equals ``expected`` (nested JSON values or arrays): floats to ``FLOAT_RTOL``, the rest exactly."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and sorted(actual) == sorted(expected), where
+        for key in expected:
+            assert_same(actual[key], expected[key], f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), where
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, f"{where}[{i}]")
+    elif isinstance(expected, float):
+        assert isinstance(actual, (int, float)), where
+        np.testing.assert_allclose(actual, expected, rtol=FLOAT_RTOL, atol=0.0, err_msg=where)
+    else:
+        assert actual == expected, where
 
 
 def test_every_registered_id_is_recorded_on_a_scenario():
@@ -25,7 +50,7 @@ def test_every_registered_id_is_recorded_on_a_scenario():
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_replay_is_bit_identical(name):
+def test_replay_matches_the_recording(name):
     case = INDEX["recorded"][name]
     golden = np.load(GOLDEN_DIR / f"{name}.npz")
     replay = record(case["env_id"], case["scenario"], case["options"], case["steps"], seed=INDEX["seed"])
@@ -34,8 +59,19 @@ def test_replay_is_bit_identical(name):
         expected, actual = golden[key], replay[key]
         assert actual.shape == expected.shape, key
         if key == "infos":
-            assert str(actual) == str(expected), f"{name}: infos differ"
+            assert_same(json.loads(str(actual)), json.loads(str(expected)), f"{name}: infos")
+        elif np.issubdtype(expected.dtype, np.floating):
+            assert actual.dtype == expected.dtype, key
+            np.testing.assert_allclose(actual, expected, rtol=FLOAT_RTOL, atol=0.0, err_msg=f"{name}: {key}")
         else:
             assert actual.dtype == expected.dtype, key
             np.testing.assert_array_equal(actual, expected, err_msg=f"{name}: {key}")
-            assert actual.tobytes() == expected.tobytes(), f"{name}: {key} differs in its bits"
+
+
+@pytest.mark.parametrize("name", ["Cascade-v0-cascadia", "Routing-v0-default"])
+def test_two_replays_on_one_machine_agree_bit_for_bit(name):
+    case = INDEX["recorded"][name]
+    first, second = (record(case["env_id"], case["scenario"], case["options"], 60, seed=INDEX["seed"]) for _ in range(2))
+    assert sorted(first) == sorted(second)
+    for key in first:
+        assert first[key].tobytes() == second[key].tobytes(), f"{name}: {key} differs in its bits"
