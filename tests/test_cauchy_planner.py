@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from baselines.cauchy.combos import COUNT_SHAPES, enumerate_combos
-from baselines.cauchy.ilp import InfeasibleDemandError, ServiceDemand, plan_combos, solve_allocation
+from baselines.cauchy.ilp import InfeasibleDemandError, ServiceDemand, overall_ce, plan_combos, solve_allocation
 from simulator.combos import Combo, combo_of_configs, parse_combo
 from baselines.cauchy.selection import (
     Candidate,
@@ -127,12 +127,28 @@ def test_co_lp_returns_the_hand_optimum_of_the_toy_instance():
     assert plan.solve_time_s > 0
 
 
-def test_mc_lp_is_the_cheapest_plan_and_mce_lp_overprovisions():
+def test_mc_lp_is_the_cheapest_plan_and_mce_lp_the_highest_overall_ce():
     mc = solve_allocation({"m": ServiceDemand(TOY, 23.0)}, TOY_INVENTORY, "mc")["m"]
     assert counts(mc) == {C2.combo.name: 4}  # 4 x 2.38 = 9.52 $/h < 9.88 $/h of CO-LP's plan
     assert mc.cost_per_hour_usd == pytest.approx(9.52)
-    mce = solve_allocation({"m": ServiceDemand(TOY, 23.0)}, TOY_INVENTORY, "mce")["m"]
-    assert counts(mce) == {C1.combo.name: 2, C2.combo.name: 4, C3.combo.name: 1}  # the whole inventory
+    # Overall CE = Σ C P x / Σ P x (M tokens/USD). Two c1 (the H800s' limit) give 20 req/s; the
+    # other 3 come from c3, (2 x 4.19 x 4.19 + 1.0 x 1.5) / 9.88 = 3.706, or c2, (35.11 + 1.19 x 2.38) /
+    # 10.76 = 3.526; every plan without two c1 is lower still. The highest CE costs more than MC-LP's.
+    demand = {"m": ServiceDemand(TOY, 23.0)}
+    mce = solve_allocation(demand, TOY_INVENTORY, "mce")["m"]
+    assert counts(mce) == {C1.combo.name: 2, C3.combo.name: 1}
+    assert overall_ce(demand, {("m", 0): 2, ("m", 2): 1}) == pytest.approx((2 * 4.19 * 4.19 + 1.5) / 9.88)
+    assert mce.cost_per_hour_usd > mc.cost_per_hour_usd
+
+
+def test_mce_lp_takes_the_cheapest_of_the_plans_with_the_highest_overall_ce():
+    # One c1 (10 req/s) meets 5 req/s at CE 4.19; two c1 have the same CE at twice the dollars.
+    mce = solve_allocation({"m": ServiceDemand(TOY, 5.0)}, TOY_INVENTORY, "mce")["m"]
+    assert counts(mce) == {C1.combo.name: 1}
+    # With H800s spare the highest-CE combo fills the demand alone: 3 x c1 for 23 req/s (30 served),
+    # 12.57 $/h, where MC-LP pays 9.52 $/h: §4.3's over-provisioning of high-end GPUs.
+    roomy = {**TOY_INVENTORY, H800: 3}
+    assert counts(solve_allocation({"m": ServiceDemand(TOY, 23.0)}, roomy, "mce")["m"]) == {C1.combo.name: 3}
 
 
 def test_infeasible_demand_names_the_unmet_goodput():

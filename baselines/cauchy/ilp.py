@@ -7,8 +7,13 @@ of the profiled combo goodputs) and GPUs ``Σ_m Σ_n gpus_g(n) x_mn <= G_g`` for
 Objectives (``C_n`` eq. 15 CE in M tokens/USD, ``P_n`` $/hour):
 
 * ``"co"`` CO-LP, Cauchy's: minimise ``Σ P_n / C_n x_mn`` (eq. 16);
-* ``"mce"`` MCE-LP: maximise ``Σ C_n x_mn`` (most cost-efficiency; §4.3 notes it
-  over-provisions high-end GPUs);
+* ``"mce"`` MCE-LP: maximise the deployment's overall cost-efficiency, its tokens per dollar
+  at the combos' eq. 15 CE, ``Σ C_n P_n x_mn / Σ P_n x_mn`` (§4.3: "maximizing overall
+  cost-efficiency" under the goodput constraints; the paper gives no formula). A ratio of
+  linear forms: Dinkelbach's method, an ILP per step, then the cheapest plan of that CE. It
+  fills the demand with the highest-CE combos whatever their size, the over-provisioning of
+  high-end GPUs §4.3 describes. (A sum ``Σ C_n x_mn`` is no cost-efficiency and grows with
+  every combo added: it would deploy the whole inventory.)
 * ``"mc"`` MC-LP: minimise ``Σ P_n x_mn`` (cheapest plan meeting the goodput).
 
 ``plan_combos`` is the single-service planner of §3.3: Pareto filter and CE ranking (§3.3.1),
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pulp
@@ -32,6 +37,7 @@ from simulator.combos import Combo
 
 OBJECTIVES = ("co", "mce", "mc")
 _CE_UNIT = 1e6  # C_n in M tokens/USD keeps CBC's coefficients near 1
+_CE_RTOL = 1e-9  # overall CEs this close are equal (CBC's integer solutions are exact; the ratio is not)
 
 
 class InfeasibleDemandError(ValueError):
@@ -114,6 +120,51 @@ def _inventory_constraints(problem, x, services, inventory) -> None:
         problem += used <= inventory.get(gpu, 0)
 
 
+Counts = dict[tuple[str, int], int]
+
+
+def _solve(services: Mapping[str, ServiceDemand], inventory: Mapping[str, int], sense: int,
+           coefficient: Callable[[Candidate], float], min_ce: float | None = None) -> Counts | None:
+    """Optimise ``Σ coefficient(c) x`` under eq. 16's goodput and GPU constraints (and, with
+    ``min_ce``, an overall CE of at least that many M tokens/USD); the counts, or None if infeasible."""
+    problem = pulp.LpProblem("cauchy_allocation", sense)
+    x = _variables(problem, services)
+    terms = [(c, x[m, n]) for m, s in services.items() for n, c in enumerate(s.candidates)]
+    problem += pulp.lpSum(coefficient(c) * var for c, var in terms)
+    for m, s in services.items():
+        problem += pulp.lpSum(c.goodput_rps * x[m, n] for n, c in enumerate(s.candidates)) >= s.demand_rps
+    if min_ce is not None:
+        problem += pulp.lpSum((c.ce_tokens_per_usd / _CE_UNIT - min_ce) * c.price_per_hour_usd * var for c, var in terms) >= 0
+    _inventory_constraints(problem, x, services, inventory)
+    if pulp.LpStatus[problem.solve(pulp.PULP_CBC_CMD(msg=False))] != "Optimal":
+        return None
+    return {key: int(round(var.value() or 0)) for key, var in x.items()}
+
+
+def overall_ce(services: Mapping[str, ServiceDemand], counts: Counts) -> float:
+    """A deployment's tokens per dollar at its combos' eq. 15 CE: Σ C_n P_n x_n / Σ P_n x_n (M tokens/USD)."""
+    deployed = [(services[m].candidates[n], k) for (m, n), k in counts.items() if k]
+    dollars = sum(c.price_per_hour_usd * k for c, k in deployed)
+    return sum(c.ce_tokens_per_usd / _CE_UNIT * c.price_per_hour_usd * k for c, k in deployed) / dollars
+
+
+def _max_ce_counts(services: Mapping[str, ServiceDemand], inventory: Mapping[str, int]) -> Counts | None:
+    """MCE-LP: Dinkelbach's iteration λ ← overall_ce(argmax Σ (C_n − λ) P_n x_n) from λ = 0 until it
+    stops rising (finitely many plans, so it ends at the highest overall CE), then the cheapest
+    plan of that CE (many plans tie: more of the best combo keeps the ratio)."""
+    best = 0.0
+    while True:
+        counts = _solve(services, inventory, pulp.LpMaximize,
+                        lambda c: (c.ce_tokens_per_usd / _CE_UNIT - best) * c.price_per_hour_usd)
+        if counts is None:
+            return None
+        ce = overall_ce(services, counts)
+        if ce <= best * (1.0 + _CE_RTOL):
+            break
+        best = ce
+    return _solve(services, inventory, pulp.LpMinimize, lambda c: c.price_per_hour_usd, min_ce=best * (1.0 - _CE_RTOL))
+
+
 def solve_allocation(
     services: Mapping[str, ServiceDemand], inventory: Mapping[str, int], objective: str = "co"
 ) -> dict[str, ComboPlan]:
@@ -123,33 +174,21 @@ def solve_allocation(
     if not services:
         raise ValueError("no service to allocate")
     _check_inventory(inventory)
-    sense = pulp.LpMaximize if objective == "mce" else pulp.LpMinimize
-    problem = pulp.LpProblem(f"cauchy_{objective}", sense)
-    x = _variables(problem, services)
-
-    def coefficient(c: Candidate) -> float:
-        if objective == "co":
-            return c.price_per_hour_usd / (c.ce_tokens_per_usd / _CE_UNIT)
-        if objective == "mce":
-            return c.ce_tokens_per_usd / _CE_UNIT
-        return c.price_per_hour_usd
-
-    problem += pulp.lpSum(coefficient(c) * x[m, n] for m, s in services.items() for n, c in enumerate(s.candidates))
-    for m, s in services.items():
-        problem += pulp.lpSum(c.goodput_rps * x[m, n] for n, c in enumerate(s.candidates)) >= s.demand_rps
-    _inventory_constraints(problem, x, services, inventory)
     started = time.perf_counter()
-    status = problem.solve(pulp.PULP_CBC_CMD(msg=False))
+    if objective == "mce":
+        counts = _max_ce_counts(services, inventory)
+    elif objective == "co":
+        counts = _solve(services, inventory, pulp.LpMinimize, lambda c: c.price_per_hour_usd / (c.ce_tokens_per_usd / _CE_UNIT))
+    else:
+        counts = _solve(services, inventory, pulp.LpMinimize, lambda c: c.price_per_hour_usd)
     solve_time_s = time.perf_counter() - started
-    if pulp.LpStatus[status] != "Optimal":
+    if counts is None:
         raise _infeasible(services, inventory)
-    plans = {}
-    for m, s in services.items():
-        entries = tuple(
-            (c, int(round(x[m, n].value()))) for n, c in enumerate(s.candidates) if round(x[m, n].value() or 0) > 0
-        )
-        plans[m] = ComboPlan(entries, objective, s.demand_rps, solve_time_s)
-    return plans
+    return {
+        m: ComboPlan(tuple((c, counts[m, n]) for n, c in enumerate(s.candidates) if counts[m, n] > 0), objective,
+                     s.demand_rps, solve_time_s)
+        for m, s in services.items()
+    }
 
 
 def max_goodputs_rps(services: Mapping[str, ServiceDemand], inventory: Mapping[str, int]) -> dict[str, float]:
