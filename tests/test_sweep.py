@@ -65,28 +65,30 @@ def test_two_trial_local_sweep_writes_its_table(tmp_path):
 
 
 def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path):
-    # 1,024 steps: long enough that the second trial is still training when the signals land
-    path = _write(tmp_path, {**CONFIG, "timesteps": 1024, "hyperparams": {**CONFIG["hyperparams"], "n_steps": 256}})
+    # Ctrl-C lands once the second trial has started training; its 8,192 steps outlast Ray's
+    # shutdown (seconds), so the interrupt finds it unfinished on any machine
+    path = _write(tmp_path, {**CONFIG, "timesteps": 8192, "hyperparams": {**CONFIG["hyperparams"], "n_steps": 256}})
     root = tmp_path / "out"
     command = [sys.executable, "-m", "agents.sweep", str(path), "--run-dir", str(root), "--max-concurrent", "1",
                "--verbose", "0"]
     process = subprocess.Popen(command, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while not _evaluations(root) and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while len(list(root.glob("runs/*/*/config.yml"))) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     process.send_signal(signal.SIGINT)  # Ctrl-C twice: Tune stops at once, without a last save
     time.sleep(0.2)
     process.send_signal(signal.SIGINT)
     process.wait(timeout=120)
     first = _evaluations(root)
-    assert len(first) == 1, "the sweep should have been interrupted after its first trial"
+    assert len(first) == 1, "the sweep should have been interrupted during its second trial"
     finished_at = first[0].stat().st_mtime_ns
     outcome = sweep.run_sweep(load_sweep_config(path), root, max_concurrent=1, verbose=0)
     assert outcome.finished == 2 and outcome.errors == []
     after = _evaluations(root)
     assert len(after) == 2 and first[0] in after and first[0].stat().st_mtime_ns == finished_at
-    assert len(list(first[0].parent.parent.iterdir())) == 1  # the finished trial's run was not made again
-    assert "training seeds 0, 1; 1,024 steps" in (root / "table.md").read_text()
+    for evaluation in after:  # the finished trial's run was not made again; the interrupted one was replaced
+        assert len(list(evaluation.parent.parent.iterdir())) == 1
+    assert "training seeds 0, 1; 8,192 steps" in (root / "table.md").read_text()
 
 
 def test_a_trial_runs_on_the_second_node_of_a_cluster(tmp_path):
