@@ -156,7 +156,9 @@ def markdown(found: Sequence[Entry], title: str, sources: Sequence[str]) -> str:
     if sources:
         lines += [f"From the sweep(s) {', '.join(f'`{s}`' for s in sources)}.", ""]
     lines += [f"Cells: IQM over training seeds x evaluation seeds [95% stratified-bootstrap interval over both, "
-              f"rliable, {BOOTSTRAP_REPS:,} resamples] (Agarwal et al., NeurIPS 2021); a heuristic is one run.", ""]
+              f"rliable, {BOOTSTRAP_REPS:,} resamples] (Agarwal et al., NeurIPS 2021); a heuristic is one run. "
+              "Agents are evaluated deterministically: each trained policy takes its most likely action "
+              "(`agents.trial`).", ""]
     if not found:
         return "\n".join(lines + ["No finished trial yet."]) + "\n"
     for board in dict.fromkeys(e.board for e in found):

@@ -80,7 +80,7 @@ def _agent_rows(cell: Cell, run_dir: Path, flat: bool, seeds: Sequence[int]) -> 
     env = make_env(cell.env_id, cell.scenario, cell.agent_env, flat)
     try:
         policy, _ = load_agent(run_dir / "final_model.zip", env)
-        return episode_rows(env, policy, cell.metric, seeds)
+        return episode_rows(env, policy, cell.metric, seeds, deterministic=True)
     finally:
         env.close()
 
@@ -106,11 +106,13 @@ def mean_metric(rows: Sequence[Mapping[str, float]], metric: str) -> float:
     return float(np.nanmean(values)) if np.any(~np.isnan(values)) else float("nan")
 
 
-def episode_rows(env: gym.Env, policy: PolicyLike, metric: str, seeds: Sequence[int]) -> list[dict[str, float]]:
-    """One row per seed: the episode's metrics, its seed and the headline ``metric``."""
+def episode_rows(env: gym.Env, policy: PolicyLike, metric: str, seeds: Sequence[int],
+                 deterministic: bool = True) -> list[dict[str, float]]:
+    """One row per seed: the episode's metrics, its seed and the headline ``metric``; a trained
+    policy takes its most likely action unless ``deterministic`` is False (``agents.rollout``)."""
     rows = []
     for seed in seeds:
-        episode = play_episode(env, policy, seed)
+        episode = play_episode(env, policy, seed, deterministic)
         values = headline_values([metric], episode.metrics, episode.outcomes, episode.metrics["duration_s"])
         rows.append({**episode.metrics, **values, "seed": float(seed)})
     return rows

@@ -17,6 +17,7 @@ from ray.cluster_utils import Cluster
 
 import baselines
 from agents import sweep
+from agents.evaluate import load_agent
 from agents.sweep_config import check_sweep_config, load_sweep_config
 from agents.trial import EVALUATION_FILE, episode_rows
 from agents.train import make_env
@@ -57,6 +58,12 @@ def test_two_trial_local_sweep_writes_its_table(tmp_path):
     env = make_env("servegym/Routing-v0", "default", {"episode_requests": 30, "reward": "slo_balance"}, flat=False)
     direct = episode_rows(env, baselines.make("least_outstanding", env), "slo_attainment", [10000])
     assert json.dumps(records[0]["heuristics"]["least_outstanding"]) == json.dumps(direct)  # as run by hand (NaN too)
+    run_dir = Path(records[0]["run_dir"])  # the agent's rows: its most likely actions, as the leaderboard says
+    flat = yaml.safe_load((run_dir / "config.yml").read_text())["policy"].startswith("Mlp")
+    agent_env = make_env("servegym/Routing-v0", "default", {"episode_requests": 30, "reward": "slo_balance"}, flat=flat)
+    agent, _ = load_agent(run_dir / "final_model.zip", agent_env)
+    rows = {mode: episode_rows(agent_env, agent, "slo_attainment", [10000], deterministic=mode) for mode in (True, False)}
+    assert json.dumps(records[0]["agent"]) == json.dumps(rows[True]) != json.dumps(rows[False])
     table = (outcome.root / "table.md").read_text()
     assert "## default (servegym/Routing-v0): slo_attainment (higher is better)" in table
     assert "| maskable_ppo (slo_balance) | agent |" in table and "training seeds 0, 1; 64 steps" in table
