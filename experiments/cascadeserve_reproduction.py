@@ -203,8 +203,6 @@ def fig7_cause(rows: list[dict[str, Any]], config: Config, found: list[tuple[flo
         f"{100 * shares[0]:.0f}%.")
 
 
-
-
 def headlines(results: dict[str, Any]) -> list[Headline]:
     """§6.3 / Fig. 7's GPU saving (median over the cells both reach) and §6.4 / Fig. 9's
     "fewer GPUs than MS+ yet less accuracy degradation" (the GPU ratio, nan when CascadeServe's

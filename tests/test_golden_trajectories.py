@@ -6,8 +6,8 @@ Integers, booleans and strings must match exactly; floats to ``FLOAT_RTOL``. On 
 recorded them they match bit for bit, but numpy's SIMD kernels (``exp``, BLAS dot products) round
 the last bit differently by CPU: on an AVX-512 machine Cascadia's utopia − nadir (a quadrature,
 ``simulator.cascade_quality``) comes out one ulp larger than on the recording machine, which moves
-a third of the Cascade-v0 rewards by one ulp. Same-machine bit-for-bit repeatability is
-``tests/test_determinism.py``'s."""
+a third of the Cascade-v0 rewards by one ulp. Same-machine repeatability is checked bit for bit
+here (two replays) and across processes in ``tests/test_determinism.py``."""
 
 from __future__ import annotations
 
