@@ -82,13 +82,19 @@ def migration_candidate(instance: Instance, excluded: Collection[int] = ()) -> S
     the fewest KV tokens (ties: earliest enqueued), skipping request ids in ``excluded``."""
     if instance.waiting:
         return max(instance.waiting, key=instance.scheduler.priority_key)
-    running = [
-        seq for seq in instance.running
-        if seq.in_decode and not seq.pd_handoff and seq.request_id not in excluded
-    ]
-    if not running:
-        return None
-    return min(running, key=lambda seq: (-seq.tier, seq.kv_tokens, seq.queue_order))
+    best, best_key = None, None
+    for seq in instance.running:  # min() over the decode requests, in one pass (every step, every instance)
+        generated = seq.generated_tokens
+        if (
+            generated
+            and seq.kv_tokens == seq.prompt_tokens + generated - 1  # ``Sequence.in_decode``
+            and not seq.pd_handoff
+            and seq.request_id not in excluded
+        ):
+            key = (-seq.tier, seq.kv_tokens, seq.queue_order)
+            if best is None or key < best_key:
+                best, best_key = seq, key
+    return best
 
 
 def _least_loaded_router() -> Router:

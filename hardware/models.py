@@ -37,6 +37,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
@@ -412,6 +413,13 @@ def _stage_layer_ranges(num_layers: int, pp: int) -> list[range]:
 def weights_per_gpu_bytes(model: ModelSpec, tp: int = 1, pp: int = 1, dtype: str = "fp16") -> float:
     """Weight bytes on the most loaded GPU of a ``tp x pp`` deployment (sharding rules in the module docstring)."""
     _validate_parallelism(model, tp, pp)
+    return _weights_per_gpu_bytes(model, int(tp), int(pp), dtype)
+
+
+@cache
+def _weights_per_gpu_bytes(model: ModelSpec, tp: int, pp: int, dtype: str) -> float:
+    """``weights_per_gpu_bytes`` after validation, memoized: an autoscaler deploys the same
+    configurations again and again, and each deployment asks for it three times."""
     bytes_per_linear = _bytes_per_linear_weight(dtype)
     kv_share = 1.0 / tp if tp <= model.num_kv_heads else 1.0 / model.num_kv_heads
     stages = _stage_layer_ranges(model.num_layers, pp)

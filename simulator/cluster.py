@@ -124,7 +124,8 @@ class Cluster:
         self._decision: Decision | None = None
         self._decisions_behind: list[Decision] = []  # phase changes that came with another one
         self._next_id = 0
-        self._held_since_s: dict[int, float] = {}
+        self._held: dict[int, tuple[float, int, float]] = {}
+        """Per instance holding GPUs: (since when, GPUs, USD per GPU-second), for ``cost_usd``."""
         self._cost_rate_usd_per_s: float | None = None
         self._cost_closed_usd = 0.0
         self._stopped_at_s: dict[int, float] = {}
@@ -156,7 +157,7 @@ class Cluster:
         if self.arrays is not None:
             instance.track(self.arrays)
         self.gpus_in_use[config.gpu] = self.gpus_in_use.get(config.gpu, 0) + config.num_gpus
-        self._held_since_s[instance_id] = self.events.now_s
+        self._held[instance_id] = (self.events.now_s, config.num_gpus, instance.gpu.price_per_second_usd)
         self._cost_rate_usd_per_s = None
         if ready_now:
             return instance_id
@@ -187,9 +188,9 @@ class Cluster:
         instance.lifecycle = Lifecycle.STOPPED
         config = instance.config
         self.gpus_in_use[config.gpu] -= config.num_gpus
-        held_s = self.events.now_s - self._held_since_s.pop(instance.instance_id)
+        since_s, num_gpus, usd_per_gpu_s = self._held.pop(instance.instance_id)
         self._cost_rate_usd_per_s = None
-        self._cost_closed_usd += held_s * config.num_gpus * instance.gpu.price_per_second_usd
+        self._cost_closed_usd += (self.events.now_s - since_s) * num_gpus * usd_per_gpu_s
         self._stopped_at_s[instance.instance_id] = self.events.now_s
 
     @staticmethod
@@ -248,17 +249,14 @@ class Cluster:
         """Σ GPUs × price × time held, starting and draining included, up to now."""
         now = self.events.now_s
         open_usd = sum(
-            (now - since) * self.instances[i].config.num_gpus * self.instances[i].gpu.price_per_second_usd
-            for i, since in self._held_since_s.items()
+            (now - since_s) * num_gpus * usd_per_gpu_s for since_s, num_gpus, usd_per_gpu_s in self._held.values()
         )
         return self._cost_closed_usd + open_usd
 
     def cost_rate_usd_per_s(self) -> float:
         """$ per second of the GPUs held now (summed again only when that set changes)."""
         if self._cost_rate_usd_per_s is None:
-            self._cost_rate_usd_per_s = sum(
-                self.instances[i].config.num_gpus * self.instances[i].gpu.price_per_second_usd for i in self._held_since_s
-            )
+            self._cost_rate_usd_per_s = sum(num_gpus * usd_per_gpu_s for _, num_gpus, usd_per_gpu_s in self._held.values())
         return self._cost_rate_usd_per_s
 
     # ----------------------------------------------------------------- requests

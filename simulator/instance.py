@@ -429,7 +429,9 @@ class Instance:
             self._version += 1
             self.events.schedule(float(self._seg_ends[keep - 1]), self._on_boundary, self._version)
 
-    def _apply_decode(self, upto: int) -> None:
+    def _apply_decode(self, upto: int) -> list[Sequence]:
+        """Apply the segment's decode iterations up to ``upto``; at the segment's end, return the
+        sequences that need attention there (completed, reasoning ended, PD hand-off)."""
         ends = self._seg_ends
         start, count = self._seg_pos, upto - self._seg_pos
         first_s = float(ends[start])
@@ -438,15 +440,37 @@ class Instance:
         # inner gap is its last one.
         last_gap_s = last_s - float(ends[upto - 2]) if count > 1 else 0.0
         block_size = self.kv.block_size
+        at_end = upto == self._seg_len
+        attention: list[Sequence] = []
         grown = 0
         for seq in self._seg_decode:
-            seq.kv_tokens += count
-            seq.on_tokens(first_s, last_s, count, last_gap_s)
-            blocks = -(-seq.kv_tokens // block_size)
+            kv_tokens = seq.kv_tokens + count
+            seq.kv_tokens = kv_tokens
+            before = seq.generated_tokens
+            after = before + count
+            reasoning = seq.reasoning_tokens
+            if before and (reasoning < before or reasoning > after) and seq.token_curve is None:
+                # ``Sequence.on_tokens`` where neither the first token nor the end of reasoning
+                # is in the run (nearly every sequence of every segment), inlined for speed.
+                max_tbt_s = seq.max_tbt_s
+                gap_s = first_s - seq.last_token_s
+                if gap_s > max_tbt_s:
+                    max_tbt_s = gap_s
+                if last_gap_s > max_tbt_s:
+                    max_tbt_s = last_gap_s
+                seq.max_tbt_s = max_tbt_s
+                seq.generated_tokens = after
+                seq.last_token_s = last_s
+            else:
+                seq.on_tokens(first_s, last_s, count, last_gap_s)
+            blocks = -(-kv_tokens // block_size)
             grown += blocks - seq.blocks
             seq.blocks = blocks
+            if at_end and (after >= seq.output_tokens or after == reasoning or seq.pd_handoff):
+                attention.append(seq)
         self.kv.allocate(grown)
         self._seg_pos = upto
+        return attention
 
     def _on_boundary(self, version: int) -> None:
         if version != self._version:
@@ -469,16 +493,16 @@ class Instance:
                     seq.on_tokens(now, now, 1, 0.0)
                     finished.append(seq)
         if self._seg_decode:
-            if self._seg_pos < self._seg_len:
-                self._apply_decode(self._seg_len)
             # Only completions, the end of reasoning and PD hand-offs need attention here.
-            for seq in self._seg_decode:
-                if (
-                    seq.generated_tokens >= seq.output_tokens
+            if self._seg_pos < self._seg_len:
+                finished += self._apply_decode(self._seg_len)
+            else:
+                finished += [
+                    seq for seq in self._seg_decode
+                    if seq.generated_tokens >= seq.output_tokens
                     or seq.generated_tokens == seq.reasoning_tokens
                     or seq.pd_handoff
-                ):
-                    finished.append(seq)
+                ]
         self._seg_decode = []
         self._seg_prefill = []
         self._seg_len = self._seg_pos = 0

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401
-from envs.tier import _freest_instance_by_instance, freest_instance
+from envs.observation import InstanceLoad
+from envs.tier import _freest_instance_by_instance, freest_instance, serving_freeness_full
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.instance_arrays import (
@@ -102,6 +103,9 @@ def test_vectorised_dispatch_equals_the_instance_by_instance_rule():
         for seq in cluster.arrived_sequences[-5:]:
             for fractions in (unwrapped.headroom_fractions, np.zeros(4), np.full(4, 0.4)):
                 assert freest_instance(cluster, seq, fractions) == _freest_instance_by_instance(cluster, seq, fractions)
+                ids = np.flatnonzero(cluster.accepting(seq))
+                vectorised = InstanceLoad(cluster, ids, len(fractions)).freeness_full(fractions)
+                assert serving_freeness_full(cluster, ids.tolist(), fractions) == vectorised.tolist()  # bit for bit
                 compared += 1
         env.step(random_masked_action(env.action_space, unwrapped.action_masks(), rng))
     assert compared > 100
