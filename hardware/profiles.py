@@ -100,7 +100,9 @@ class ComputeEfficiency:
         """Roofline time of one GEMM on ``gpu`` (works elementwise on numpy arrays)."""
         compute_s = flops / (gpu.fp16_tflops * 1e12 * self.compute_fraction)
         memory_s = moved_bytes / (gpu.mem_bandwidth_gbps * 1e9 * self.memory_fraction)
-        return np.maximum(compute_s, memory_s) + self.linear_overhead_s
+        if isinstance(compute_s, np.ndarray) or isinstance(memory_s, np.ndarray):
+            return np.maximum(compute_s, memory_s) + self.linear_overhead_s
+        return max(compute_s, memory_s) + self.linear_overhead_s  # one GEMM: the same value, no numpy call
 
     def elementwise_time_s(self, moved_bytes: ArrayOrFloat, gpu: GPUSpec) -> ArrayOrFloat:
         """Time of one memory-bound elementwise kernel moving ``moved_bytes``."""
