@@ -414,7 +414,7 @@ class Instance:
     def sync(self) -> None:
         """Apply the decode iterations finished by now, so counters and KV use are current."""
         if self._seg_decode and self._seg_pos < self._seg_len:
-            done = int(np.searchsorted(self._seg_ends[: self._seg_len], self.events.now_s, side="right"))
+            done = int(self._seg_ends[: self._seg_len].searchsorted(self.events.now_s, side="right"))
             if done > self._seg_pos:
                 self._apply_decode(done)
 
@@ -423,7 +423,7 @@ class Instance:
         """Cut the planned segment after the iteration in progress now."""
         if self._seg_len <= 1:
             return
-        keep = 1 + int(np.searchsorted(self._seg_ends[: self._seg_len - 1], self.events.now_s, side="left"))
+        keep = 1 + int(self._seg_ends[: self._seg_len - 1].searchsorted(self.events.now_s, side="left"))
         if keep < self._seg_len:
             self._seg_len = keep
             self._version += 1

@@ -86,7 +86,7 @@ class SegmentPlanner:
         np.multiply(context + batch * _ONE_TO_N[:horizon], per_token_s, out=times[1:])
         times[1:] += base_s
         times[1] += extra_s
-        np.cumsum(times, out=times)
+        times.cumsum(out=times)
         return times[1:]
 
     def _memory_horizon(self, kv: np.ndarray, horizon: int) -> int:

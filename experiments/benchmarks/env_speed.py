@@ -3,16 +3,19 @@ registered ID on a scenario, beside Gymnasium's CartPole-v1 with random actions 
 process (the ``% CartPole`` column), and MaskablePPO training steps per second with the env's
 share of the wall time.
 
-    python -m experiments.benchmarks.env_speed [--scenario NAME] [--steps 2000] [--ppo-steps 2048]
+    python -m experiments.benchmarks.env_speed [--scenario NAME] [--steps 2000] [--repeats 3] [--ppo-steps 2048]
 
 Each ID runs on ``default`` except Cascade-v0, which needs a cascade and runs on
-``cascadeserve``; ``--scenario`` runs every ID on the one named. CartPole runs first and
-again last; its rate is the mean of the two runs (the machine's load may drift meanwhile).
+``cascadeserve``; ``--scenario`` runs every ID on the one named. A rate is the median of
+``--repeats`` runs, each on a fresh env (one run of 2,000 steps varies by about 10 % here).
+CartPole runs first and again last, ``--repeats`` times each; its rate is the median of all
+of them (the machine's load may drift meanwhile). MaskablePPO trains once per ID.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 
@@ -89,17 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=None, help="one scenario for every ID (default: per ID)")
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per rate; the median is printed")
     parser.add_argument("--ppo-steps", type=int, default=2048)
     parser.add_argument("--ids", default=",".join(envs.ENV_IDS))
     args = parser.parse_args(argv)
-    first_cartpole = cartpole_steps_per_s(20 * args.steps)
+    for name in ("steps", "repeats", "ppo_steps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    cartpole_rates = [cartpole_steps_per_s(20 * args.steps) for _ in range(args.repeats)]
     rows = []
     for env_id in args.ids.split(","):
         scenario = args.scenario or SCENARIO_BY_ENV.get(env_id, "default")
-        rate, _ = env_steps_per_s(env_id, scenario, args.steps)
+        rate = statistics.median(env_steps_per_s(env_id, scenario, args.steps)[0] for _ in range(args.repeats))
         ppo_rate, share = ppo_steps_per_s(env_id, scenario, args.ppo_steps)
         rows.append((env_id, scenario, rate, ppo_rate, share))
-    cartpole = (first_cartpole + cartpole_steps_per_s(20 * args.steps)) / 2
+    cartpole_rates += [cartpole_steps_per_s(20 * args.steps) for _ in range(args.repeats)]
+    cartpole = statistics.median(cartpole_rates)
     print(f"{'env':<24}{'scenario':<14}{'env steps/s':>12}{'% CartPole':>11}{'PPO steps/s':>13}{'env share':>11}")
     print(f"{'CartPole-v1':<24}{'':<14}{cartpole:>12,.0f}{1:>11.1%}")
     for env_id, scenario, rate, ppo_rate, share in rows:
