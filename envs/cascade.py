@@ -24,6 +24,7 @@ from envs.schema import (
 from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality
 from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
 from simulator.instance_arrays import RUNNING, WAITING
+from simulator.metrics.stats import percentile_linear
 
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
 BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
@@ -424,7 +425,7 @@ class CascadeEnv(ServingEnv):
             "arrived": cluster.arrived,
             "cost_rate": cluster.cost_rate_usd_per_s() * 3600.0,
             "finished": len(finished),
-            "p95_e2e_s": float(np.percentile([o.e2e_s for o in completed], 95)) if completed else 0.0,
+            "p95_e2e_s": percentile_linear([o.e2e_s for o in completed], 95) if completed else 0.0,
             "mean_score": float(np.mean([o.quality if o.completed else 0.0 for o in finished])) if finished else 0.0,
             "waiting": np.bincount(stage_of, weights=counts[:, WAITING], minlength=stages),
             "running": np.bincount(stage_of, weights=counts[:, RUNNING], minlength=stages),

@@ -85,6 +85,7 @@ from envs.scenario import Scenario
 from simulator.cascade_quality import SCORE_MAX, stage_mean_scores
 from simulator.cluster import Cluster
 from simulator.metrics import meets_slo
+from simulator.metrics.stats import percentile_linear
 from simulator.outcome import RequestOutcome
 
 
@@ -325,7 +326,7 @@ def _interval_latency_and_quality(finished: Sequence[RequestOutcome], reward_nam
     scores = [o.quality if o.completed else 0.0 for o in finished]
     if any(s != s for s in scores):
         raise ValueError(f"reward {reward_name!r} needs outcomes with a quality score (a cascade router)")
-    latency_s = float(np.percentile(e2e_s, 95)) if e2e_s else 0.0
+    latency_s = percentile_linear(e2e_s, 95) if e2e_s else 0.0
     return latency_s, float(np.mean(scores))
 
 

@@ -350,3 +350,22 @@ class TestTableAndJson:
     def test_latency_stats_names(self):
         assert [f for f in LatencyStats.__dataclass_fields__] == ["mean_s", "p50_s", "p90_s", "p95_s", "p99_s"]
         assert "ttft" in MetricsSummary.__dataclass_fields__
+
+
+def test_percentile_linear_equals_numpy_bit_for_bit():
+    import numpy as np
+
+    from simulator.metrics.stats import percentile_linear
+
+    rng = np.random.default_rng(7)
+    for trial in range(3000):
+        size = int(rng.integers(1, 60))
+        values = (rng.exponential(3.0, size) if trial % 2 else np.round(rng.uniform(0, 10, size), 1)).tolist()
+        for q in (0, 37.5, 50, 90, 95, 99, 100):
+            assert percentile_linear(values, q) == float(np.percentile(values, q)), (values, q)
+    assert percentile_linear([1.0, 2.0, 3.0, 4.0], 50) == 2.5  # between the two middle ranks
+    assert percentile_linear([4.0, 1.0], 95) == pytest.approx(3.85, abs=1e-12)  # sorted, 95 % of the way from 1 to 4
+    with pytest.raises(ValueError, match="percentile of no values"):
+        percentile_linear([], 95)
+    with pytest.raises(ValueError, match="q must be in \\[0, 100\\], got 101"):
+        percentile_linear([1.0], 101)
