@@ -17,12 +17,11 @@ several microbatches in its pipeline is ``simulator.pipeline.PipelinedInstance``
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
-
-import numpy as np
 
 from hardware.gpus import GPUSpec
 from hardware.latency import DEFAULT_CPU_OVERHEAD_S, IterationLatencyModel, kv_capacity_tokens, latency_model
@@ -140,9 +139,6 @@ class InstanceHost(Protocol):
     def on_idle(self, instance: Instance) -> None: ...
 
 
-_EMPTY = np.empty(0)
-
-
 class Instance:
     """A serving replica. Requests enter with ``enqueue``; the cluster is told of completions.
 
@@ -210,7 +206,7 @@ class Instance:
         self.busy = False
         self._version = 0
         self._seg_start_s = 0.0
-        self._seg_ends: np.ndarray = _EMPTY
+        self._seg_ends: list[float] = []
         self._seg_pos = 0
         self._seg_len = 0
         self._seg_decode: list[Sequence] = []
@@ -273,7 +269,7 @@ class Instance:
         now = self.events.now_s
         if self._seg_ends[self._seg_pos] > now:
             return 0
-        done = int(self._seg_ends[: self._seg_len].searchsorted(now, side="right")) - self._seg_pos
+        done = bisect_right(self._seg_ends, now, self._seg_pos, self._seg_len) - self._seg_pos
         key = (self._version, self._seg_pos, id(self._seg_decode))
         if self._growth_key != key:
             self._growth_key, self._growth = key, block_growth(self._seg_decode, self.kv.block_size)
@@ -414,7 +410,7 @@ class Instance:
     def sync(self) -> None:
         """Apply the decode iterations finished by now, so counters and KV use are current."""
         if self._seg_decode and self._seg_pos < self._seg_len:
-            done = int(self._seg_ends[: self._seg_len].searchsorted(self.events.now_s, side="right"))
+            done = bisect_right(self._seg_ends, self.events.now_s, self._seg_pos, self._seg_len)
             if done > self._seg_pos:
                 self._apply_decode(done)
 
@@ -423,22 +419,22 @@ class Instance:
         """Cut the planned segment after the iteration in progress now."""
         if self._seg_len <= 1:
             return
-        keep = 1 + int(self._seg_ends[: self._seg_len - 1].searchsorted(self.events.now_s, side="left"))
+        keep = 1 + bisect_left(self._seg_ends, self.events.now_s, 0, self._seg_len - 1)
         if keep < self._seg_len:
             self._seg_len = keep
             self._version += 1
-            self.events.schedule(float(self._seg_ends[keep - 1]), self._on_boundary, self._version)
+            self.events.schedule(self._seg_ends[keep - 1], self._on_boundary, self._version)
 
     def _apply_decode(self, upto: int) -> list[Sequence]:
         """Apply the segment's decode iterations up to ``upto``; at the segment's end, return the
         sequences that need attention there (completed, reasoning ended, PD hand-off)."""
         ends = self._seg_ends
         start, count = self._seg_pos, upto - self._seg_pos
-        first_s = float(ends[start])
-        last_s = float(ends[upto - 1])
+        first_s = ends[start]
+        last_s = ends[upto - 1]
         # Iterations lengthen by per_context_token_s x batch each step, so a run's largest
         # inner gap is its last one.
-        last_gap_s = last_s - float(ends[upto - 2]) if count > 1 else 0.0
+        last_gap_s = last_s - ends[upto - 2] if count > 1 else 0.0
         block_size = self.kv.block_size
         at_end = upto == self._seg_len
         attention: list[Sequence] = []
@@ -568,12 +564,12 @@ class Instance:
         self._seg_prefill = prefills
         if prefills:
             dt = self.planner.mixed_iteration_s(prefills, decode) + extra_s
-            ends = np.array([now + dt])
+            ends = [now + dt]
         else:
             ends = self.planner.decode_ends(now, decode, extra_s, single_iteration)
         self._seg_ends = ends
         self._seg_len = len(ends)
-        self.events.schedule(float(ends[-1]), self._on_boundary, self._version)
+        self.events.schedule(ends[-1], self._on_boundary, self._version)
 
     def _form_batch(
         self, now: float

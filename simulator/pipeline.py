@@ -34,8 +34,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-import numpy as np
-
 from simulator.events import EventQueue
 from simulator.instance import Instance, InstanceConfig, InstanceHost, Lifecycle
 from simulator.sequence import Sequence
@@ -97,7 +95,7 @@ class PipelinedInstance(Instance):
         self._busy_until_s = now
         self._seg_prefill = batch.prefills
         self._seg_decode = batch.decode
-        self._seg_ends = np.array([now])
+        self._seg_ends = [now]
         self._seg_len = 1
         self._seg_pos = 0
         self._end_segment(now)

@@ -20,6 +20,7 @@ from simulator.schedulers import LocalScheduler
 from simulator.sequence import Sequence
 
 _ONE_TO_N = np.arange(1, 1 << 16, dtype=np.int64)
+PYTHON_SUM_MAX_ITERATIONS = 32  # up to here a Python loop beats numpy's per-call cost
 
 
 class SegmentPlanner:
@@ -54,7 +55,7 @@ class SegmentPlanner:
             context += seq.kv_tokens + 1
         return self.latency.iteration_time_s(prefill_tokens, pairs, len(decode), context)
 
-    def decode_ends(self, now: float, decode: list[Sequence], extra_s: float, single_iteration: bool) -> np.ndarray:
+    def decode_ends(self, now: float, decode: list[Sequence], extra_s: float, single_iteration: bool) -> list[float]:
         """End times of the decode iterations of ``decode`` from ``now`` until the batch could
         change, the first lengthened by ``extra_s`` (swap traffic). After a preemption or
         swap-in (``single_iteration``) the next boundary may admit what this one could not, so
@@ -80,14 +81,24 @@ class SegmentPlanner:
             horizon = self._memory_horizon(kv, horizon)
         base_s, per_token_s = self.latency.decode_coefficients(batch)
         # ends[j] = now + dt[0] + ... + dt[j], summed left to right exactly as one iteration
-        # at a time would; dt[j] = base + per_token * (context of iteration j).
+        # at a time would; dt[j] = base + per_token * (context of iteration j). A short segment
+        # (most are cut by the next arrival or completion) sums in Python, a long one in numpy:
+        # the same float operations either way.
+        if horizon <= PYTHON_SUM_MAX_ITERATIONS:
+            ends = []
+            end_s = now
+            for j in range(1, horizon + 1):
+                dt = (context + batch * j) * per_token_s + base_s
+                end_s += dt + extra_s if j == 1 else dt
+                ends.append(end_s)
+            return ends
         times = np.empty(horizon + 1)
         times[0] = now
         np.multiply(context + batch * _ONE_TO_N[:horizon], per_token_s, out=times[1:])
         times[1:] += base_s
         times[1] += extra_s
         times.cumsum(out=times)
-        return times[1:]
+        return times[1:].tolist()
 
     def _memory_horizon(self, kv: np.ndarray, horizon: int) -> int:
         """Largest k <= horizon such that k decode iterations fit in the free KV blocks."""

@@ -31,16 +31,17 @@ def planner(scheduler: str = "fcfs", free_blocks: int = 10_000, max_iterations: 
     return SegmentPlanner(latency_model(GPU, MODEL), kv, make_scheduler(scheduler, **options), max_iterations)
 
 
-def test_decode_ends_are_the_one_iteration_sums_until_the_first_reasoning_end():
-    batch = [decoding(100, 50, 10), decoding(200, 300, 10, reasoning=30)]
+@pytest.mark.parametrize("reasoning, iterations", [(30, 20), (300, 290)])  # summed in Python, in numpy
+def test_decode_ends_are_the_one_iteration_sums_until_the_first_reasoning_end(reasoning, iterations):
+    batch = [decoding(100, 500, 10), decoding(200, 600, 10, reasoning=reasoning)]
     ends = planner().decode_ends(1.0, batch, 0.25, False)
     base_s, per_token_s = latency_model(GPU, MODEL).decode_coefficients(2)
     context, t, expected = sum(s.kv_tokens for s in batch), 1.0, []
-    for j in range(20):  # the second request ends its reasoning after 30 - 10 tokens
+    for j in range(iterations):  # the second request ends its reasoning after reasoning - 10 tokens
         dt = (context + 2 * (j + 1)) * per_token_s + base_s
         t += dt + 0.25 if j == 0 else dt
         expected.append(t)
-    assert ends.tolist() == expected  # bit for bit
+    assert ends == expected  # bit for bit
 
 
 @pytest.mark.parametrize("scheduler, single_iteration, max_iterations, iterations", [
