@@ -82,6 +82,7 @@ from agents.config import (
     vecnormalize_path,
 )
 from agents.dashboard import episode_metric_names, tier_slo_attainment
+from agents.frozen_heap import frozen_heap
 from baselines import make as make_policy
 from envs.wrappers import FlattenServingObservation
 
@@ -294,7 +295,7 @@ def _learn(model: BaseAlgorithm, config: TrainConfig, run_dir: Path, timesteps: 
         ))
     start_steps = model.num_timesteps
     started = time.perf_counter()
-    with _signals_stop(stop, stop_on_signals):
+    with _signals_stop(stop, stop_on_signals), frozen_heap():
         model.learn(total_timesteps=timesteps, callback=CallbackList(callbacks), reset_num_timesteps=not resuming,
                     progress_bar=progress_bar)
     wall_s = time.perf_counter() - started

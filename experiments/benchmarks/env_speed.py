@@ -10,6 +10,12 @@ Each ID runs on ``default`` except Cascade-v0, which needs a cascade and runs on
 ``--repeats`` runs, each on a fresh env (one run of 2,000 steps varies by about 10 % here).
 CartPole runs first and again last, ``--repeats`` times each; its rate is the median of all
 of them (the machine's load may drift meanwhile). MaskablePPO trains once per ID.
+
+Each timed loop runs inside ``agents.frozen_heap`` as ``agents.train`` runs ``learn``: the
+objects alive before it (torch, numpy, the env) are frozen out of the garbage collector's full
+collections. ``--default-gc`` measures with the collector's default behaviour instead (what a
+script of one's own that calls ``gym.make`` gets; slower by up to a fifth on the IDs that
+keep many requests in flight).
 """
 
 from __future__ import annotations
@@ -18,42 +24,51 @@ import argparse
 import statistics
 import sys
 import time
+from contextlib import AbstractContextManager, nullcontext
 
 import gymnasium as gym
 import numpy as np
 from sb3_contrib import MaskablePPO
 
 import envs
+from agents.frozen_heap import frozen_heap
 from envs.random_policy import random_masked_action
 
 SCENARIO_BY_ENV = {"servegym/Cascade-v0": "cascadeserve"}  # the rest run on "default"
 
 
-def cartpole_steps_per_s(steps: int, seed: int = 0) -> float:
+def _timed_block(frozen: bool) -> AbstractContextManager[None]:
+    return frozen_heap() if frozen else nullcontext()
+
+
+def cartpole_steps_per_s(steps: int, seed: int = 0, frozen: bool = True) -> float:
     """Gymnasium's CartPole-v1 with uniformly random actions: the reference rate."""
     env = gym.make("CartPole-v1")
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
-    started = time.perf_counter()
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = env.step(int(rng.integers(2)))
-        if terminated or truncated:
-            env.reset()
-    return steps / (time.perf_counter() - started)
+    with _timed_block(frozen):
+        started = time.perf_counter()
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(2)))
+            if terminated or truncated:
+                env.reset()
+        return steps / (time.perf_counter() - started)
 
 
-def env_steps_per_s(env_id: str, scenario: str, steps: int, seed: int = 0) -> tuple[float, int]:
+def env_steps_per_s(env_id: str, scenario: str, steps: int, seed: int = 0, frozen: bool = True) -> tuple[float, int]:
     env = gym.make(env_id, scenario=scenario)
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     done_steps = 0
-    started = time.perf_counter()
-    while done_steps < steps:
-        _, _, terminated, truncated, _ = env.step(random_masked_action(env.action_space, env.unwrapped.action_masks(), rng))
-        done_steps += 1
-        if terminated or truncated:
-            env.reset()
-    return done_steps / (time.perf_counter() - started), done_steps
+    with _timed_block(frozen):
+        started = time.perf_counter()
+        while done_steps < steps:
+            action = random_masked_action(env.action_space, env.unwrapped.action_masks(), rng)
+            _, _, terminated, truncated, _ = env.step(action)
+            done_steps += 1
+            if terminated or truncated:
+                env.reset()
+        return done_steps / (time.perf_counter() - started), done_steps
 
 
 class _TimedEnv(gym.Wrapper):
@@ -79,12 +94,13 @@ class _TimedEnv(gym.Wrapper):
         return self.env.unwrapped.action_masks()
 
 
-def ppo_steps_per_s(env_id: str, scenario: str, steps: int) -> tuple[float, float]:
+def ppo_steps_per_s(env_id: str, scenario: str, steps: int, frozen: bool = True) -> tuple[float, float]:
     env = _TimedEnv(gym.make(env_id, scenario=scenario))
     model = MaskablePPO("MultiInputPolicy", env, n_steps=512, batch_size=128, n_epochs=4, seed=0, device="cpu")
-    started = time.perf_counter()
-    model.learn(total_timesteps=steps)
-    wall_s = time.perf_counter() - started
+    with _timed_block(frozen):
+        started = time.perf_counter()
+        model.learn(total_timesteps=steps)
+        wall_s = time.perf_counter() - started
     return steps / wall_s, env.seconds / wall_s
 
 
@@ -95,19 +111,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs per rate; the median is printed")
     parser.add_argument("--ppo-steps", type=int, default=2048)
     parser.add_argument("--ids", default=",".join(envs.ENV_IDS))
+    parser.add_argument("--default-gc", action="store_true",
+                        help="time with the garbage collector's default behaviour, not inside agents.frozen_heap")
     args = parser.parse_args(argv)
     for name in ("steps", "repeats", "ppo_steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
-    cartpole_rates = [cartpole_steps_per_s(20 * args.steps) for _ in range(args.repeats)]
+    frozen = not args.default_gc
+    cartpole_rates = [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
     rows = []
     for env_id in args.ids.split(","):
         scenario = args.scenario or SCENARIO_BY_ENV.get(env_id, "default")
-        rate = statistics.median(env_steps_per_s(env_id, scenario, args.steps)[0] for _ in range(args.repeats))
-        ppo_rate, share = ppo_steps_per_s(env_id, scenario, args.ppo_steps)
+        rate = statistics.median(
+            env_steps_per_s(env_id, scenario, args.steps, frozen=frozen)[0] for _ in range(args.repeats)
+        )
+        ppo_rate, share = ppo_steps_per_s(env_id, scenario, args.ppo_steps, frozen=frozen)
         rows.append((env_id, scenario, rate, ppo_rate, share))
-    cartpole_rates += [cartpole_steps_per_s(20 * args.steps) for _ in range(args.repeats)]
+    cartpole_rates += [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
     cartpole = statistics.median(cartpole_rates)
+    print("garbage collector: " + ("default" if args.default_gc else
+                                   "objects alive before each timed loop frozen (agents.frozen_heap, as agents.train)"))
     print(f"{'env':<24}{'scenario':<14}{'env steps/s':>12}{'% CartPole':>11}{'PPO steps/s':>13}{'env share':>11}")
     print(f"{'CartPole-v1':<24}{'':<14}{cartpole:>12,.0f}{1:>11.1%}")
     for env_id, scenario, rate, ppo_rate, share in rows:
