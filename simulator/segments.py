@@ -2,8 +2,9 @@
 
 Between two events that can change the batch (an arrival, a completion, a preemption, a phase
 change, a quantum expiry, a migration), a decode batch is fixed, so an instance plans all of
-its iterations at once (``np.cumsum`` of per-iteration times, the same float operations one
-iteration at a time would do) and schedules a single event at the segment's end. An external
+its iterations at once (a running sum of per-iteration times, in Python for a short segment
+and ``cumsum`` for a long one: the float operations one iteration at a time would do) and
+schedules a single event at the segment's end. An external
 event that lands mid-segment truncates it after the iteration in progress. A planner capped
 at one iteration per segment is the slow path the tests use as an oracle (results are
 bit-identical).
