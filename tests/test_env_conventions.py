@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import SubprocVecEnv
 
 import envs  # noqa: F401  (registers the environments)
 from envs.frame import BACKGROUND, FRAME_WIDTH, HEADER_PX, KV_COLOUR, KV_PX, ROW_PX, RUNNING_COLOUR, STATE_COLOURS, STATE_PX, GAP_PX
+from envs.random_policy import random_masked_action
 
 ROUTING = "servegym/Routing-v0"
 
@@ -98,3 +100,16 @@ def test_every_scenario_exists_after_import_envs_alone():
     combos, baselines_loaded, names = result.stdout.split(" ", 2)
     assert (combos, baselines_loaded) == ("12", "False")
     assert "'cauchy_autoscaling'" in names
+
+
+
+def test_random_masked_action_draws_what_rng_choice_draws_and_refuses_an_empty_mask():
+    space = gym.spaces.Discrete(9)
+    masks = np.random.default_rng(5)
+    mine, reference = np.random.default_rng(11), np.random.default_rng(11)
+    for _ in range(500):
+        mask = masks.random(9) < 0.5
+        mask[int(masks.integers(9))] = True
+        assert random_masked_action(space, mask, mine) == int(reference.choice(np.flatnonzero(mask)))
+    with pytest.raises(ValueError, match="no valid action"):
+        random_masked_action(space, np.zeros(9, dtype=bool), mine)
