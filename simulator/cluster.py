@@ -109,6 +109,8 @@ class Cluster:
         self.coalesce = coalesce
         self.record_token_curves = record_token_curves
         self.arrays: InstanceArrays | None = InstanceArrays() if track_arrays else None
+        self._accepting: dict[tuple[Role, str | None], tuple[int, np.ndarray]] = {}
+        """``accepting``'s masks by (excluded role, model), with the arrays' ``layout_version`` they were read at."""
         """Per-instance queue, KV and lifecycle arrays (``simulator.instance_arrays``), kept with
         ``track_arrays=True``; indexed by instance id."""
         self.outcomes: list[RequestOutcome] = []
@@ -231,12 +233,17 @@ class Cluster:
         instance arrays when the cluster keeps them."""
         excluded = Role.DECODE if new_request else Role.PREFILL
         if self.arrays is not None:
-            table = self.arrays.table[:len(self.instances)]
-            ok = (table[:, LIFECYCLE] == LIFECYCLE_CODES[Lifecycle.SERVING.value]) & (table[:, ROLE] != ROLE_CODES[excluded.value])
             model = None if seq is None else seq.request.model
-            if model is not None:
-                ok &= np.array([i.model.name == model for i in self.instances.values()], dtype=bool)
-            return ok
+            version = self.arrays.layout_version
+            cached = self._accepting.get((excluded, model))
+            if cached is None or cached[0] != version:  # an instance was added or changed lifecycle
+                table = self.arrays.table[:len(self.instances)]
+                ok = (table[:, LIFECYCLE] == LIFECYCLE_CODES[Lifecycle.SERVING.value]) & (
+                    table[:, ROLE] != ROLE_CODES[excluded.value])
+                if model is not None:
+                    ok &= np.array([i.model.name == model for i in self.instances.values()], dtype=bool)
+                cached = self._accepting[(excluded, model)] = (version, ok)
+            return cached[1].copy()
         return np.array([self._refusal(i, seq, new_request) is None for i in self.instances.values()], dtype=bool)
 
     def routable_ids(self) -> list[int]:

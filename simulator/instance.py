@@ -29,7 +29,7 @@ from hardware.models import ModelSpec
 from simulator import pacer
 from simulator.context import CONTEXT_REJECT_REASON, fit_to_context
 from simulator.events import EventQueue
-from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, RUNNING, SWAPPED, WAITING, WIDTH, InstanceArrays
+from simulator.instance_arrays import RUNNING, SWAPPED, WAITING, InstanceArrays
 from simulator.kv_blocks import KVBlockManager, blocks_for_tokens
 from simulator.queue_gate import QueueGate
 from simulator.queue_order import take_from_queue
@@ -226,7 +226,7 @@ class Instance:
     def lifecycle(self, value: Lifecycle) -> None:
         self._lifecycle = value
         if self.arrays is not None:
-            self.arrays.values[self.instance_id * WIDTH + LIFECYCLE] = LIFECYCLE_CODES[value.value]
+            self.arrays.set_lifecycle(self.instance_id, value.value)
 
     def track(self, arrays: InstanceArrays) -> None:
         """Keep row ``instance_id`` of ``arrays`` current from now on (queues, KV, lifecycle)."""

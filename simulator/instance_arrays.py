@@ -44,6 +44,9 @@ class InstanceArrays:
         self.values, self.table = _buffer(capacity, WIDTH)
         self.tiers = 1
         self.tier_values, self.tier_table = _buffer(capacity, self.tiers)
+        self.layout_version = 0
+        """Increases whenever a row is added or a lifecycle changes: what is derived from the
+        lifecycle and role columns alone (which instances take requests) stays valid until then."""
 
     def _grow(self, capacity: int, tiers: int) -> None:
         old_table, old_tiers = self.table, self.tier_table
@@ -65,6 +68,12 @@ class InstanceArrays:
         values[start + BLOCK_SIZE] = block_size
         values[start + LIFECYCLE], values[start + ROLE] = LIFECYCLE_CODES["serving"], ROLE_CODES[role]
         self.rows += 1
+        self.layout_version += 1
+
+    def set_lifecycle(self, row: int, state: str) -> None:
+        """Instance ``row`` is now in lifecycle ``state`` (a key of ``LIFECYCLE_CODES``)."""
+        self.values[row * WIDTH + LIFECYCLE] = LIFECYCLE_CODES[state]
+        self.layout_version += 1
 
     def _queue(self, row: int, seq: Sequence, queue: int, sign: int) -> None:
         values, start = self.values, row * WIDTH

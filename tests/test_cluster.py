@@ -178,3 +178,12 @@ def test_accepting_is_one_rule_for_dispatch_masks_and_routable_ids():
             cluster.dispatch(seq, starting)
         with pytest.raises(ValueError, match=f"instance {serving} serves Llama-2-7B, request needs Llama-3.1-8B"):
             cluster.dispatch(other_model, serving)
+        cluster.advance()  # the starting instance has loaded its weights
+        assert cluster.accepting(seq).tolist() == [True, True, False, True]
+        cluster.drain(serving)  # empty: stops at once
+        added = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B"), ready_now=False)
+        assert cluster.accepting(seq).tolist() == [False, True, False, True, False]
+        mask = cluster.accepting(seq)
+        mask[:] = True  # a caller's copy: the next answer is unchanged
+        assert cluster.routable_ids() == [prefill, starting]
+        assert added == 4
