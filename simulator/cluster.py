@@ -110,6 +110,7 @@ class Cluster:
         self.record_token_curves = record_token_curves
         self.arrays: InstanceArrays | None = InstanceArrays() if track_arrays else None
         self._accepting: dict[tuple[Role, str | None], tuple[int, np.ndarray]] = {}
+        self._routable: tuple[int, list[int]] = (-1, [])  # ``routable_ids`` at a ``layout_version``
         """``accepting``'s masks by (excluded role, model), with the arrays' ``layout_version`` they were read at."""
         """Per-instance queue, KV and lifecycle arrays (``simulator.instance_arrays``), kept with
         ``track_arrays=True``; indexed by instance id."""
@@ -249,7 +250,10 @@ class Cluster:
     def routable_ids(self) -> list[int]:
         """Serving instances that take new requests (prefill-capable: not decode-only)."""
         if self.arrays is not None:
-            return np.flatnonzero(self.accepting()).tolist()
+            version = self.arrays.layout_version
+            if self._routable[0] != version:
+                self._routable = (version, np.flatnonzero(self.accepting()).tolist())
+            return list(self._routable[1])
         return [instance_id for instance_id, instance in self.instances.items() if self._refusal(instance, None) is None]
 
     def cost_usd(self) -> float:
