@@ -109,11 +109,12 @@ class Cluster:
         self.coalesce = coalesce
         self.record_token_curves = record_token_curves
         self.arrays: InstanceArrays | None = InstanceArrays() if track_arrays else None
-        self._accepting: dict[tuple[Role, str | None], tuple[int, np.ndarray]] = {}
-        self._routable: tuple[int, list[int]] = (-1, [])  # ``routable_ids`` at a ``layout_version``
-        """``accepting``'s masks by (excluded role, model), with the arrays' ``layout_version`` they were read at."""
         """Per-instance queue, KV and lifecycle arrays (``simulator.instance_arrays``), kept with
         ``track_arrays=True``; indexed by instance id."""
+        self._accepting: dict[tuple[Role, str | None], tuple[int, np.ndarray]] = {}
+        """``accepting``'s masks by (excluded role, model), with the arrays' ``layout_version`` they were read at."""
+        self._routable: tuple[int, list[int]] = (-1, [])
+        """``routable_ids`` with the ``layout_version`` it was read at."""
         self.outcomes: list[RequestOutcome] = []
         self.arrived = 0
         self.keep_sequences = keep_sequences
