@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.action_space import action_in_space
 from envs.frame import cluster_frame
 from envs.observation import InstanceFeatures, instance_fields
 from envs.presets import make_scenario
@@ -175,7 +176,7 @@ class ServingEnv(gym.Env):
             raise gym.error.ResetNeeded("call reset() before step()")
         if self._episode_over:
             raise gym.error.ResetNeeded("the episode has ended (truncated=True was returned); call reset() before step()")
-        if not self.action_space.contains(action):
+        if not action_in_space(self.action_space, action):
             raise ValueError(f"action {action!r} is outside the action space {self.action_space}")
         mask = self.action_masks()
         valid = self.is_valid(action, mask)

@@ -35,6 +35,7 @@ from simulator.instance_arrays import (
     WAITING,
     WAITING_PREFILL_BLOCKS,
     WATERMARK_BLOCKS,
+    InstanceArrays,
 )
 from simulator.sequence import Residency
 
@@ -173,9 +174,8 @@ class InstanceLoad:
         unsynced = [instances[i].unsynced_kv_blocks() for i in id_list]
         self.used_blocks = table[:, KV_USED_BLOCKS] + np.array(unsynced) if any(unsynced) else table[:, KV_USED_BLOCKS]
         self.head_of_line_blocks = np.zeros(len(id_list), dtype=np.int64)
-        if queued.any():
-            for row in np.flatnonzero(queued).tolist():
-                self.head_of_line_blocks[row] = head_of_line_demand_blocks(instances[id_list[row]])
+        for row in np.flatnonzero(queued).tolist():
+            self.head_of_line_blocks[row] = head_of_line_demand_blocks(instances[id_list[row]])
         tiers = arrays.tier_table[ids]
         self.beyond_tiers = tiers.shape[1] > num_tiers and bool(tiers[:, num_tiers:].any())
         if tiers.shape[1] < num_tiers:
@@ -213,14 +213,14 @@ class InstanceLoad:
         if self.beyond_tiers:
             raise ValueError(f"requests of a tier beyond the {len(headroom_fractions)} headroom fractions")
         usage = (self.used_blocks + self.head_of_line_blocks).astype(np.float64)
-        if not headroom_fractions.any():  # no budget: usage + M · 0 is usage
+        if not any(headroom_fractions.tolist()):  # no budget: usage + M · 0 is usage
             return self._freeness(usage)
         return self._freeness(usage + self.total_blocks * self._present_fraction(headroom_fractions))
 
     def headroom_charge(self, freeness_normal: np.ndarray, headroom_fractions: np.ndarray) -> np.ndarray:
         """F_full from F_normal as the observation writes it: F_normal − M · Σ_present h_p / B
         where B > 0 and F_normal is finite."""
-        if not headroom_fractions.any():  # no budget: F_normal − 0
+        if not any(headroom_fractions.tolist()):  # no budget: F_normal − 0
             return freeness_normal.copy()
         charged = np.isfinite(freeness_normal) & (self.batch > 0)
         charge = np.divide(self.total_blocks * self._present_fraction(headroom_fractions), self.batch,
@@ -253,12 +253,14 @@ class InstanceFeatures:
         self.matrix = np.zeros((max_instances, len(self.names)), dtype=np.float32)
         self._encoder = ColumnEncoder([f.encoding for f in self.fields])
         self.load: InstanceLoad | None = None  # the last fill's load, one row per live slot (``slots``)
-        self.slots = np.zeros(0, dtype=np.int64)  # the slots the last fill found a live instance in
+        self.slots = np.zeros(0, dtype=np.int64)  # the slots the last fill found a live instance in (read-only)
         self._cluster: Cluster | None = None  # the caches below belong to this cluster
         self._static = np.zeros((6, 0))
         self._service_seen = 0
         self._service_ewma_s = np.zeros(0)
         self._service_measured = np.zeros(0, dtype=bool)
+        self._layout_key: tuple[int, tuple[int | None, ...]] | None = None  # layout version and slots of _layout
+        self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # ``_slot_layout``'s answer
 
     def fill(self, cluster: Cluster, slots: Sequence[int | None] | None = None) -> np.ndarray:
         """Row k describes instance ``slots[k]`` (an instance id, or None for an empty slot);
@@ -274,22 +276,18 @@ class InstanceFeatures:
             self._cluster, self._service_seen = cluster, 0
             self._static, self._service_ewma_s = np.zeros((6, 0)), np.zeros(0)
             self._service_measured = np.zeros(0, dtype=bool)
+            self._layout_key = None
         self._grow_caches(cluster)
         self._update_service_time(cluster)
-        lifecycle = arrays.table[:, LIFECYCLE].tolist()
-        rows = [slot for slot, i in enumerate(slots) if i is not None and lifecycle[i] != STOPPED]
-        ids = np.array([slots[slot] for slot in rows], dtype=np.int64)
+        layout_key = (arrays.layout_version, tuple(slots))
+        if self._layout is None or layout_key != self._layout_key:
+            self._layout_key, self._layout = layout_key, self._slot_layout(arrays, slots)
+        rows, ids, template = self._layout
         load = InstanceLoad(cluster, ids, self.num_tiers)
         table, column, k = load.table, self.column, self.num_tiers
-        raw = np.zeros((len(self.names), len(ids)))  # one row per feature, one column per live slot
-        raw[column["present"]] = 1.0
-        raw[column["starting"]] = load.lifecycle == STARTING
-        raw[column["serving"]] = load.lifecycle == SERVING
-        raw[column["draining"]] = load.lifecycle == DRAINING
-        raw[column["role_aggregated"]:column["cost_rate"] + 1] = self._static[:, ids]
+        raw = template.copy()  # one row per feature, one column per live slot; the fixed rows filled
         raw[column["waiting"]:column["swapped"] + 1] = table[:, WAITING:SWAPPED + 1].T
         raw[column["kv_used_fraction"]] = load.used_blocks / load.total_blocks
-        raw[column["kv_capacity"]] = load.total_blocks * load.block_size
         raw[column["freeness"]] = load.freeness()
         self._per_request(cluster, ids, raw, table)
         raw[column["pending_prefill_tokens"]] = table[:, PENDING_PREFILL_TOKENS]
@@ -299,7 +297,6 @@ class InstanceFeatures:
         raw[column["freeness_full"]] = load.headroom_charge(f_normal, self.default_headroom)
         raw[column["freeness_normal"]] = f_normal
         np.divide(load.total_blocks, load.batch, out=raw[column["kv_blocks_per_request"]], where=load.batch > 0)
-        raw[column["kv_blocks_per_request"], load.batch == 0] = np.inf
         tiers = column["tier_0"]
         raw[tiers:tiers + k] = load.tier_requests.T
         requests = raw[column["request_share"]:]  # request_share, tier_k_share: the counts, then divided
@@ -307,14 +304,36 @@ class InstanceFeatures:
         requests[1:] = load.tier_requests.T
         totals = requests.sum(axis=1, keepdims=True)
         np.divide(requests, totals, out=requests, where=totals > 0)
-        self.load, self.slots = load, np.array(rows, dtype=np.int64)
+        self.load, self.slots = load, rows
         matrix = self.matrix
         matrix.fill(0.0)
-        if rows and rows[-1] == len(rows) - 1:  # slots 0 .. m − 1, as in deployment order
-            self._encoder.encode(raw.T, matrix[:len(rows)])
-        elif rows:
-            matrix[rows] = self._encoder.encode(raw.T, np.empty((len(rows), len(self.names)), dtype=np.float32))
+        count = len(rows)
+        if count and rows[-1] == count - 1:  # slots 0 .. m − 1, as in deployment order
+            self._encoder.encode(raw.T, matrix[:count])
+        elif count:
+            matrix[rows] = self._encoder.encode(raw.T, np.empty((count, len(self.names)), dtype=np.float32))
         return matrix
+
+    def _slot_layout(self, arrays: InstanceArrays, slots: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What stays fixed until an instance is added or changes lifecycle, or the slots change:
+        the slots holding a live instance, their ids, the raw features that depend on nothing
+        else (presence, lifecycle, role, hardware, KV capacity; ``kv_blocks_per_request`` +∞,
+        its value with B = 0); the arrays are read-only, shared by every fill until then."""
+        lifecycle = arrays.table[:, LIFECYCLE].tolist()
+        rows = np.array([slot for slot, i in enumerate(slots) if i is not None and lifecycle[i] != STOPPED], dtype=np.int64)
+        ids = np.array([slots[slot] for slot in rows.tolist()], dtype=np.int64)
+        table, column = arrays.table[ids], self.column
+        states = table[:, LIFECYCLE]
+        template = np.zeros((len(self.names), len(ids)))
+        template[column["present"]] = 1.0
+        template[column["starting"]] = states == STARTING
+        template[column["serving"]] = states == SERVING
+        template[column["draining"]] = states == DRAINING
+        template[column["role_aggregated"]:column["cost_rate"] + 1] = self._static[:, ids]
+        template[column["kv_capacity"]] = table[:, KV_TOTAL_BLOCKS] * table[:, BLOCK_SIZE]
+        template[column["kv_blocks_per_request"]] = np.inf
+        rows.flags.writeable = ids.flags.writeable = template.flags.writeable = False
+        return rows, ids, template
 
     def _grow_caches(self, cluster: Cluster) -> None:
         """Static features (role, hardware) and service-time EWMAs for instances new since the last fill."""

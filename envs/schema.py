@@ -244,6 +244,8 @@ class ObservationSchema:
             raise ValueError("every instance feature is one column (size 1)")
         object.__setattr__(self, "_instance_index", {name: i for i, name in enumerate(names)})
         object.__setattr__(self, "_context_positions", _layout(self.context_entries))
+        object.__setattr__(self, "_context_size", sum(len(p) for p in self._context_positions.values()))
+        object.__setattr__(self, "_mask_size", sum(int(np.prod(p.shape)) for p in self.mask_parts))
         object.__setattr__(self, "_context_fields", {f.name: f for f, _ in _fields(self.context_entries)})
         object.__setattr__(self, "_instance_by_name", {f.name: f for f in self.instance_fields})
         starts, start = {}, 0
@@ -278,11 +280,11 @@ class ObservationSchema:
 
     @property
     def context_size(self) -> int:
-        return sum(len(p) for p in self._context_positions.values())
+        return self._context_size
 
     @property
     def mask_size(self) -> int:
-        return sum(int(np.prod(p.shape)) for p in self.mask_parts)
+        return self._mask_size
 
     def instance_column(self, name: str) -> int:
         """Column of instance feature ``name`` in ``observation["instances"]``."""

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401
-from envs.observation import InstanceLoad
+from envs.observation import InstanceFeatures, InstanceLoad
 from envs.tier import _freest_instance_by_instance, freest_instance, serving_freeness_full
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
+from simulator.request import Request
 from simulator.instance_arrays import (
     BLOCK_SIZE,
     KV_TOTAL_BLOCKS,
@@ -126,3 +127,34 @@ def test_clusters_keep_arrays_only_when_asked_and_bad_capacity_raises():
         InstanceArrays(0)
     with pytest.raises(ValueError, match="expected 0, got 3"):
         InstanceArrays().add_row(3, 100, 1, 16, "aggregated")
+
+
+def test_observation_follows_lifecycle_changes_and_slot_order():
+    """The rows kept between fills (presence, lifecycle, role, hardware) change when an
+    instance is deployed, starts, drains or stops, and when the slots change."""
+    config = InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B")
+    cluster = Cluster({"A100-80GB": 3}, router=None, track_arrays=True)
+    for _ in range(2):
+        cluster.deploy(config, ready_now=True)
+    features = InstanceFeatures(max_instances=4, num_tiers=1, tpot_target_s=None, reasoning=False)
+    column = features.column
+    flags = ["present", "starting", "serving", "draining"]
+
+    def lifecycle_rows(slots=None):
+        matrix = features.fill(cluster, slots)
+        return [[float(matrix[row, column[name]]) for name in flags] for row in range(4)]
+
+    empty = [0.0] * 4
+    assert lifecycle_rows() == [[1, 0, 1, 0], [1, 0, 1, 0], empty, empty]
+    cluster.deploy(config)
+    assert lifecycle_rows() == [[1, 0, 1, 0], [1, 0, 1, 0], [1, 1, 0, 0], empty]
+    assert lifecycle_rows([2, None, 0]) == [[1, 1, 0, 0], empty, [1, 0, 1, 0], empty]
+    assert features.slots.tolist() == [0, 2]
+    cluster.submit([Request(0, 0.0, 100, 50)])
+    cluster.dispatch(cluster.advance().seq, 1)
+    cluster.drain(1)
+    rows = lifecycle_rows()
+    assert rows[1] == [1, 0, 0, 1] and features.fill(cluster)[1, column["freeness_normal"]] == -1.0  # draining: −∞
+    cluster.drain(0)
+    assert lifecycle_rows() == [empty, [1, 0, 0, 1], [1, 1, 0, 0], empty]
+    assert features.slots.tolist() == [1, 2]
