@@ -24,7 +24,7 @@ from envs.schema import (
 from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality
 from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
 from simulator.instance_arrays import RUNNING, WAITING
-from simulator.metrics.stats import percentile_linear
+from simulator.metrics.stats import mean_float64, percentile_linear
 
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
 BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
@@ -368,12 +368,11 @@ class CascadeEnv(ServingEnv):
             ], dtype=bool)
         if self.action_mode == "continuous":
             return np.array(allowed, dtype=bool)
-        mask = np.zeros((len(self.models) - 1, self.threshold_levels), dtype=bool)
-        mask[:, 0] = True
-        for stage, ok in enumerate(allowed):
-            mask[stage, :] = mask[stage, :] | ok
-        batch = np.ones(len(self.min_queue_lengths or ()) * self._batch_entries(), dtype=bool)
-        return np.concatenate([mask.reshape(-1), batch])
+        stages, levels = len(self.models) - 1, self.threshold_levels
+        mask = np.ones(self.mask_size(), dtype=bool)  # the batching entries: every choice valid
+        thresholds = mask[:stages * levels].reshape(stages, levels)
+        thresholds[[stage for stage, ok in enumerate(allowed) if not ok], 1:] = False  # 0 (keep all) stays valid
+        return mask
 
     def is_valid(self, action: Any, mask: np.ndarray) -> bool:
         if self.action_mode == "gear":
@@ -426,7 +425,7 @@ class CascadeEnv(ServingEnv):
             "cost_rate": cluster.cost_rate_usd_per_s() * 3600.0,
             "finished": len(finished),
             "p95_e2e_s": percentile_linear([o.e2e_s for o in completed], 95) if completed else 0.0,
-            "mean_score": float(np.mean([o.quality if o.completed else 0.0 for o in finished])) if finished else 0.0,
+            "mean_score": mean_float64([o.quality if o.completed else 0.0 for o in finished]) if finished else 0.0,
             "waiting": np.bincount(stage_of, weights=counts[:, WAITING], minlength=stages),
             "running": np.bincount(stage_of, weights=counts[:, RUNNING], minlength=stages),
             "accepted_share": accepted / len(finished) if finished else 0.0,

@@ -85,7 +85,7 @@ from envs.scenario import Scenario
 from simulator.cascade_quality import SCORE_MAX, stage_mean_scores
 from simulator.cluster import Cluster
 from simulator.metrics import meets_slo
-from simulator.metrics.stats import percentile_linear
+from simulator.metrics.stats import mean_float64, percentile_linear
 from simulator.outcome import RequestOutcome
 
 
@@ -327,7 +327,7 @@ def _interval_latency_and_quality(finished: Sequence[RequestOutcome], reward_nam
     if any(s != s for s in scores):
         raise ValueError(f"reward {reward_name!r} needs outcomes with a quality score (a cascade router)")
     latency_s = percentile_linear(e2e_s, 95) if e2e_s else 0.0
-    return latency_s, float(np.mean(scores))
+    return latency_s, mean_float64(scores)
 
 
 def _check_cascade(scenario: Scenario, reward_name: str) -> None:

@@ -41,7 +41,12 @@ def freest_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndar
     take ``seq`` (not decode-only, same model) with the highest F_full under
     ``headroom_fractions`` (``envs.headroom.freeness_full``; from the cluster's arrays when it
     keeps them, else instance by instance); ties go to the lowest instance id."""
-    fractions = check_headroom_fractions(headroom_fractions)
+    return _freest_instance(cluster, seq, check_headroom_fractions(headroom_fractions))
+
+
+def _freest_instance(cluster: Cluster, seq: Sequence, fractions: np.ndarray) -> int:
+    """``freest_instance`` for ``fractions`` already checked (``TierEnv`` checks its budgets
+    when they are set, not at every arrival)."""
     if cluster.arrays is None:
         return _freest_instance_by_instance(cluster, seq, fractions)
     ids = np.flatnonzero(cluster.accepting(seq)).tolist()
@@ -205,7 +210,20 @@ class TierEnv(ServingEnv):
 
     def dispatch_target(self, cluster: Cluster, seq: Sequence) -> int:
         """The cluster's router: ``freest_instance`` under the budgets in force."""
-        return freest_instance(cluster, seq, self.headroom_fractions)
+        return _freest_instance(cluster, seq, self._headroom_fractions)
+
+    @property
+    def headroom_fractions(self) -> np.ndarray:
+        """The budgets h_p in force, one per tier (read-only; each in [0, 1], checked when set)."""
+        return self._headroom_fractions
+
+    @headroom_fractions.setter
+    def headroom_fractions(self, fractions: np.ndarray) -> None:
+        checked = check_headroom_fractions(fractions).copy()
+        if checked.size != self.scenario.num_tiers:
+            raise ValueError(f"{checked.size} headroom fractions for {self.scenario.num_tiers} tiers")
+        checked.flags.writeable = False
+        self._headroom_fractions = checked
 
     def on_reset(self) -> None:
         self.headroom_fractions = default_headroom_fractions(self.scenario.num_tiers)

@@ -167,6 +167,21 @@ def test_action_levels_set_headroom_and_the_router_uses_them():
     np.testing.assert_allclose(continuous.headroom_fractions, np.array([0.05, 0.3, 0.0], dtype=np.float32))
 
 
+
+def test_budgets_set_by_hand_are_checked_once_and_kept_read_only():
+    env = TierEnv(**SMALL)
+    env.reset(seed=0)
+    for bad, message in (([0.1, 1.5, 0.0], r"got \[1.5\]"), ([0.1, math.nan, 0.0], r"got \[nan\]"),
+                         ([0.1, 0.2], "2 headroom fractions for 3 tiers")):
+        with pytest.raises(ValueError, match=message):
+            env.headroom_fractions = np.array(bad)
+    mine = np.array([0.3, 0.1, 0.0])
+    env.headroom_fractions = mine
+    mine[0] = 0.9  # the env kept its own copy
+    np.testing.assert_array_equal(env.headroom_fractions, [0.3, 0.1, 0.0])
+    with pytest.raises(ValueError, match="read-only"):
+        env.headroom_fractions[0] = 1.0
+
 def test_context_counts_the_intervals_arrivals_and_finishes_per_tier():
     env = TierEnv(**SMALL)
     env.reset(seed=1)

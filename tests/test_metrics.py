@@ -369,3 +369,18 @@ def test_percentile_linear_equals_numpy_bit_for_bit():
         percentile_linear([], 95)
     with pytest.raises(ValueError, match="q must be in \\[0, 100\\], got 101"):
         percentile_linear([1.0], 101)
+
+
+def test_mean_float64_equals_numpy_bit_for_bit():
+    import numpy as np
+
+    from simulator.metrics.stats import mean_float64
+
+    rng = np.random.default_rng(11)
+    for trial in range(3000):
+        size = int(rng.integers(1, 300))  # past numpy's 8-wide unrolled blocks, where pairwise sums differ from a loop
+        values = (rng.exponential(3.0, size) if trial % 2 else np.round(rng.uniform(0, 100, size), 1)).tolist()
+        assert mean_float64(values) == float(np.mean(values)), values
+    assert mean_float64([1.0, 2.0, 4.0]) == 7.0 / 3.0
+    with pytest.raises(ValueError, match="mean of no values"):
+        mean_float64([])
