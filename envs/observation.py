@@ -167,14 +167,15 @@ class InstanceLoad:
         self.total_blocks = table[:, KV_TOTAL_BLOCKS]
         self.block_size = table[:, BLOCK_SIZE]
         waiting, running, swapped = table[:, WAITING], table[:, RUNNING], table[:, SWAPPED]
-        self.requests = waiting + running + swapped
-        queued = (waiting + swapped) > 0
-        self.batch = running + queued
+        queued_requests = waiting + swapped
+        self.requests = queued_requests + running
+        self.batch = running + (queued_requests > 0)
+        self.occupied = self.batch > 0  # B > 0 exactly when the instance holds a request
         id_list = ids.tolist()
         unsynced = [instances[i].unsynced_kv_blocks() for i in id_list]
         self.used_blocks = table[:, KV_USED_BLOCKS] + np.array(unsynced) if any(unsynced) else table[:, KV_USED_BLOCKS]
         self.head_of_line_blocks = np.zeros(len(id_list), dtype=np.int64)
-        for row in np.flatnonzero(queued).tolist():
+        for row in np.flatnonzero(queued_requests).tolist():
             self.head_of_line_blocks[row] = head_of_line_demand_blocks(instances[id_list[row]])
         tiers = arrays.tier_table[ids]
         self.beyond_tiers = tiers.shape[1] > num_tiers and bool(tiers[:, num_tiers:].any())
@@ -189,7 +190,7 @@ class InstanceLoad:
         requests, +∞ with no request."""
         table = self.table
         spare = (self.total_blocks - self.used_blocks) - table[:, WATERMARK_BLOCKS] - table[:, WAITING_PREFILL_BLOCKS]
-        return np.divide(spare, self.requests, out=np.full(len(self.ids), np.inf), where=self.requests > 0)
+        return np.divide(spare, self.requests, out=np.full(len(self.ids), np.inf), where=self.occupied)
 
     def _present_fraction(self, headroom_fractions: np.ndarray) -> np.ndarray:
         """Σ h_p over the tiers present on each instance, added in tier order."""
@@ -199,7 +200,7 @@ class InstanceLoad:
         return present
 
     def _freeness(self, usage: np.ndarray) -> np.ndarray:
-        value = np.divide(self.total_blocks - usage, self.batch, out=np.full(len(self.ids), np.inf), where=self.batch > 0)
+        value = np.divide(self.total_blocks - usage, self.batch, out=np.full(len(self.ids), np.inf), where=self.occupied)
         value[self.lifecycle == DRAINING] = -np.inf
         return value
 
@@ -222,7 +223,7 @@ class InstanceLoad:
         where B > 0 and F_normal is finite."""
         if not any(headroom_fractions.tolist()):  # no budget: F_normal − 0
             return freeness_normal.copy()
-        charged = np.isfinite(freeness_normal) & (self.batch > 0)
+        charged = np.isfinite(freeness_normal) & self.occupied
         charge = np.divide(self.total_blocks * self._present_fraction(headroom_fractions), self.batch,
                            out=np.zeros(len(self.ids)), where=charged)
         return np.subtract(freeness_normal, charge, out=freeness_normal.copy(), where=charged)
@@ -296,13 +297,13 @@ class InstanceFeatures:
         f_normal = load.freeness_normal()
         raw[column["freeness_full"]] = load.headroom_charge(f_normal, self.default_headroom)
         raw[column["freeness_normal"]] = f_normal
-        np.divide(load.total_blocks, load.batch, out=raw[column["kv_blocks_per_request"]], where=load.batch > 0)
+        np.divide(load.total_blocks, load.batch, out=raw[column["kv_blocks_per_request"]], where=load.occupied)
         tiers = column["tier_0"]
         raw[tiers:tiers + k] = load.tier_requests.T
         requests = raw[column["request_share"]:]  # request_share, tier_k_share: the counts, then divided
         requests[0] = load.requests
         requests[1:] = load.tier_requests.T
-        totals = requests.sum(axis=1, keepdims=True)
+        totals = np.add.reduce(requests, axis=1, keepdims=True)
         np.divide(requests, totals, out=requests, where=totals > 0)
         self.load, self.slots = load, rows
         matrix = self.matrix
