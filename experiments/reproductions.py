@@ -37,8 +37,8 @@ from simulator import fanout
 SCRIPTS = (
     "pascal_reproduction",
     "multitier_reproduction",
+    "cauchy_autoscaling",  # first: it holds the paper setup of Fig. 6 / 7, cauchy_reproduction their static variant
     "cauchy_reproduction",
-    "cauchy_autoscaling",
     "cascadia_reproduction",
     "cascadia_fluctuating",
     "cascadeserve_reproduction",
@@ -131,11 +131,26 @@ def kept_lines(page: Path, replaced: set[str]) -> dict[str, list[str]]:
     return kept
 
 
+WALL_PREFIX = "Wall time per script: "
+
+
+def kept_walls(page: Path, replaced: set[str]) -> dict[str, str]:
+    """The committed page's wall-time entries (``"<script> 133 s"``), by script, for the scripts
+    not in ``replaced``."""
+    for line in page.read_text().splitlines() if page.is_file() else []:
+        if line.startswith(WALL_PREFIX):
+            entries = line[len(WALL_PREFIX):].rstrip(".").split(", ")
+            return {entry.split(" ", 1)[0]: entry for entry in entries
+                    if entry.split(" ", 1)[0] in SCRIPTS and entry.split(" ", 1)[0] not in replaced}
+    return {}
+
+
 def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bool, today: datetime.date,
-               kept: dict[str, list[str]] | None = None) -> list[str]:
+               kept: dict[str, list[str]] | None = None, kept_wall_texts: dict[str, str] | None = None) -> list[str]:
     """The page: warning (quick only), summary, one table row per headline (with ``kept`` rows of
-    an earlier page for the scripts not run, in ``SCRIPTS`` order), run times."""
-    kept = kept or {}
+    an earlier page for the scripts not run, in ``SCRIPTS`` order), run times (the kept scripts'
+    from ``kept_wall_texts``)."""
+    kept, kept_wall_texts = kept or {}, kept_wall_texts or {}
     new_lines = {name: [row_line(r) for r in rows if script_of_line(row_line(r)) == name] for name in SCRIPTS}
     loose = [row_line(r) for r in rows if script_of_line(row_line(r)) is None]
     table = [line for name in SCRIPTS for line in (kept.get(name) or new_lines[name])] + loose
@@ -163,9 +178,11 @@ def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bo
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += table
-    walls = ", ".join(f"{name} {'(results.json of an earlier run)' if wall is None else f'{wall:.0f} s'}"
-                      for name, wall in walls_s.items())
-    lines += ["", f"Wall time per script: {walls}.", ""]
+    texts = {name: f"{name} {'(results.json of an earlier run)' if wall is None else f'{wall:.0f} s'}"
+             for name, wall in walls_s.items()}
+    order = [name for name in SCRIPTS if name in texts or name in kept_wall_texts] + [n for n in texts if n not in SCRIPTS]
+    walls = ", ".join(texts.get(name) or kept_wall_texts[name] for name in order)
+    lines += ["", f"{WALL_PREFIX}{walls}.", ""]
     return lines
 
 
@@ -193,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{wall}", flush=True)
     page = args.out / "reproductions.md" if args.quick else PAGE
     page.parent.mkdir(parents=True, exist_ok=True)
-    kept = kept_lines(page, set(names)) if args.only is not None and not args.quick else {}
-    lines = page_lines(rows, walls_s, args.quick, datetime.date.today(), kept)
+    keeps = args.only is not None and not args.quick
+    kept = kept_lines(page, set(names)) if keeps else {}
+    lines = page_lines(rows, walls_s, args.quick, datetime.date.today(), kept, kept_walls(page, set(names)) if keeps else {})
     page.write_text("\n".join(lines))
     print(f"[reproductions] wrote {page}: {lines[2 if not args.quick else 4].split(' (')[0]}")
     return 0

@@ -1,8 +1,10 @@
 """Cauchy's Fig. 10 set-up (cauchy.txt §4.6): real load profiles, the compressed clock, the
-profiled-arrival scenario both systems run on, and the quick reproduction end to end."""
+profiled-arrival scenario both systems run on, static Mélange on the same requests (Fig. 6 / 7),
+and the quick reproduction end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -26,6 +28,7 @@ from baselines.cauchy.workloads import INVENTORY, get_workload
 from envs.scaling import ADD, HOLD, REMOVE
 from envs.scenarios.cauchy_autoscaling import PRESET_LENGTHS, PRESET_MEAN_RPS, PRESET_TIME_COMPRESSION, tick_s
 from experiments import cauchy_autoscaling as fig10
+from experiments.cauchy_reproduction import FIG67_CLAIMS, melange_plan
 from simulator.combos import Combo
 from simulator.instance import Lifecycle
 from simulator.workloads import LoadProfile, azure_profile, servegen_day_profile, servegen_rate_series
@@ -169,34 +172,93 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
             # dollars: static holds the plan's GPUs at their $/hour for the whole episode
             assert static["cost_usd"] == pytest.approx(usd_per_s * static["duration_s"], rel=1e-9)
             assert np.all(np.diff(auto["series"]["cost_usd"]) >= 0)
+            # Mélange: its plan for the mean QPS, static, on the same requests, every one completed
+            melange = setup[load]["longwriter"][fig10.MELANGE]
+            mplan = melange_plan(dataclasses.replace(LONGWRITER, target_rps=mean_rps))
+            assert melange["plan"] == ", ".join(f"{n} x {g}" for g, n in mplan.counts.items() if n)
+            assert melange["requests"] == static["requests"] and melange["completed"] == melange["requests"]
+            assert melange["mean_gpus"] == sum(mplan.counts.values()) and set(melange["series"]["gpus"]) == {melange["peak_gpus"]}
+            assert melange["cost_usd"] == pytest.approx(mplan.cost_per_hour_usd / 3600 * melange["duration_s"], rel=1e-9)
+            assert sum(melange["series"]["arrival_rps"]) * fig10.tick_s(60.0) <= melange["requests"]
     rows = fig10.headlines(results)
-    assert [r.setup.split(";")[0] for r in rows] == [fig10.setup_label(1.0), fig10.setup_label(fig10.LOAD_SCALE)]
-    for row, setup in zip(rows, setups):
+    fig10_rows = [r for r in rows if r.where == "Fig. 10 / §4.6"]
+    assert [r.setup.split(";")[0] for r in fig10_rows] == [fig10.setup_label(1.0), fig10.setup_label(fig10.LOAD_SCALE)]
+    for row, setup in zip(fig10_rows, setups):
         cells = setup["azure"]["longwriter"]
         static, auto = cells["cauchy_static"]["e2e_p90_s"], cells["cauchy_autoscaler"]["e2e_p90_s"]
         assert row.ours == pytest.approx(100 * (1 - auto / static)) and row.paper_value == pytest.approx(100 * (1 - 32.83 / 36.77))
+    fig67_rows = [r for r in rows if r.where != "Fig. 10 / §4.6"]
+    assert len(fig67_rows) == len(FIG67_CLAIMS) * len(setups)
+    e2e = [r for r in fig67_rows if r.claim == "Cauchy mean E2E below Mélange"]
+    for row, setup in zip(e2e, setups):
+        cells = setup["azure"]["longwriter"]
+        assert row.ours == pytest.approx(100 * (1 - cells["cauchy_autoscaler"]["e2e_mean_s"] / cells[fig10.MELANGE]["e2e_mean_s"]))
+    for row in rows:
         row.check()
     for name in ("fig10_latency", "fig10_gpus_azure", "fig10_gpus_servegen"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == sorted(fig10.SYSTEMS)
+    assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == sorted(fig10.ALL_SYSTEMS)
+
+
+def cell(p90_s: float, tokens_per_usd: float = 1e6, e2e_s: float = 5.0, ttft_s: float = 0.5, tbt_s: float = 0.02,
+         changes: int = 1, arrival_rps: tuple[float, ...] = ()) -> dict:
+    return {"e2e_p90_s": p90_s, "plan": "2 x <1xH800-SXM>", "mean_gpus": 1.0, "peak_gpus": 1, "cost_usd": 1.0,
+            "instances_added": changes, "instances_removed": changes, "slo_attainment": 1.0,
+            "total_tokens_per_usd": tokens_per_usd, "e2e_mean_s": e2e_s, "ttft_mean_s": ttft_s, "tpot_mean_s": tbt_s,
+            "completed": 100, "requests": 100, "plan_goodput_rps": 64.0, "plan_smallest_combo_rps": 32.0,
+            "series": {"arrival_rps": list(arrival_rps)}}
 
 
 def test_headline_rows_from_hand_made_cells():
-    def cell(p90_s: float) -> dict:
-        return {"e2e_p90_s": p90_s, "plan": "1 x <1xH800-SXM>", "mean_gpus": 1.0, "peak_gpus": 1, "cost_usd": 1.0,
-                "instances_added": 0, "instances_removed": 0, "slo_attainment": 1.0}
-
-    azure = {"sharegpt_cauchy": {"cauchy_static": cell(10.0), "cauchy_autoscaler": cell(9.0), "cauchy_aggregated": cell(9.5)},
-             "longwriter": {"cauchy_static": cell(30.0), "cauchy_autoscaler": cell(31.5), "cauchy_aggregated": cell(30.0)}}
+    # DailyMail: the autoscaler never acted; Alg. 1 windows of 4 steps over the rates after the first step, up to
+    # the last arrival: means (40+50+60+70)/4 = 55 and (50+60+70+76)/4 = 64, the trailing zeros left out
+    idle = cell(10.0, changes=0, arrival_rps=(0.0, 40.0, 50.0, 60.0, 70.0, 76.0, 0.0, 0.0))
+    azure = {"sharegpt_cauchy": {"cauchy_static": cell(10.0), "cauchy_autoscaler": cell(9.0), "cauchy_aggregated": cell(9.5),
+                                 fig10.MELANGE: cell(12.0)},
+             "longwriter": {"cauchy_static": cell(30.0), "cauchy_autoscaler": cell(31.5), "cauchy_aggregated": cell(30.0),
+                            fig10.MELANGE: cell(30.0)},
+             "cnn_dailymail": {"cauchy_static": cell(10.0), "cauchy_autoscaler": idle, "cauchy_aggregated": cell(9.5),
+                               fig10.MELANGE: cell(12.0)}}
+    assert fig10.window_qps_range(idle["series"]) == (55.0, 64.0)
     results = {"settings": {"time_compression": 6.0}, "setups": {fig10.setup_label(1.0): {"load_scale": 1.0, "azure": azure}}}
-    share, longwriter = fig10.headlines(results)
+    share, longwriter, dailymail = fig10.headlines(results)[len(FIG67_CLAIMS):]
+    # no change: 64 <= 1.2 x 64 = 76.8, and the excess at the lowest window, 64 - 55 = 9, is below the 32 req/s combo
+    assert dailymail.ours == 0.0 and "never changed the plan" in dailymail.cause
+    assert "ranged 55.0-64.0 req/s, never above the scale-out bound 76.8" in dailymail.cause
+    assert "the plan's smallest is 32.0 req/s, more than the excess of 9.0" in dailymail.cause
     # ShareGPT: 10 -> 9 s is a 10% cut vs the paper's 11.16 -> 10.68 s (4.30%): ratio 2.325, beyond 2x
     assert share.ours == pytest.approx(10.0) and share.paper_value == pytest.approx(4.3011, abs=1e-4)
     assert share.direction_ok and not share.magnitude_ok and "misses more at the trace's peaks" in share.cause
     # LongWriter: 30 -> 31.5 s is 5% slower: the wrong direction, with a cause
     assert longwriter.ours == pytest.approx(-5.0) and not longwriter.direction_ok
     assert "15 s after the decision" in longwriter.cause
-    for row in (share, longwriter):
+    for row in (share, longwriter, dailymail):
+        row.check()
+
+
+def test_fig6_fig7_rows_compare_autoscaled_cauchy_with_static_melange():
+    # DailyMail: tokens/USD +30% (Cauchy* +10%), E2E 4 vs 2 s, TTFT 2 vs 0.1 s (Cauchy* 0.05 s), TBT 30 vs 40 ms;
+    # LongWriter: +20% (Cauchy* +20%), E2E 30 vs 40 s, TTFT 1 vs 2 s, TBT 30 vs 30 ms.
+    azure = {
+        "cnn_dailymail": {"cauchy_static": cell(9.0), "cauchy_autoscaler": cell(9.0, 1.3e6, 4.0, 2.0, 0.03),
+                          "cauchy_aggregated": cell(9.0, 1.1e6, 2.0, 0.05, 0.03), fig10.MELANGE: cell(9.0, 1.0e6, 2.0, 0.1, 0.04)},
+        "longwriter": {"cauchy_static": cell(9.0), "cauchy_autoscaler": cell(9.0, 1.2e6, 30.0, 1.0, 0.03),
+                       "cauchy_aggregated": cell(9.0, 1.2e6, 30.0, 1.0, 0.03), fig10.MELANGE: cell(9.0, 1.0e6, 40.0, 2.0, 0.03)},
+    }
+    results = {"settings": {"time_compression": 6.0}, "setups": {fig10.setup_label(1.0): {"load_scale": 1.0, "azure": azure}}}
+    rows = {r.claim: r for r in fig10.headlines(results)[:len(FIG67_CLAIMS)]}
+    assert list(rows) == [claim[0] for claim in FIG67_CLAIMS]
+    ce, star = rows["Cauchy tokens/USD over Mélange"], rows["Cauchy* tokens/USD over Mélange"]
+    assert ce.ours == pytest.approx(25.0) and ce.ratio == pytest.approx(25.0 / 27.35) and ce.reproduced  # midpoint of 20, 30
+    assert star.ours == pytest.approx(15.0) and star.reproduced  # midpoint of 10, 20 vs 12.45
+    e2e, tbt = rows["Cauchy mean E2E below Mélange"], rows["Cauchy mean TBT below Mélange"]
+    assert e2e.ours == pytest.approx(-37.5) and not e2e.direction_ok  # midpoint of -100 and +25
+    assert tbt.ours == pytest.approx(12.5) and tbt.direction_ok and not tbt.magnitude_ok  # 25 and 0 vs 40.2
+    assert rows["Cauchy mean TTFT below Mélange"].ours == pytest.approx(50.0 * (-19.0 + 0.5))
+    assert "TTFT 2.000 vs 0.100 s (Cauchy* 0.050 s)" in e2e.cause and "above Mélange's (DailyMail)" in e2e.cause
+    assert "Every request completes on every side" in e2e.cause
+    assert all(r.setup.startswith("paper setup") and "static Mélange" in r.setup for r in rows.values())
+    for row in rows.values():
         row.check()
 
 

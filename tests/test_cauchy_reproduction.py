@@ -82,7 +82,9 @@ def test_headline_rows_compare_with_the_paper_and_name_causes():
     rows = repro.headlines(hand_made_results())
     assert len(rows) == len(repro.CLAIMS) + len(repro.TABLE3_CLAIMS)
     by_claim = {r.claim: r for r in rows}
-    assert all(r.setup.startswith("paper setup") for r in rows)
+    fig67 = [c[0] for c in repro.FIG67_CLAIMS]
+    assert all(r.setup.startswith("variant: every plan held static") for r in rows if r.claim in fig67)
+    assert all(r.setup.startswith("paper setup") for r in rows if r.claim not in fig67)
     # Fig. 7: gains +20% and +50% -> midpoint 35% vs the paper's (16.4 + 38.3) / 2 = 27.35%
     ce = by_claim["Cauchy tokens/USD over Mélange"]
     assert ce.ours == pytest.approx(35.0) and ce.ratio == pytest.approx(35.0 / 27.35) and ce.reproduced and ce.cause == ""
@@ -136,7 +138,9 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
             assert plans["MC-LP"]["cost_per_hour_usd"] <= plans["CO-LP"]["cost_per_hour_usd"] + 1e-9
     rows = repro.headlines(results)
     assert len(rows) == 2 * len(repro.CLAIMS) + len(repro.TABLE3_CLAIMS)
-    assert rows[0].setup.startswith("paper setup") and "variant" in rows[len(repro.CLAIMS)].setup
+    first = len(repro.FIG67_CLAIMS)  # Fig. 8's first row: Fig. 6 / 7's paper setup is experiments.cauchy_autoscaling's
+    assert rows[first].setup.startswith("paper setup") and "variant" in rows[len(repro.CLAIMS) + first].setup
+    assert rows[0].setup.startswith("variant: every plan held static (no autoscaling) for the first 5 s")
     for row in rows:
         row.check()
         assert f"| {row.claim} |" in report

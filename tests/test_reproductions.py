@@ -122,6 +122,8 @@ def test_a_full_size_run_with_only_replaces_those_rows_and_keeps_the_others(tmp_
     assert table[0].split(" | ")[5:8] == ["0.75", "✓", "✓"] and table[1] == kept_row
     assert lines[2].startswith("2 of 2 rows reproduce") and "--only pascal_reproduction" in lines[2]
     assert "the rows of multitier_reproduction are kept from the earlier full-size page" in lines[2]
+    # the kept script's wall time stays, in script order, beside the new one
+    assert lines[-1] == "Wall time per script: pascal_reproduction 0 s, multitier_reproduction 1 s."
 
 
 def test_workers_and_address_reach_only_the_scripts_that_fan_out(tmp_path, monkeypatch):
