@@ -31,7 +31,8 @@ AGENT_LABEL = "agent"
 class AgentPolicy:
     """A trained SB3 model as a policy for ``agents.rollout.run_episode``: observations are
     scaled with the run's VecNormalize statistics (read only) when it has them, and action
-    masks reach models that take them (MaskablePPO)."""
+    masks reach models that take them (MaskablePPO) as a copy: the env's mask is read-only,
+    and torch warns about tensors made from read-only arrays."""
 
     def __init__(self, model: BaseAlgorithm, vec_normalize: VecNormalize | None = None) -> None:
         self.model = model
@@ -48,7 +49,7 @@ class AgentPolicy:
     ) -> tuple[Any, Any]:
         if self.vec_normalize is not None:
             observation = self.vec_normalize.normalize_obs(observation)
-        kwargs = {"action_masks": action_masks} if self._takes_masks else {}
+        kwargs = {"action_masks": None if action_masks is None else np.array(action_masks)} if self._takes_masks else {}
         return self.model.predict(observation, state=state, episode_start=episode_start,
                                   deterministic=deterministic, **kwargs)
 

@@ -237,3 +237,21 @@ def test_default_seeds_are_held_out_from_training_seeds(tmp_path):
     with (out / "episodes.csv").open() as handle:
         seeds = [int(row["seed"]) for row in csv.DictReader(handle)]
     assert seeds == [EVAL_SEED_BASE + k for k in range(5)] == [10000, 10001, 10002, 10003, 10004]
+
+
+def test_agent_policy_hands_the_model_a_writable_copy_of_the_read_only_mask():
+    """The env's mask is read-only (computed once per step); torch warns about tensors made from
+    read-only arrays, so the trained model gets a copy with the same values."""
+    from agents.callbacks import AgentPolicy
+
+    seen = {}
+
+    class _Model:
+        def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
+            seen["masks"] = action_masks
+            return np.array([0]), state
+
+    mask = np.array([True, False, True])
+    mask.flags.writeable = False
+    AgentPolicy(_Model()).predict({}, action_masks=mask)
+    assert seen["masks"].flags.writeable and seen["masks"] is not mask and seen["masks"].tolist() == [True, False, True]
