@@ -12,7 +12,8 @@ from experiments import cascadia_reproduction as repro
 
 
 def cell(scale: float, throughput: float) -> dict[str, float]:
-    return {"min_slo_scale": scale, "throughput_rps": throughput}
+    return {"min_slo_scale": scale, "throughput_rps": throughput, "min_slo_scale_by_seed": [scale],
+            "throughput_rps_by_seed": [throughput]}
 
 
 def test_headline_ratios_are_baseline_over_cascadia():
@@ -47,6 +48,11 @@ def test_trace_requests_are_deterministic_scored_and_burst_at_zero():
     assert all(r.arrival_s == 0.0 for r in burst)
 
 
+def test_seed_cells_average_number_by_number():
+    cells = [{"min_slo_scale": 1.0, "attainment": [0.5, 1.0]}, {"min_slo_scale": 2.0, "attainment": [0.25, 0.5]}]
+    assert repro.mean_over_seeds(cells) == {"min_slo_scale": 1.5, "attainment": [0.375, 0.75]}
+
+
 def test_measure_reads_p95_over_base_latency():
     class Outcome:
         def __init__(self, e2e_s: float, quality: float) -> None:
@@ -77,6 +83,8 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
             assert cells["CascadeServe"]["lost"] == 0
             assert cells["cascadeserve_plan"]["planned_accuracy"] >= float(case.split("/")[0][1:]) - 1e-6
         assert sum(cells["plan"]["gpus"]) == repro.TOTAL_GPUS
+        # --quick serves the first request seed only: the mean is that seed's value
+        assert cells["Cascadia"]["min_slo_scale_by_seed"] == [cells["Cascadia"]["min_slo_scale"]]
     assert sum("CascadeServe" in cells for cells in results["cases"].values()) >= len(results["cases"]) - 1
     for case, cells in results["cases"].items():  # §4.1's stand-alone: the 671B for q >= 85, the 70B below
         q = float(case.split("/")[0][1:])
@@ -119,6 +127,9 @@ def test_headlines_by_hand():
     standalone = by_where[("§4.2, Fig. 5", "stand-alone")]
     assert standalone.ours == pytest.approx(2.2 / 2.0) and not standalone.reproduced
     assert "trace1 20.00 vs 16.00 req/s" in standalone.cause  # 671B (q90) vs 70B (q70) stand-alone throughput
+    # 2.2 / 2.0 in every case; throughput 10 / 20 in 6 cases and 10 / 16 in 6: 0.5625
+    assert ("SLO scale gain 1.10x and throughput gain 0.56x on average (paper 2.8x, 3x); request seed by seed 1.10x "
+            "and 0.56x") in standalone.cause
     throughput = by_where[("§4.2, Fig. 6", "stand-alone")]
     assert throughput.ours == pytest.approx((6 * 10 / 20 + 6 * 10 / 16) / 12) and not throughput.direction_ok
     cascadeserve = by_where[("§4.2, Fig. 5", "CascadeServe")]
