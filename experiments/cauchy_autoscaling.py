@@ -198,7 +198,8 @@ def melange_cell(workload_name: str, load: str, seed: int, load_scale: float, se
     arrived = np.searchsorted(np.sort([r.arrival_s for r in requests]), times_s, side="right")
     gpus = sum(plan.counts.values())
     return {
-        **{key: float(flat.get(key, 0.0)) for key in METRICS},
+        **{key: float(flat[key]) for key in METRICS if key != "invalid_actions"},
+        "invalid_actions": 0.0,  # no env, no actions
         "mean_gpus": float(gpus),
         "peak_gpus": gpus,
         "instances_added": 0,

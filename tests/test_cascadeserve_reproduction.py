@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from experiments.cascadeserve_reproduction import FULL, headlines, main
+from experiments.cascadeserve_reproduction import FULL, headlines, main, worst_scores_by_seed
 
 
 def grid_row(system: str, gpus: int, accuracy: float | None) -> dict:
@@ -26,7 +26,8 @@ def hand_made(cascadeserve_worst: float) -> dict:
     rows = [grid_row("cascadeserve", 2, 70.0), grid_row("cascadeserve", 4, 75.0), grid_row("static_cascade", 4, 70.0),
             grid_row("static_cascade", 8, 75.0), grid_row("model_switching", 8, 72.0), grid_row("static_single", 2, None)]
     spiky = {"cascadeserve_fewer_gpus": spiky_run(8, cascadeserve_worst), "model_switching": spiky_run(16, 50.0)}
-    return {"config": dataclasses.asdict(config), "grid": {"rows": rows}, "spiky": spiky}
+    return {"config": dataclasses.asdict(config), "grid": {"rows": rows}, "spiky": spiky,
+            "spiky_worst_by_seed": worst_scores_by_seed([spiky], [0])}
 
 
 def test_headlines_by_hand():
@@ -78,7 +79,8 @@ def test_fig7_cause_names_the_cell_where_a_static_plan_needs_fewer_gpus():
             grid_row("static_cascade", 2, 60.0) | {"gears": [[5, 5, 0]]},
             grid_row("model_switching", 16, None), grid_row("static_single", 16, None)]
     spiky = {"cascadeserve_fewer_gpus": spiky_run(8, 60.0), "model_switching": spiky_run(16, 50.0)}
-    fig7, _ = headlines({"config": dataclasses.asdict(config), "grid": {"rows": rows}, "spiky": spiky})
+    fig7, _ = headlines({"config": dataclasses.asdict(config), "grid": {"rows": rows}, "spiky": spiky,
+                         "spiky_worst_by_seed": worst_scores_by_seed([spiky], [0])})
     assert fig7.ours == pytest.approx(0.75)  # median of 1x (55) and 0.5x (60)
     assert fig7.setup.startswith("paper setup") and not fig7.reproduced
     assert "1 of 2 cells" in fig7.cause and "0.50x" in fig7.cause
@@ -86,3 +88,15 @@ def test_fig7_cause_names_the_cell_where_a_static_plan_needs_fewer_gpus():
     assert "static_cascade on 2 GPUs, gears [[5, 5, 0]] (accuracy 60.0)" in fig7.cause
     assert "Setting:" not in fig7.cause  # the grid is the paper's scale
     fig7.check()
+
+
+def test_fig9_compares_worst_window_scores_averaged_over_seeds():
+    results = hand_made(cascadeserve_worst=60.0)
+    runs = [{"cascadeserve_fewer_gpus": spiky_run(8, worst), "model_switching": spiky_run(16, 50.0)} for worst in (60.0, 45.0)]
+    results["spiky_worst_by_seed"] = worst_scores_by_seed(runs, [0, 1])
+    _, fig9 = headlines(results)
+    assert fig9.ours == pytest.approx(2.0)  # mean 52.5 > 50
+    runs[0]["cascadeserve_fewer_gpus"] = spiky_run(8, 55.0)
+    results["spiky_worst_by_seed"] = worst_scores_by_seed(runs, [0, 1])
+    _, fig9 = headlines(results)  # mean 50 is not higher than 50
+    assert math.isnan(fig9.ours) and "mean over seeds [0, 1]: CascadeServe on 8 GPUs 50.00 (55.00, 45.00)" in fig9.cause
