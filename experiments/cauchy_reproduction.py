@@ -34,7 +34,7 @@ the first arrival until the last request ends. Outputs under ``--out`` (default
 ``results/cauchy``): ``report.md`` (the paper's numbers beside ours and their ratio),
 ``results.json``, PNG figures and ``tensorboard/<system>/`` runs.
 
-    python -m experiments.cauchy_reproduction [--quick] [--out DIR] [--seeds 0 1] [--load-scales 1 4]
+    python -m experiments.cauchy_reproduction [--quick] [--out DIR] [--seeds 0 1 2] [--load-scales 1 4]
 """
 
 from __future__ import annotations
@@ -649,7 +649,7 @@ def run_setup(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ExperimentParser(__doc__, "cauchy", "5 s of arrivals, one seed, coarse Table 3 search (about 1 minute)",
-                              seeds=[0, 1])
+                              seeds=[0, 1, 2])
     parser.add_argument("--arrival-s", type=float, default=80.0, help="seconds of arrivals per episode")
     add_load_scales(parser)
     args = parser.parse_args(argv)
