@@ -63,6 +63,7 @@ from hardware.profiles import (
     compute_efficiency,
     cpu_overhead_s,
     gemm_bytes,
+    gemm_flops,
     link_efficiency,
 )
 
@@ -105,9 +106,7 @@ def _resolve(gpu: GPUSpec | str, model: ModelSpec | str) -> tuple[GPUSpec, Model
 @dataclass(frozen=True)
 class _Gemm:
     """One linear op on one GPU: ``experts`` weight blocks of ``fan_in x fan_out``, each token
-    using ``experts_per_token`` of them (1 and 1 for a dense op). The fields after these are
-    what does not depend on the token count, computed once: one block's weight bytes
-    (``gemm_bytes`` of no token), ``fan_in + fan_out`` and the share of experts a token skips."""
+    using ``experts_per_token`` of them (1 and 1 for a dense op)."""
 
     fan_in: float
     fan_out: float
@@ -115,20 +114,13 @@ class _Gemm:
     experts: int = 1
     experts_per_token: int = 1
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "block_weight_bytes", gemm_bytes(0, self.fan_in, self.fan_out, self.weight_bytes_per_param))
-        object.__setattr__(self, "fan_sum", self.fan_in + self.fan_out)
-        object.__setattr__(self, "skip_fraction", 1.0 - self.experts_per_token / self.experts)
-
     def flops(self, tokens: int) -> float:
-        """``gemm_flops`` of the ``tokens x experts_per_token`` rows it multiplies."""
-        return 2.0 * (tokens * self.experts_per_token) * self.fan_in * self.fan_out
+        return gemm_flops(tokens * self.experts_per_token, self.fan_in, self.fan_out)
 
     def moved_bytes(self, tokens: int) -> float:
-        """``gemm_bytes``: the weights of the expected number of distinct experts hit,
-        ``E (1 - (1 - k/E)^T)``, plus the activations in and out."""
-        experts_hit = self.experts * (1.0 - self.skip_fraction ** tokens)
-        return self.block_weight_bytes * experts_hit + ACTIVATION_BYTES * (tokens * self.experts_per_token) * self.fan_sum
+        experts_hit = self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts) ** tokens)
+        weights = gemm_bytes(0, self.fan_in, self.fan_out, self.weight_bytes_per_param) * experts_hit
+        return weights + gemm_bytes(tokens * self.experts_per_token, self.fan_in, self.fan_out, 0.0)
 
 
 def _attention_gemms(model: ModelSpec, tp: int, weight_bytes: float) -> list[_Gemm]:
@@ -240,11 +232,6 @@ class IterationLatencyModel:
         self._per_context_token_s = m.num_layers * kv_bytes_per_layer / (
             self.gpu.mem_bandwidth_gbps * 1e9 * self._attention.decode_kv_memory_fraction
         )
-        # ``ComputeEfficiency.linear_time_s`` / ``elementwise_time_s``'s divisors, the same floats
-        bandwidth = self.gpu.mem_bandwidth_gbps * 1e9
-        self._linear_flops_per_s = self.gpu.fp16_tflops * 1e12 * self._compute.compute_fraction
-        self._linear_bytes_per_s = bandwidth * self._compute.memory_fraction
-        self._elementwise_bytes_per_s = bandwidth * self._compute.elementwise_memory_fraction
         self._decode_coefficients: dict[int, tuple[float, float]] = {}
         self._token_terms: dict[tuple[int, int], float] = {}
         self._stage_terms: dict[tuple[int, int], tuple[float, float, float]] = {}
@@ -258,25 +245,17 @@ class IterationLatencyModel:
     # --- per-layer pieces (seconds) -------------------------------------------------------
 
     def _linear_s(self, gemm: _Gemm, tokens: int) -> float:
-        """``ComputeEfficiency.linear_time_s`` of ``gemm`` for ``tokens`` tokens, its float
-        operations with the divisors computed once (tests/test_latency.py checks bit for bit)."""
-        compute_s = gemm.flops(tokens) / self._linear_flops_per_s
-        memory_s = gemm.moved_bytes(tokens) / self._linear_bytes_per_s
-        return max(compute_s, memory_s) + self._compute.linear_overhead_s
+        return float(self._compute.linear_time_s(gemm.flops(tokens), gemm.moved_bytes(tokens), self.gpu))
 
     def _layers_s(self, tokens: int) -> float:
-        """All layers' linear and elementwise ops for ``tokens`` tokens (no attention, no comms);
-        elementwise ops as ``ComputeEfficiency.elementwise_time_s``."""
+        """All layers' linear and elementwise ops for ``tokens`` tokens (no attention, no comms)."""
         total = 0.0
-        overhead_s, bytes_per_s = self._compute.elementwise_overhead_s, self._elementwise_bytes_per_s
         for count, gemms, elementwise_bytes in self._layer_kinds:
-            layer = 0
-            for gemm in gemms:
-                layer += self._linear_s(gemm, tokens)
-            elementwise = 0
-            for moved in elementwise_bytes:
-                elementwise += overhead_s + moved * tokens / bytes_per_s
-            total += count * (layer + elementwise)
+            layer = sum(self._linear_s(gemm, tokens) for gemm in gemms)
+            layer += sum(
+                float(self._compute.elementwise_time_s(moved * tokens, self.gpu)) for moved in elementwise_bytes
+            )
+            total += count * layer
         return total
 
     def prefill_attention_layer_s(self, tokens: int, attention_pairs: float) -> float:

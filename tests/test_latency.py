@@ -87,35 +87,6 @@ def test_more_tokens_or_context_take_longer(a100_7b):
     assert all(a < b for a, b in zip(mixed, mixed[1:]))
 
 
-@pytest.mark.parametrize("gpu, model, tp, dtype", [
-    ("A100-80GB", "Llama-2-7B", 1, "fp16"), ("H100-80GB", "DeepSeek-R1-671B", 8, "int4"),
-    ("H800-SXM", "Llama-3.1-70B", 4, "fp16"), ("H20-NVL", "Qwen1.5-14B", 2, "fp16"),
-])
-def test_linear_and_elementwise_terms_are_the_profile_formulas_bit_for_bit(gpu, model, tp, dtype):
-    """The layer terms compute each divisor once; their values are those of ``gemm_flops``,
-    ``gemm_bytes`` (experts hit ``E (1 - (1 - k/E)^T)``) and the efficiency model, exactly."""
-    lm = IterationLatencyModel(gpu, model, tp, 1, dtype)
-    eff, spec = compute_efficiency(lm.gpu.profile_family), lm.gpu
-
-    def linear_s(gemm, tokens):
-        hit = gemm.experts * (1.0 - (1.0 - gemm.experts_per_token / gemm.experts) ** tokens)
-        moved = gemm_bytes(0, gemm.fan_in, gemm.fan_out, gemm.weight_bytes_per_param) * hit + gemm_bytes(
-            tokens * gemm.experts_per_token, gemm.fan_in, gemm.fan_out, 0.0)
-        return float(eff.linear_time_s(gemm_flops(tokens * gemm.experts_per_token, gemm.fan_in, gemm.fan_out), moved, spec))
-
-    def layers_s(tokens):
-        total = 0.0
-        for count, gemms, elementwise_bytes in lm._layer_kinds:
-            layer = sum(linear_s(gemm, tokens) for gemm in gemms)
-            layer += sum(float(eff.elementwise_time_s(moved * tokens, spec)) for moved in elementwise_bytes)
-            total += count * layer
-        return total
-
-    tokens = [1, 2, 3, 7, 16, 64, 127, 512, 1000, 4096, 8191, 16384]
-    assert [lm._layers_s(t) for t in tokens] == [layers_s(t) for t in tokens]
-    assert [lm._linear_s(lm._head, t) for t in tokens] == [linear_s(lm._head, t) for t in tokens]
-
-
 def test_prefill_time_is_an_iteration_with_one_chunk(a100_7b):
     assert a100_7b.prefill_time_s(300, 100) == a100_7b.iteration_time_s(300, 300 * (100 + 301 / 2), 0, 0)
 
