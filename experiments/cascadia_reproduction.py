@@ -76,7 +76,7 @@ from baselines.cascadia.planner import CascadePlan, CascadiaPlanner
 from baselines.cascadia.thresholds import QualityProfile
 from envs.scenario import InstanceGroup
 from envs.scenarios.cascadia import CASCADIA_MODELS
-from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
+from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, mean_over_seeds, save_figure
 from experiments.headlines import Headline
 from simulator.cascade import CascadeRouter, assign_cascade_quality
 from simulator.cascade_quality import TRACE_DIFFICULTY_MEAN
@@ -165,12 +165,6 @@ LLAMA_QUALITY = 80.0  # cascadia.txt App. I runs the Llama cascade at average qu
 
 
 SERVE_SEED, BURST_SEED, SEED_STRIDE = 11, 13, 100  # request seed s serves seed 11 + 100 s, its burst 13 + 100 s
-
-
-def mean_over_seeds(cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """The mean of each number over the request seeds' cells (of a list, element by element)."""
-    return {key: np.mean([c[key] for c in cells], axis=0).tolist() if isinstance(cells[0][key], list)
-            else float(np.mean([c[key] for c in cells])) for key in cells[0]}
 
 
 # (instance groups, cascade models, thresholds, CascadeServe's gear plan when it switches gears)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # figures go to files; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
@@ -108,6 +109,12 @@ class Run:
         self.write_tensorboard(runs)
         self.log(f"wrote {self.out}")
         return 0
+
+
+def mean_over_seeds(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per key, the mean of the seeds' values (NaN if one is NaN); a list is averaged element by element."""
+    return {key: np.mean([c[key] for c in cells], axis=0).tolist() if isinstance(cells[0][key], list)
+            else float(np.mean([c[key] for c in cells])) for key in cells[0]}
 
 
 def run_name(system: str) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import cascadia_reproduction as repro
+from experiments.harness import mean_over_seeds
 
 
 def cell(scale: float, throughput: float) -> dict[str, float]:
@@ -50,7 +51,7 @@ def test_trace_requests_are_deterministic_scored_and_burst_at_zero():
 
 def test_seed_cells_average_number_by_number():
     cells = [{"min_slo_scale": 1.0, "attainment": [0.5, 1.0]}, {"min_slo_scale": 2.0, "attainment": [0.25, 0.5]}]
-    assert repro.mean_over_seeds(cells) == {"min_slo_scale": 1.5, "attainment": [0.375, 0.75]}
+    assert mean_over_seeds(cells) == {"min_slo_scale": 1.5, "attainment": [0.375, 0.75]}
 
 
 def test_measure_reads_p95_over_base_latency():
