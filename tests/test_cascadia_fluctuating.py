@@ -70,7 +70,7 @@ def test_rescheduling_triggers_once_after_each_shift_and_never_otherwise(setting
 
 
 def test_quick_run_writes_the_report_and_reschedules_at_the_shifts(tmp_path):
-    assert cf.main(["--quick", "--out", str(tmp_path)]) == 0
+    assert cf.main(["--quick", "--workers", "1", "--out", str(tmp_path)]) == 0
     for name in ("report.md", "results.json", "fig11_fluctuating.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert any((tmp_path / "tensorboard").rglob("events.out.tfevents.*"))
@@ -101,6 +101,7 @@ def test_quick_run_writes_the_report_and_reschedules_at_the_shifts(tmp_path):
     assert results["headline"]["goodput_gain_mean"] == pytest.approx(np.mean(gains))  # Fig. 11's ratio, by hand
     assert results["headline"]["goodput_gain_max"] == pytest.approx(max(gains))
     assert results["headline"]["slo_scale_q90_cascadia"] == cell[cf.RESCHEDULING]["total"]["min_slo_scale"]
+    assert results["seeds"] == [0] and results["seed_headlines"] == [results["headline"]]  # --quick: the first seed
     rows = cf.headlines(results)
     assert [r.where for r in rows] == ["§4.4, Fig. 11", "App. G, Table 5", "App. G, Table 5"]
     for row in rows:
@@ -162,14 +163,34 @@ def test_headlines_by_hand():
                     cf.STATIC: full_total(40.0, 9.0), cf.THRESHOLDS_ONLY: full_total(40.0, 9.0),
                     cf.CASCADESERVE: full_total(20.0, 13.5), cf.STANDALONE: full_total(20.0, 9.0),
                     "initial_plan": {"gpus": [1, 15, 16]}}}
-    fig11, vs_cascadeserve, vs_standalone = cf.headlines({"headline": cf.headline(runs), "runs": runs})
+    fig11, vs_cascadeserve, vs_standalone = cf.headlines({"seed_headlines": [cf.headline(runs)], "seeds": [0], "runs": runs})
     assert fig11.ours == pytest.approx(2.2) and fig11.reproduced and fig11.cause == ""
     assert vs_cascadeserve.ours == pytest.approx(100 * (1 - 9.0 / 13.5)) and vs_cascadeserve.reproduced
     assert vs_standalone.ours == pytest.approx(0.0) and not vs_standalone.direction_ok
+    assert vs_standalone.cause.startswith("Per seed [0]: 0%. On seed 0: ")
     assert "q90: Stand-alone p95 45.0 s" in vs_standalone.cause and "Cascadia 45.0 s" in vs_standalone.cause
     assert "no costlier per request than the 70B" in vs_standalone.cause and "trace-1" not in vs_standalone.cause
     runs["q90"][cf.CASCADESERVE] = {"error": "accuracy SLO 90 unattainable"}
-    _, unplanned, _ = cf.headlines({"headline": cf.headline(runs), "runs": runs})
+    _, unplanned, _ = cf.headlines({"seed_headlines": [cf.headline(runs)], "seeds": [0], "runs": runs})
     assert math.isnan(unplanned.ours) and "has no plan (accuracy SLO 90 unattainable)" in unplanned.cause
     for row in (fig11, vs_cascadeserve, vs_standalone, unplanned):
         row.check()
+
+
+def test_headlines_average_the_seeds():
+    """Seed 0 gives Fig. 11's 2.2x, seed 1 0.7x (goodput 14 vs 20): the row is their mean, 1.45x,
+    and Table 5's stand-alone reduction averages 0% and 30% (SLO scale 6.3 vs 9)."""
+    phases = [{"slo_attainment": 0.5, "p95_e2e_s": 100.0}]
+
+    def runs(goodput: float, scale: float) -> dict:
+        return {"q90": {cf.RESCHEDULING: {**full_total(goodput, scale), "reschedules": [], "phases": phases},
+                        cf.STATIC: full_total(40.0, 9.0), cf.THRESHOLDS_ONLY: full_total(40.0, 9.0),
+                        cf.CASCADESERVE: full_total(20.0, 13.5), cf.STANDALONE: full_total(20.0, 9.0),
+                        "initial_plan": {"gpus": [1, 15, 16]}}}
+
+    first, second = runs(44.0, 9.0), runs(14.0, 6.3)
+    results = {"seed_headlines": [cf.headline(first), cf.headline(second)], "seeds": [0, 1], "runs": first}
+    fig11, _, vs_standalone = cf.headlines(results)
+    assert fig11.ours == pytest.approx(1.45) and "mean over seeds" in fig11.metric
+    assert fig11.cause.startswith("Per seed [0, 1]: 2.2, 0.7x. On seed 0: ")
+    assert vs_standalone.ours == pytest.approx(15.0) and vs_standalone.cause.startswith("Per seed [0, 1]: 0, 30%.")
