@@ -655,7 +655,8 @@ def main(argv: list[str] | None = None) -> int:
     check_load_scales(args.load_scales)
     table_search = GoodputSearch(**{k: v for k, v in load_goodput_table().settings.items() if k in GoodputSearch().as_dict()})
     if args.quick:
-        settings = Settings(args.load_scales[0], 5.0, (0,), GoodputSearch(duration_s=15.0, min_requests=100, rel_tol=0.1))
+        settings = Settings(args.load_scales[0], 5.0, (0,), GoodputSearch(duration_s=15.0, min_requests=100, rel_tol=0.1,
+                                                                                  backlog_horizons=0.0))
     else:
         settings = Settings(args.load_scales[0], args.arrival_s, tuple(args.seeds), table_search)
     run = Run(args.out)

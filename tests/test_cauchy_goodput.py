@@ -14,6 +14,7 @@ from baselines.cauchy.melange import bucket_shares
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps
 from baselines.cauchy.workloads import INVENTORY, WORKLOADS, get_workload
 from simulator.combos import Combo
+from simulator.request import SLO
 
 H800, H20 = "H800-SXM", "H20-NVL"
 
@@ -48,6 +49,7 @@ def test_search_edges():
         ({"rel_tol": float("nan")}, "rel_tol must be a positive finite number, got nan"),
         ({"min_requests": 2.5}, "min_requests must be a positive integer, got 2.5"),
         ({"start_rps": 0.01}, "need floor_rps <= start_rps <= ceiling_rps"),
+        ({"backlog_horizons": -1.0}, "backlog_horizons must be a finite number >= 0, got -1.0"),
     ],
 )
 def test_bad_search_settings_raise(fields, match):
@@ -57,9 +59,29 @@ def test_bad_search_settings_raise(fields, match):
 
 def test_simulated_attainment_falls_with_overload():
     combo, workload = Combo(H800, 1, H20, 1), get_workload("sharegpt_cauchy")
-    search = GoodputSearch(duration_s=4.0, min_requests=50)
+    search = GoodputSearch(duration_s=4.0, min_requests=50, backlog_horizons=0.0)
     assert combo_slo_attainment(combo, workload, 1.0, search) == 1.0
     assert combo_slo_attainment(combo, workload, 400.0, search) < 0.5
+
+
+def test_a_run_lasts_long_enough_for_a_ttft_target_to_expose_overload():
+    """T / rel_tol = 10 s / 0.05 = 200 s; three of those: 600 s of arrivals."""
+    search = GoodputSearch(duration_s=120.0, rel_tol=0.05)
+    assert search.run_duration_s(SLO(ttft_s=10.0, tbt_s=0.05)) == pytest.approx(600.0)
+    assert search.run_duration_s(SLO(ttft_s=0.1)) == 120.0  # 3 x 0.1 / 0.05 = 6 s: duration_s is longer
+    assert search.run_duration_s(SLO(tbt_s=0.05)) == 120.0  # no TTFT target
+    assert GoodputSearch(backlog_horizons=0.0).run_duration_s(SLO(ttft_s=10.0)) == 120.0
+    assert search.num_requests(50.0, SLO(ttft_s=10.0)) == 30_000
+
+
+def test_an_overloaded_rate_passes_a_short_run_and_fails_a_long_one():
+    """The DailyMail combo <1xH800, 1xA800> completes at most ~47.8 req/s; at 51.5 req/s its
+    queue grows about 3.7 s per 100 s, so 90% of a 120-s run still meet the 10-s TTFT target
+    while a 600-s run shows the overload."""
+    combo, workload = Combo("H800-SXM", 1, "A800-PCIe", 1), get_workload("cnn_dailymail")
+    assert combo_slo_attainment(combo, workload, 51.5, GoodputSearch(backlog_horizons=0.0)) >= 0.9
+    assert combo_slo_attainment(combo, workload, 51.5, GoodputSearch()) < 0.5
+    assert combo_slo_attainment(combo, workload, 40.0, GoodputSearch()) >= 0.9
 
 
 def test_shipped_table_is_complete():

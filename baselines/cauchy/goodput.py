@@ -3,7 +3,7 @@ GPU Combo's goodput per workload, and Mélange's per (bucket, GPU type) goodputs
 with the simulator (``baselines.cauchy.search``) and cached in
 ``baselines/data/cauchy_goodput.json`` so planning never re-simulates.
 
-Regenerate (about 15 minutes on 2 cores)::
+Regenerate (22 minutes on 2 cores, measured while another 2-worker job shared them)::
 
     python -m baselines.cauchy.goodput --workers 2 [--address auto|HOST:PORT]
 
@@ -28,7 +28,7 @@ from baselines.cauchy.search import GoodputSearch, max_goodput_rps, run_poisson
 from baselines.cauchy.workloads import INVENTORY, MODEL, WORKLOADS, CauchyWorkload, get_workload
 from simulator.combo_cluster import ComboCluster
 from simulator.combos import Combo, parse_combo
-from simulator.fanout import add_arguments, fan_out
+from simulator.fanout import add_arguments, iter_fan_out
 from simulator.metrics import MetricsSummary
 from simulator.workloads import length_sampler
 
@@ -125,7 +125,12 @@ def measure_goodput_table(
         workload = get_workload(name)
         tasks += [("combo", name, search.as_dict(), combo.name) for combo in combos]
         tasks += [("melange", name, search.as_dict(), gpu, b) for gpu in INVENTORY for b in bucket_shares(workload)]
-    values = fan_out(_measure, [(task,) for task in tasks], workers, address)
+    values = []
+    started = time.perf_counter()
+    for value in iter_fan_out(_measure, [(task,) for task in tasks], workers, address):
+        values.append(value)
+        if len(values) % 25 == 0 or len(values) == len(tasks):
+            print(f"{len(values)} / {len(tasks)} goodputs measured ({time.perf_counter() - started:.0f} s)", flush=True)
     table: dict[str, dict] = {"combos": {}, "melange": {}}
     for task, value in zip(tasks, values):
         if task[0] == "combo":

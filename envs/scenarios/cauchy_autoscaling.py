@@ -36,18 +36,18 @@ PRESET_MEAN_RPS = 200.0  # 4 x the §4.1 QPS of 50 req/s
 PRESET_TIME_COMPRESSION = 60.0
 # (unit kind, profiled goodput req/s, count serving at reset), planner order.
 PRESET_PLAN: tuple[tuple[str, float, int], ...] = (
-    ("<1xH800-SXM,3xH20-NVL>", 64.0, 0),
+    ("<1xH800-SXM,3xH20-NVL>", 61.2866, 0),
     ("<1xH800-SXM,3xA800-PCIe>", 94.5169, 1),
-    ("<1xH800-SXM,2xH800-SXM>", 122.5732, 1),
-    ("<1xH800-SXM>", 32.0, 0),
-    ("<1xA800-PCIe,2xH20-NVL>", 43.3362, 0),
-    ("<1xA800-PCIe,1xA800-PCIe>", 33.4168, 0),
+    ("<1xH800-SXM,2xH800-SXM>", 117.3765, 1),
+    ("<1xH800-SXM>", 30.6433, 0),
+    ("<1xA800-PCIe,2xH20-NVL>", 39.7394, 0),
+    ("<1xA800-PCIe,1xA800-PCIe>", 30.6433, 0),
     ("<1xA800-PCIe>", 10.3747, 0),
-    ("<1xH20-NVL,1xH20-NVL>", 21.6681, 0),
-    ("<1xH20-NVL>", 8.7241, 0),
-    ("<2xH800-SXM>", 47.2584, 0),
+    ("<1xH20-NVL,1xH20-NVL>", 19.8697, 0),
+    ("<1xH20-NVL>", 8.3542, 0),
+    ("<2xH800-SXM>", 43.3362, 0),
     ("<2xA800-PCIe>", 18.2206, 0),
-    ("<2xH20-NVL>", 14.05, 0),
+    ("<2xH20-NVL>", 14.6721, 0),
 )
 
 
