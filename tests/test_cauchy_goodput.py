@@ -76,8 +76,8 @@ def test_a_run_lasts_long_enough_for_a_ttft_target_to_expose_overload():
 
 def test_an_overloaded_rate_passes_a_short_run_and_fails_a_long_one():
     """The DailyMail combo <1xH800, 1xA800> completes at most ~47.8 req/s; at 51.5 req/s its
-    queue grows about 3.7 s per 100 s, so 90% of a 120-s run still meet the 10-s TTFT target
-    while a 600-s run shows the overload."""
+    queue grows by ~3.7 requests a second (about 8 s of work per 100 s), so a 120-s run still
+    meets the 10-s TTFT target for 90% of its requests while a 600-s run shows the overload."""
     combo, workload = Combo("H800-SXM", 1, "A800-PCIe", 1), get_workload("cnn_dailymail")
     assert combo_slo_attainment(combo, workload, 51.5, GoodputSearch(backlog_horizons=0.0)) >= 0.9
     assert combo_slo_attainment(combo, workload, 51.5, GoodputSearch()) < 0.5
