@@ -1,7 +1,9 @@
 """Environment speed benchmark: env steps per second with a random masked policy for each
 registered ID on a scenario, beside Gymnasium's CartPole-v1 with random actions in the same
 process (the ``% CartPole`` column), and MaskablePPO training steps per second with the env's
-share of the wall time.
+share of the wall time, split into the simulator's (the env's ``advance``: the simulation up to
+the next decision) and the observation's (``observation``: features, context, mask); the rest of
+the env's share is the step's other work (action checks, apply, reward, info).
 
     python -m experiments.benchmarks.env_speed [--scenario NAME] [--steps 2000] [--repeats 3] [--ppo-steps 2048]
 
@@ -24,7 +26,9 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -94,14 +98,40 @@ class _TimedEnv(gym.Wrapper):
         return self.env.unwrapped.action_masks()
 
 
-def ppo_steps_per_s(env_id: str, scenario: str, steps: int, frozen: bool = True) -> tuple[float, float]:
+class _PartTimer:
+    """Adds up the wall time an env spends in its simulator (``advance``) and its observation
+    (``observation``), by wrapping those two methods on the unwrapped env."""
+
+    PARTS = ("advance", "observation")
+
+    def __init__(self, env: gym.Env) -> None:
+        self.seconds = dict.fromkeys(self.PARTS, 0.0)
+        unwrapped = env.unwrapped
+        for name in self.PARTS:
+            setattr(unwrapped, name, self._timed(name, getattr(unwrapped, name)))
+
+    def _timed(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - started
+        return timed
+
+
+def ppo_steps_per_s(env_id: str, scenario: str, steps: int, frozen: bool = True) -> tuple[float, float, float, float]:
+    """MaskablePPO steps per second and the shares of its wall time spent in the env, in the
+    env's simulator and in its observation."""
     env = _TimedEnv(gym.make(env_id, scenario=scenario))
+    parts = _PartTimer(env)
     model = MaskablePPO("MultiInputPolicy", env, n_steps=512, batch_size=128, n_epochs=4, seed=0, device="cpu")
     with _timed_block(frozen):
         started = time.perf_counter()
         model.learn(total_timesteps=steps)
         wall_s = time.perf_counter() - started
-    return steps / wall_s, env.seconds / wall_s
+    return (steps / wall_s, env.seconds / wall_s, parts.seconds["advance"] / wall_s,
+            parts.seconds["observation"] / wall_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,16 +155,19 @@ def main(argv: list[str] | None = None) -> int:
         rate = statistics.median(
             env_steps_per_s(env_id, scenario, args.steps, frozen=frozen)[0] for _ in range(args.repeats)
         )
-        ppo_rate, share = ppo_steps_per_s(env_id, scenario, args.ppo_steps, frozen=frozen)
-        rows.append((env_id, scenario, rate, ppo_rate, share))
+        rows.append((env_id, scenario, rate, *ppo_steps_per_s(env_id, scenario, args.ppo_steps, frozen=frozen)))
     cartpole_rates += [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
     cartpole = statistics.median(cartpole_rates)
     print("garbage collector: " + ("default" if args.default_gc else
                                    "objects alive before each timed loop frozen (agents.frozen_heap, as agents.train)"))
-    print(f"{'env':<24}{'scenario':<14}{'env steps/s':>12}{'% CartPole':>11}{'PPO steps/s':>13}{'env share':>11}")
+    print("env share: of MaskablePPO's wall time, in the env's step and reset; simulator and observation: the parts of it "
+          "in advance() and observation()")
+    print(f"{'env':<24}{'scenario':<14}{'env steps/s':>12}{'% CartPole':>11}{'PPO steps/s':>13}{'env share':>11}"
+          f"{'simulator':>11}{'observation':>13}")
     print(f"{'CartPole-v1':<24}{'':<14}{cartpole:>12,.0f}{1:>11.1%}")
-    for env_id, scenario, rate, ppo_rate, share in rows:
-        print(f"{env_id:<24}{scenario:<14}{rate:>12,.0f}{rate / cartpole:>11.1%}{ppo_rate:>13,.0f}{share:>10.0%}")
+    for env_id, scenario, rate, ppo_rate, share, simulator, observation in rows:
+        print(f"{env_id:<24}{scenario:<14}{rate:>12,.0f}{rate / cartpole:>11.1%}{ppo_rate:>13,.0f}{share:>10.0%}"
+              f"{simulator:>10.0%}{observation:>12.0%}")
     return 0
 
 
