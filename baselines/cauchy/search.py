@@ -6,13 +6,14 @@ the requests of a run meet the SLO (TTFT, and the TBT target checked against TPO
 ``simulator.metrics`` does). The run lasts ``duration_s`` seconds of arrivals (at least
 ``min_requests`` requests), and longer when the SLO has a TTFT target T: a rate ``rel_tol``
 above the deployment's capacity grows its queue by about ``rel_tol`` seconds of work per
-second, so its requests start missing T only after about T / ``rel_tol`` seconds. A run shorter
-than that passes an overloaded rate (the DailyMail combo <1xH800-SXM,1xA800-PCIe>, T = 10 s,
-passed 51.5 req/s in 120 s although it completes at most 47.8 req/s); so a run lasts at least ``backlog_horizons`` x T /
-``rel_tol`` seconds, and a rate above capacity fails. The search brackets the rate by doubling (or halving) from
-``start_rps`` and then bisects until the bracket is within ``rel_tol``; the answer is the
-bracket's lower end (a rate that passed). A deployment failing even at ``floor_rps`` has
-goodput 0. Every run uses the same seed, so neighbouring rates see the same length draws.
+second, so its requests start missing T only after about T / ``rel_tol`` seconds. A run
+shorter than that passes an overloaded rate (the DailyMail combo <1xH800-SXM,1xA800-PCIe>,
+T = 10 s, passed 51.5 req/s in 120 s although it completes at most 47.8 req/s); so a run lasts
+at least ``backlog_horizons`` x T / ``rel_tol`` seconds, and a rate above capacity fails. The
+search brackets the rate by doubling (or halving) from ``start_rps`` and then bisects until the
+bracket is within ``rel_tol``; the answer is the bracket's lower end (a rate that passed). A
+deployment failing even at ``floor_rps`` has goodput 0. Every run uses the same seed, so
+neighbouring rates see the same length draws.
 """
 
 from __future__ import annotations

@@ -160,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     cartpole = statistics.median(cartpole_rates)
     print("garbage collector: " + ("default" if args.default_gc else
                                    "objects alive before each timed loop frozen (agents.frozen_heap, as agents.train)"))
-    print("env share: of MaskablePPO's wall time, in the env's step and reset; simulator and observation: the parts of it "
-          "in advance() and observation()")
+    print("env share: of MaskablePPO's wall time, in the env's step and reset; simulator and observation: "
+          "the parts of it in advance() and observation()")
     print(f"{'env':<24}{'scenario':<14}{'env steps/s':>12}{'% CartPole':>11}{'PPO steps/s':>13}{'env share':>11}"
           f"{'simulator':>11}{'observation':>13}")
     print(f"{'CartPole-v1':<24}{'':<14}{cartpole:>12,.0f}{1:>11.1%}")
