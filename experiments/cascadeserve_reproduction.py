@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     spiky = runs[0]
     plot(grid, spiky, config, args.out)
     report(grid, spiky, config, args.out)
-    results = {"config": dataclasses.asdict(config), "grid": grid, "grid_by_seed": grids, "spiky": spiky,
+    results = {"config": dataclasses.asdict(config), "grid_by_seed": grids, "spiky": spiky,
                "spiky_worst_by_seed": worst_scores_by_seed(runs, seeds)}
     return run.finish(results, tensorboard_scalars(spiky))
 

@@ -26,7 +26,7 @@ def hand_made(cascadeserve_worst: float) -> dict:
     rows = [grid_row("cascadeserve", 2, 70.0), grid_row("cascadeserve", 4, 75.0), grid_row("static_cascade", 4, 70.0),
             grid_row("static_cascade", 8, 75.0), grid_row("model_switching", 8, 72.0), grid_row("static_single", 2, None)]
     spiky = {"cascadeserve_fewer_gpus": spiky_run(8, cascadeserve_worst), "model_switching": spiky_run(16, 50.0)}
-    return {"config": dataclasses.asdict(config), "grid": {"rows": rows}, "grid_by_seed": [{"seed": 0, "rows": rows}],
+    return {"config": dataclasses.asdict(config), "grid_by_seed": [{"seed": 0, "rows": rows}],
             "spiky": spiky, "spiky_worst_by_seed": worst_scores_by_seed([spiky], [0])}
 
 
@@ -55,7 +55,7 @@ def test_quick_reproduction(tmp_path):
     gears = spiky["gears"]
     accuracies = [g[2] for g in gears]
     assert accuracies == sorted(accuracies, reverse=True)
-    rows = json.loads((tmp_path / "results.json").read_text())["grid"]["rows"]
+    rows = json.loads((tmp_path / "results.json").read_text())["grid_by_seed"][0]["rows"]
     assert {r["system"] for r in rows} == {"cascadeserve", "static_cascade", "model_switching", "static_single"}
     # Model switching gears are single models: top levels up to the served model, then 0.
     switching = [r for r in rows if r["system"] == "model_switching" and r["accuracy"] is not None]
@@ -79,8 +79,7 @@ def test_fig7_cause_names_the_cell_where_a_static_plan_needs_fewer_gpus():
             grid_row("static_cascade", 2, 60.0) | {"gears": [[5, 5, 0]]},
             grid_row("model_switching", 16, None), grid_row("static_single", 16, None)]
     spiky = {"cascadeserve_fewer_gpus": spiky_run(8, 60.0), "model_switching": spiky_run(16, 50.0)}
-    fig7, _ = headlines({"config": dataclasses.asdict(config), "grid": {"rows": rows},
-                         "grid_by_seed": [{"seed": 0, "rows": rows}], "spiky": spiky,
+    fig7, _ = headlines({"config": dataclasses.asdict(config), "grid_by_seed": [{"seed": 0, "rows": rows}], "spiky": spiky,
                          "spiky_worst_by_seed": worst_scores_by_seed([spiky], [0])})
     assert fig7.ours == pytest.approx(0.75)  # median of 1x (55) and 0.5x (60)
     assert fig7.setup.startswith("paper setup") and not fig7.reproduced
