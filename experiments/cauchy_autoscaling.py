@@ -64,15 +64,18 @@ from gymnasium.utils import seeding
 
 import baselines
 from agents.rollout import evaluate
+from baselines.cauchy.goodput import combo_goodput_rps, load_goodput_table
 from baselines.cauchy.melange import deploy_melange
 from baselines.cauchy.scaling_scenario import autoscaler_options, autoscaling_scenario, mean_load_plan, plan_counts
-from baselines.cauchy.workloads import INVENTORY, WORKLOADS, get_workload
+from baselines.cauchy.search import GoodputSearch
+from baselines.cauchy.workloads import DEFAULT_ENGINE, ENGINES, INVENTORY, WORKLOADS, get_workload
 from envs.scaling import ADD, REMOVE
 from envs.scenarios.cauchy_autoscaling import TICKS_PER_WINDOW, tick_s
 from experiments.cauchy_reproduction import (FIG67_CLAIMS, LABELS, LOAD_SCALE, PAPER_LOAD_SCALE, add_load_scales,
                                              check_load_scales, cut, gain, melange_plan, ours_percent)
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
 from experiments.headlines import Headline
+from simulator.combos import Combo, parse_combo
 from simulator.fanout import fan_out
 from simulator.metrics import flat_metrics, summarize
 from simulator.workloads import LoadProfile, azure_profile, servegen_day_profile
@@ -255,6 +258,45 @@ def run_all(settings: Settings, workers: int, address: str | None = None) -> dic
     }
 
 
+def engine_check_combos(workload_name: str) -> list[Combo]:
+    """The combos whose goodput the engine check measures for a workload at the paper's QPS:
+    those of Cauchy's plan and the single-GPU aggregated combo of each GPU type in Mélange's."""
+    workload = get_workload(workload_name)
+    combos = [candidate.combo for candidate, _ in mean_load_plan(workload, workload.target_rps).entries]
+    combos += [parse_combo(f"<1x{gpu}>") for gpu, count in melange_plan(workload).counts.items() if count]
+    return list(dict.fromkeys(combos))
+
+
+def _engine_goodput(workload_name: str, combo_name: str, engine: str, search: GoodputSearch) -> float:
+    return combo_goodput_rps(parse_combo(combo_name), get_workload(workload_name), search, engine=engine)
+
+
+def engine_check(workloads: tuple[str, ...], search: GoodputSearch, workers: int,
+                 address: str | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """check[workload][combo][engine]: the goodput (req/s) of ``engine_check_combos`` with each
+    of ``baselines.cauchy.workloads.ENGINES`` (the engine the paper ran is not stated)."""
+    keys = [(w, combo.name, engine) for w in workloads for combo in engine_check_combos(w) for engine in ENGINES]
+    values = fan_out(_engine_goodput, [(*key, search) for key in keys], workers, address)
+    check: dict[str, dict[str, dict[str, float]]] = {}
+    for (w, combo, engine), value in zip(keys, values):
+        check.setdefault(w, {}).setdefault(combo, {})[engine] = round(value, 2)
+    return check
+
+
+def engine_text(check: dict[str, dict[str, dict[str, float]]]) -> str:
+    """The engine check as a sentence of a cause."""
+    other = next(engine for engine in ENGINES if engine != DEFAULT_ENGINE)
+    parts = [f"{LABELS[w]} " + ", ".join(f"{combo} {by_engine[DEFAULT_ENGINE]:.1f} -> {by_engine[other]:.1f}"
+                                          for combo, by_engine in combos.items())
+             for w, combos in check.items()]
+    return ("Engine setting, not stated: §4.1 runs vLLM v0.6.5, which chunks prefills by default for this model "
+            "(512-token budget, as its max_model_len of 131,072 exceeds 32K); every run here batches as vLLM v0 "
+            f"without chunking ({DEFAULT_ENGINE}, baselines.cauchy.workloads.ENGINES). Goodput (req/s) of the paper-setup "
+            f"plans' combos and of Mélange's GPU types as one aggregated instance, {DEFAULT_ENGINE} -> {other}: "
+            + "; ".join(parts) + ". The plans and this comparison were not re-run under chunking (the planners' table is "
+            f"profiled {DEFAULT_ENGINE}; `python -m baselines.cauchy.goodput --engine {other} --out FILE` profiles it). ")
+
+
 # ----------------------------------------------------------------------------- headline rows
 COMMAND = "python -m experiments.cauchy_autoscaling"
 
@@ -329,8 +371,8 @@ def fig67_values(cells: dict[str, dict[str, Any]]) -> dict[str, float]:
     return values
 
 
-def _fig67_cause(cells: dict[str, dict[str, Any]]) -> str:
-    """The numbers behind a Fig. 6 / Fig. 7 row and what they show."""
+def _fig67_cause(cells: dict[str, dict[str, Any]], check: dict[str, dict[str, dict[str, float]]]) -> str:
+    """The numbers behind a Fig. 6 / Fig. 7 row, what they show, and the engine check."""
     parts = []
     for w, c in cells.items():
         auto, star, melange = c["cauchy_autoscaler"], c["cauchy_aggregated"], c[MELANGE]
@@ -353,8 +395,9 @@ def _fig67_cause(cells: dict[str, dict[str, Any]]) -> str:
                  "attainment (TTFT <= 10 / 5 / 1 s for DailyMail / ShareGPT / LongWriter), so that GPU runs close to "
                  "saturation and the trace's surges (up to 1.52x the mean) lengthen its queue, while Mélange's aggregated "
                  "instances prefill on every GPU. ")
-    return text + ("The paper's Fig. 6 has Cauchy's latency lower on every workload (§4.2 credits 'adaptive scheduling'); "
-                   "it gives no plan for these runs (§3.3.3's worked plan is for another request) and no latency over time.")
+    text += ("The paper's Fig. 6 has Cauchy's latency lower on every workload (§4.2 credits 'adaptive scheduling'); "
+             "it gives no plan for these runs (§3.3.3's worked plan is for another request) and no latency over time. ")
+    return text + engine_text(check)
 
 
 def headlines(results: dict[str, Any]) -> list[Headline]:
@@ -372,7 +415,7 @@ def headlines(results: dict[str, Any]) -> list[Headline]:
                 paper_text=paper_text, ours=ours_percent(values, key), no_effect=0.0, command=COMMAND,
                 setup=(f"{label}; Cauchy with Algorithm 1 autoscaling (Cauchy*: over aggregated combos) vs static Mélange "
                        f"over the whole Azure conv trace, clock {compression:g}x compressed"))
-            rows.append(line if line.reproduced else dataclasses.replace(line, cause=_fig67_cause(cells)))
+            rows.append(line if line.reproduced else dataclasses.replace(line, cause=_fig67_cause(cells, results["engine_check"])))
     for label, setup in results["setups"].items():
         for w, cells in setup["azure"].items():
             paper_static, paper_auto = PAPER_P90_S[w]
@@ -503,13 +546,17 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, time_compression=60.0, servegen_compression=1440.0, seeds=settings.seeds[:1])
     run = Run(args.out)
     setups = run_all(settings, args.workers, args.address)
+    search = GoodputSearch(**{k: v for k, v in load_goodput_table().settings.items() if k in GoodputSearch().as_dict()})
+    if args.quick:
+        search = dataclasses.replace(search, duration_s=30.0, min_requests=100, rel_tol=0.25, backlog_horizons=0.0)
+    check = engine_check(settings.workloads, search, args.workers, args.address)
     k = settings.time_compression
     setup_text = (f"Llama-3.1-8B, 8 H800-SXM + 8 A800-PCIe + 8 H20-NVL, GPU combos (Pareto set + aggregated); setups: "
                   + "; ".join(setups) + f" (see the module docstring). Clock compressed {k:g}x: window {120 / k:g} s, "
                   f"grace {30 / k:g} s, global window {1800 / k:g} s, start-up {90 / k:g} s, a scaling step every "
                   f"{tick_s(k):g} s; Azure minute profile {settings.time_compression:g}x, ServeGen day "
                   f"{settings.servegen_compression:g}x. Seeds {list(settings.seeds)}. Wall time {run.elapsed_s:.0f} s.")
-    results = {"settings": dataclasses.asdict(settings), "setups": setups}
+    results = {"settings": dataclasses.asdict(settings), "setups": setups, "engine_check": check}
     rows = headlines(results)
     write_report(args.out / "report.md", results, rows, setup_text)
     primary = next(iter(setups.values()))

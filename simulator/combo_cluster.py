@@ -12,17 +12,20 @@ instance) is placed inside the combo by ``instance_scheduler``:
 * ``"basic_rr"`` (§4.5 baseline): always prefill-then-decode, decode instances in turn.
 
 If no decode instance of the combo is left (a combo being drained), a prefilled request
-continues decoding on its prefill instance.
+continues decoding on its prefill instance. ``instance_options`` (further ``InstanceConfig``
+fields, e.g. ``scheduler="sarathi"`` for a chunked-prefill engine) apply to every instance the
+cluster's combos deploy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from simulator.cluster import Cluster
 from simulator.combos import Combo
-from simulator.instance import Instance, Lifecycle
+from simulator.instance import Instance, InstanceConfig, Lifecycle
 from simulator.sequence import Sequence
 
 INSTANCE_SCHEDULERS = ("opportunistic", "basic_rr")
@@ -40,13 +43,21 @@ class DeployedCombo:
 class ComboCluster(Cluster):
     """``Cluster`` whose instances belong to combos, deployed with ``deploy_combo``."""
 
-    def __init__(self, gpu_inventory: dict[str, int], *, instance_scheduler: str = "opportunistic", **options: Any) -> None:
+    def __init__(
+        self, gpu_inventory: dict[str, int], *, instance_scheduler: str = "opportunistic",
+        instance_options: Mapping[str, Any] | None = None, **options: Any,
+    ) -> None:
         if instance_scheduler not in INSTANCE_SCHEDULERS:
             raise ValueError(f"unknown instance scheduler {instance_scheduler!r}; known: {list(INSTANCE_SCHEDULERS)}")
+        known = {f.name for f in fields(InstanceConfig)}
+        unknown = sorted(set(instance_options or {}) - known)
+        if unknown:
+            raise ValueError(f"unknown instance options {unknown}; InstanceConfig fields: {sorted(known)}")
         if "decode_router" in options:
             raise ValueError("ComboCluster routes prefilled requests itself; do not pass decode_router")
         super().__init__(gpu_inventory, decode_router=self._route_prefilled, **options)
         self.instance_scheduler = instance_scheduler
+        self.instance_options = dict(instance_options or {})
         self.combos: list[DeployedCombo] = []
         self._combo_of: dict[int, int] = {}
         self._decode_turn: dict[int, int] = {}
@@ -54,7 +65,7 @@ class ComboCluster(Cluster):
 
     def deploy_combo(self, combo: Combo, model: str, *, ready_now: bool = False) -> int:
         """Deploy every instance of ``combo``; returns its index in ``combos``."""
-        configs = combo.instance_configs(model)
+        configs = combo.instance_configs(model, **self.instance_options)
         needed = combo.gpu_counts()
         for gpu, count in needed.items():
             free = self.gpu_inventory.get(gpu, 0) - self.gpus_in_use.get(gpu, 0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hardware.gpus import get_gpu
 from simulator.instance import InstanceConfig, Role
@@ -89,13 +90,17 @@ class Combo:
         """``P_n`` of eq. 16: Σ GPUs x $/hour."""
         return sum(count * get_gpu(gpu).price_per_hour_usd for gpu, count in self.gpu_counts().items())
 
-    def instance_configs(self, model: str) -> list[InstanceConfig]:
+    def instance_configs(self, model: str, **options: Any) -> list[InstanceConfig]:
         """The instances to deploy, entry first: the aggregated instance, or the prefill
-        instance followed by the decode instances."""
+        instance followed by the decode instances. ``options`` are further ``InstanceConfig``
+        fields for every instance (e.g. its local ``scheduler``: the serving engine's batching)."""
+        reserved = {"gpu", "model", "tp", "role"} & options.keys()
+        if reserved:
+            raise ValueError(f"instance options {sorted(reserved)} are set by the combo itself")
         if self.decode_gpu is None:
-            return [InstanceConfig(gpu=self.prefill_gpu, model=model, tp=self.tp)]
-        prefill = InstanceConfig(gpu=self.prefill_gpu, model=model, tp=self.tp, role=Role.PREFILL)
-        decode = InstanceConfig(gpu=self.decode_gpu, model=model, tp=self.tp, role=Role.DECODE)
+            return [InstanceConfig(gpu=self.prefill_gpu, model=model, tp=self.tp, **options)]
+        prefill = InstanceConfig(gpu=self.prefill_gpu, model=model, tp=self.tp, role=Role.PREFILL, **options)
+        decode = InstanceConfig(gpu=self.decode_gpu, model=model, tp=self.tp, role=Role.DECODE, **options)
         return [prefill] + [decode] * self.num_decode_instances
 
 

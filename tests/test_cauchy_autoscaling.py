@@ -14,7 +14,7 @@ import pytest
 
 import baselines
 import envs  # noqa: F401
-from baselines.cauchy.goodput import load_goodput_table
+from baselines.cauchy.goodput import combo_goodput_rps, load_goodput_table
 from baselines.cauchy.scaling_scenario import (
     AGGREGATED_COMBOS,
     autoscaler_options,
@@ -23,13 +23,14 @@ from baselines.cauchy.scaling_scenario import (
     plan_counts,
     scaling_combos,
 )
+from baselines.cauchy.search import GoodputSearch
 from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
 from baselines.cauchy.workloads import INVENTORY, get_workload
 from envs.scaling import ADD, HOLD, REMOVE
 from envs.scenarios.cauchy_autoscaling import PRESET_LENGTHS, PRESET_MEAN_RPS, PRESET_TIME_COMPRESSION, tick_s
 from experiments import cauchy_autoscaling as fig10
 from experiments.cauchy_reproduction import FIG67_CLAIMS, melange_plan
-from simulator.combos import Combo
+from simulator.combos import Combo, parse_combo
 from simulator.instance import Lifecycle
 from simulator.workloads import LoadProfile, azure_profile, servegen_day_profile, servegen_rate_series
 from simulator.workloads.traces import AZURE_TRACE_FILES, read_azure_columns
@@ -200,6 +201,10 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
     assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == sorted(fig10.ALL_SYSTEMS)
 
 
+ENGINE_CHECK = {"cnn_dailymail": {"<1xH800-SXM,1xA800-PCIe>": {"prefill_first": 47.26, "vllm_0.6.5_default": 36.44},
+                                  "<1xA800-PCIe>": {"prefill_first": 7.34, "vllm_0.6.5_default": 14.05}}}
+
+
 def cell(p90_s: float, tokens_per_usd: float = 1e6, e2e_s: float = 5.0, ttft_s: float = 0.5, tbt_s: float = 0.02,
          changes: int = 1, arrival_rps: tuple[float, ...] = ()) -> dict:
     return {"e2e_p90_s": p90_s, "plan": "2 x <1xH800-SXM>", "mean_gpus": 1.0, "peak_gpus": 1, "cost_usd": 1.0,
@@ -220,7 +225,8 @@ def test_headline_rows_from_hand_made_cells():
              "cnn_dailymail": {"cauchy_static": cell(10.0), "cauchy_autoscaler": idle, "cauchy_aggregated": cell(9.5),
                                fig10.MELANGE: cell(12.0)}}
     assert fig10.window_qps_range(idle["series"]) == (55.0, 64.0)
-    results = {"settings": {"time_compression": 6.0}, "setups": {fig10.setup_label(1.0): {"load_scale": 1.0, "azure": azure}}}
+    results = {"settings": {"time_compression": 6.0}, "setups": {fig10.setup_label(1.0): {"load_scale": 1.0, "azure": azure}},
+               "engine_check": ENGINE_CHECK}
     share, longwriter, dailymail = fig10.headlines(results)[len(FIG67_CLAIMS):]
     # no change: 64 <= 1.2 x 64 = 76.8, and the excess at the lowest window, 64 - 55 = 9, is below the 32 req/s combo
     assert dailymail.ours == 0.0 and "never changed the plan" in dailymail.cause
@@ -245,7 +251,8 @@ def test_fig6_fig7_rows_compare_autoscaled_cauchy_with_static_melange():
         "longwriter": {"cauchy_static": cell(9.0), "cauchy_autoscaler": cell(9.0, 1.2e6, 30.0, 1.0, 0.03),
                        "cauchy_aggregated": cell(9.0, 1.2e6, 30.0, 1.0, 0.03), fig10.MELANGE: cell(9.0, 1.0e6, 40.0, 2.0, 0.03)},
     }
-    results = {"settings": {"time_compression": 6.0}, "setups": {fig10.setup_label(1.0): {"load_scale": 1.0, "azure": azure}}}
+    results = {"settings": {"time_compression": 6.0}, "setups": {fig10.setup_label(1.0): {"load_scale": 1.0, "azure": azure}},
+               "engine_check": ENGINE_CHECK}
     rows = {r.claim: r for r in fig10.headlines(results)[:len(FIG67_CLAIMS)]}
     assert list(rows) == [claim[0] for claim in FIG67_CLAIMS]
     ce, star = rows["Cauchy tokens/USD over Mélange"], rows["Cauchy* tokens/USD over Mélange"]
@@ -257,6 +264,8 @@ def test_fig6_fig7_rows_compare_autoscaled_cauchy_with_static_melange():
     assert rows["Cauchy mean TTFT below Mélange"].ours == pytest.approx(50.0 * (-19.0 + 0.5))
     assert "TTFT 2.000 vs 0.100 s (Cauchy* 0.050 s)" in e2e.cause and "above Mélange's (DailyMail)" in e2e.cause
     assert "Every request completes on every side" in e2e.cause
+    assert ("prefill_first -> vllm_0.6.5_default: DailyMail <1xH800-SXM,1xA800-PCIe> 47.3 -> 36.4, <1xA800-PCIe> 7.3 -> 14.1"
+            in e2e.cause)
     assert all(r.setup.startswith("paper setup") and "static Mélange" in r.setup for r in rows.values())
     for row in rows.values():
         row.check()
@@ -385,3 +394,18 @@ def test_the_stored_preset_plan_is_what_cauchys_planner_computes():
         PRESET_TIME_COMPRESSION,
     )
     assert make_scenario("cauchy_autoscaling") == dataclasses.replace(planned, name="cauchy_autoscaling")
+
+
+def test_engine_check_measures_the_paper_setup_combos_under_both_engines():
+    # DailyMail at 54 req/s: Cauchy's plan <1xH800-SXM,1xA800-PCIe> + <1xA800-PCIe>, Mélange's GPU types as aggregated combos
+    combos = [c.name for c in fig10.engine_check_combos("cnn_dailymail")]
+    plan = fig10.mean_load_plan(get_workload("cnn_dailymail"), 54.0)
+    assert combos[:len(plan.entries)] == [candidate.combo.name for candidate, _ in plan.entries]
+    assert set(combos[len(plan.entries):]) <= {f"<1x{gpu}>" for gpu in INVENTORY} and len(set(combos)) == len(combos)
+    search = GoodputSearch(duration_s=20.0, min_requests=50, rel_tol=0.25, backlog_horizons=0.0)
+    check = fig10.engine_check(("longwriter",), search, workers=1)
+    (combo, by_engine), = check["longwriter"].items()
+    assert combo == "<1xH800-SXM>" and set(by_engine) == {"prefill_first", "vllm_0.6.5_default"}
+    # the default engine's goodput is the planner's measure: the same search gives the same value
+    assert by_engine["prefill_first"] == round(combo_goodput_rps(parse_combo(combo), get_workload("longwriter"), search), 2)
+    assert by_engine["vllm_0.6.5_default"] > 0

@@ -7,7 +7,9 @@ Regenerate (22 minutes on 2 cores, measured while another 2-worker job shared th
 
     python -m baselines.cauchy.goodput --workers 2 [--address auto|HOST:PORT]
 
-Combos are profiled with Cauchy's own opportunistic instance scheduler (§3.4.2).
+Combos are profiled with Cauchy's own opportunistic instance scheduler (§3.4.2), every
+instance batching as vLLM v0 without chunked prefill (``--engine``,
+``baselines.cauchy.workloads.ENGINES``: the other engine writes a table of its own, ``--out``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 from baselines.cauchy.combos import enumerate_combos
 from baselines.cauchy.melange import bucket_goodput_rps, bucket_shares
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps, run_poisson
-from baselines.cauchy.workloads import INVENTORY, MODEL, WORKLOADS, CauchyWorkload, get_workload
+from baselines.cauchy.workloads import (DEFAULT_ENGINE, ENGINES, INVENTORY, MODEL, WORKLOADS, CauchyWorkload,
+                                        engine_options, get_workload)
 from simulator.combo_cluster import ComboCluster
 from simulator.combos import Combo, parse_combo
 from simulator.fanout import add_arguments, iter_fan_out
@@ -38,12 +41,15 @@ INSTANCE_SCHEDULER = "opportunistic"
 
 def combo_poisson_run(
     combo: Combo, workload: CauchyWorkload, rate_rps: float, search: GoodputSearch,
-    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL,
+    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL, engine: str = DEFAULT_ENGINE,
 ) -> MetricsSummary:
-    """One combo alone serving Poisson arrivals at ``rate_rps`` with the workload's lengths."""
+    """One combo alone serving Poisson arrivals at ``rate_rps`` with the workload's lengths, its
+    instances batching as ``engine`` does (``baselines.cauchy.workloads.ENGINES``)."""
+    instance_options = engine_options(engine)
 
     def build() -> ComboCluster:
-        cluster = ComboCluster(combo.gpu_counts(), instance_scheduler=instance_scheduler)
+        cluster = ComboCluster(combo.gpu_counts(), instance_scheduler=instance_scheduler,
+                               instance_options=instance_options)
         cluster.deploy_combo(combo, model, ready_now=True)
         return cluster
 
@@ -52,19 +58,19 @@ def combo_poisson_run(
 
 def combo_slo_attainment(
     combo: Combo, workload: CauchyWorkload, rate_rps: float, search: GoodputSearch,
-    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL,
+    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL, engine: str = DEFAULT_ENGINE,
 ) -> float:
     """SLO attainment of ``combo_poisson_run``."""
-    return combo_poisson_run(combo, workload, rate_rps, search, instance_scheduler, model).slo_attainment
+    return combo_poisson_run(combo, workload, rate_rps, search, instance_scheduler, model, engine).slo_attainment
 
 
 def combo_goodput_rps(
     combo: Combo, workload: CauchyWorkload, search: GoodputSearch,
-    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL,
+    instance_scheduler: str = INSTANCE_SCHEDULER, model: str = MODEL, engine: str = DEFAULT_ENGINE,
 ) -> float:
     """Max goodput of one combo (``search``'s attainment level and bisection)."""
     return max_goodput_rps(
-        lambda rate: combo_slo_attainment(combo, workload, rate, search, instance_scheduler, model), search
+        lambda rate: combo_slo_attainment(combo, workload, rate, search, instance_scheduler, model, engine), search
     )
 
 
@@ -106,25 +112,26 @@ def load_goodput_table(path: Path = TABLE_PATH) -> GoodputTable:
 
 
 def _measure(task: tuple) -> float:
-    kind, workload_name, search_fields, *rest = task
+    kind, workload_name, search_fields, engine, *rest = task
     workload, search = get_workload(workload_name), GoodputSearch(**search_fields)
     if kind == "combo":
-        return combo_goodput_rps(parse_combo(rest[0]), workload, search)
+        return combo_goodput_rps(parse_combo(rest[0]), workload, search, engine=engine)
     gpu, bucket = rest
-    return bucket_goodput_rps(gpu, bucket, workload, search)
+    return bucket_goodput_rps(gpu, bucket, workload, search, engine=engine)
 
 
 def measure_goodput_table(
     workloads: Iterable[str], combos: Sequence[Combo], search: GoodputSearch, workers: int = 1,
-    address: str | None = None,
+    address: str | None = None, engine: str = DEFAULT_ENGINE,
 ) -> GoodputTable:
-    """Profile every combo and every Mélange (bucket, GPU type) for each workload, ``workers``
-    measurements at a time (``simulator.fanout``)."""
+    """Profile every combo and every Mélange (bucket, GPU type) for each workload, instances
+    batching as ``engine`` does, ``workers`` measurements at a time (``simulator.fanout``)."""
+    engine_options(engine)
     tasks: list[tuple] = []
     for name in workloads:
         workload = get_workload(name)
-        tasks += [("combo", name, search.as_dict(), combo.name) for combo in combos]
-        tasks += [("melange", name, search.as_dict(), gpu, b) for gpu in INVENTORY for b in bucket_shares(workload)]
+        tasks += [("combo", name, search.as_dict(), engine, combo.name) for combo in combos]
+        tasks += [("melange", name, search.as_dict(), engine, gpu, b) for gpu in INVENTORY for b in bucket_shares(workload)]
     values = []
     started = time.perf_counter()
     for value in iter_fan_out(_measure, [(task,) for task in tasks], workers, address):
@@ -134,12 +141,12 @@ def measure_goodput_table(
     table: dict[str, dict] = {"combos": {}, "melange": {}}
     for task, value in zip(tasks, values):
         if task[0] == "combo":
-            table["combos"].setdefault(task[1], {})[task[3]] = round(value, 4)
+            table["combos"].setdefault(task[1], {})[task[4]] = round(value, 4)
         else:
-            table["melange"].setdefault(task[1], {}).setdefault(task[3], {})[task[4]] = round(value, 4)
+            table["melange"].setdefault(task[1], {}).setdefault(task[4], {})[task[5]] = round(value, 4)
     settings = {
-        **search.as_dict(), "model": MODEL, "instance_scheduler": INSTANCE_SCHEDULER, "arrivals": "poisson",
-        "command": "python -m baselines.cauchy.goodput",
+        **search.as_dict(), "model": MODEL, "instance_scheduler": INSTANCE_SCHEDULER, "engine": engine,
+        "arrivals": "poisson", "command": "python -m baselines.cauchy.goodput",
     }
     return GoodputTable(settings, table["combos"], table["melange"])
 
@@ -148,13 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     add_arguments(parser, default_workers=1)
-    parser.add_argument("--out", type=Path, default=TABLE_PATH)
+    parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=list(ENGINES),
+                        help=f"how instances batch (baselines.cauchy.workloads.ENGINES; default {DEFAULT_ENGINE})")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"the table to write (default {TABLE_PATH}, the planners' table, for the default engine only)")
     args = parser.parse_args(argv)
+    if args.out is None and args.engine != DEFAULT_ENGINE:
+        parser.error(f"--engine {args.engine} needs --out: the planners read {TABLE_PATH}, profiled with {DEFAULT_ENGINE}")
+    out = args.out or TABLE_PATH
     started = time.perf_counter()
     table = measure_goodput_table(args.workloads, enumerate_combos(INVENTORY), GoodputSearch(), args.workers,
-                                  args.address)
-    table.write(args.out)
-    print(f"wrote {args.out} in {time.perf_counter() - started:.0f} s")
+                                  args.address, args.engine)
+    table.write(out)
+    print(f"wrote {out} in {time.perf_counter() - started:.0f} s")
     return 0
 
 

@@ -25,7 +25,7 @@ import pulp
 
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps, slo_attainment
 from baselines.cauchy.weighted_rr import SmoothWeightedRoundRobin
-from baselines.cauchy.workloads import MODEL, CauchyWorkload
+from baselines.cauchy.workloads import DEFAULT_ENGINE, MODEL, CauchyWorkload, engine_options
 from hardware.gpus import get_gpu
 from simulator.cluster import Cluster, Router
 from simulator.instance import InstanceConfig, Lifecycle
@@ -95,9 +95,13 @@ class BucketLengths:
         raise ValueError(f"bucket {self.bucket} is too rare to sample {n} requests from")
 
 
-def bucket_goodput_rps(gpu: str, bucket: str, workload: CauchyWorkload, search: GoodputSearch, model: str = MODEL) -> float:
-    """Max goodput of one aggregated TP-1 ``gpu`` instance serving only ``bucket``'s requests."""
-    config = InstanceConfig(gpu=gpu, model=model, tp=MELANGE_TP)
+def bucket_goodput_rps(
+    gpu: str, bucket: str, workload: CauchyWorkload, search: GoodputSearch, model: str = MODEL,
+    engine: str = DEFAULT_ENGINE,
+) -> float:
+    """Max goodput of one aggregated TP-1 ``gpu`` instance serving only ``bucket``'s requests,
+    batching as ``engine`` does (``baselines.cauchy.workloads.ENGINES``)."""
+    config = InstanceConfig(gpu=gpu, model=model, tp=MELANGE_TP, **engine_options(engine))
 
     def build() -> Cluster:
         cluster = Cluster({gpu: MELANGE_TP})
