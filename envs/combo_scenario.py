@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -25,11 +25,14 @@ from simulator.combo_cluster import INSTANCE_SCHEDULERS, ComboCluster
 from simulator.combos import Combo
 
 
-def combo_instance_groups(combos: Sequence[Combo], model: str = CAUCHY_MODEL) -> tuple[InstanceGroup, ...]:
-    """The combos' instances in deployment order, consecutive identical configs grouped."""
+def combo_instance_groups(
+    combos: Sequence[Combo], model: str = CAUCHY_MODEL, instance_options: dict[str, Any] | None = None
+) -> tuple[InstanceGroup, ...]:
+    """The combos' instances (with ``instance_options``, ``Combo.instance_configs``) in
+    deployment order, consecutive identical configs grouped."""
     groups: list[InstanceGroup] = []
     for combo in combos:
-        for config in combo.instance_configs(model):
+        for config in combo.instance_configs(model, **(instance_options or {})):
             if groups and groups[-1].config == config:
                 groups[-1] = InstanceGroup(config, groups[-1].count + 1)
             else:
@@ -39,7 +42,7 @@ def combo_instance_groups(combos: Sequence[Combo], model: str = CAUCHY_MODEL) ->
 
 def check_combo_deployment(
     scenario: Scenario, combos: Sequence[Combo], goodput_rps: Sequence[float], instance_scheduler: str,
-    deployed: Sequence[Combo], model: str,
+    deployed: Sequence[Combo], model: str, instance_options: dict[str, Any] | None = None,
 ) -> None:
     """Validate a combo scenario: one positive goodput per combo, a known instance scheduler,
     and ``scenario.instances`` exactly the instances of the ``deployed`` combos."""
@@ -50,17 +53,18 @@ def check_combo_deployment(
             raise ValueError(f"goodput of {combo.name} must be positive and finite, got {goodput!r}")
     if instance_scheduler not in INSTANCE_SCHEDULERS:
         raise ValueError(f"unknown instance scheduler {instance_scheduler!r}; known: {list(INSTANCE_SCHEDULERS)}")
-    if scenario.instances != combo_instance_groups(deployed, model):
+    if scenario.instances != combo_instance_groups(deployed, model, instance_options):
         raise ValueError(f"scenario {scenario.name!r}: instances must be exactly the deployed combos' instances")
 
 
 def build_combo_cluster(
-    scenario: Scenario, deployed: Sequence[Combo], model: str, instance_scheduler: str, **cluster_options: Any
+    scenario: Scenario, deployed: Sequence[Combo], model: str, instance_scheduler: str,
+    instance_options: dict[str, Any] | None = None, **cluster_options: Any,
 ) -> ComboCluster:
     """A ``ComboCluster`` with the scenario's inventory and the ``deployed`` combos serving."""
     cluster = ComboCluster(
-        scenario.gpu_inventory, instance_scheduler=instance_scheduler, provisioning_s=scenario.provisioning_s,
-        record_token_curves=scenario.record_token_curves, **cluster_options,
+        scenario.gpu_inventory, instance_scheduler=instance_scheduler, instance_options=instance_options,
+        provisioning_s=scenario.provisioning_s, record_token_curves=scenario.record_token_curves, **cluster_options,
     )
     for combo in deployed:
         cluster.deploy_combo(combo, model, ready_now=True)
@@ -69,18 +73,21 @@ def build_combo_cluster(
 
 @dataclass(frozen=True)
 class ComboScenario(Scenario):
-    """``combos`` with their profiled goodputs (req/s), served by ``instance_scheduler``."""
+    """``combos`` with their profiled goodputs (req/s), served by ``instance_scheduler``, every
+    instance with ``instance_options`` (``ComboCluster``)."""
 
     combos: tuple[Combo, ...] = ()
     combo_goodput_rps: tuple[float, ...] = ()
     model: str = CAUCHY_MODEL
     instance_scheduler: str = "opportunistic"
+    instance_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.combos:
             raise ValueError(f"scenario {self.name!r} deploys no combo")
-        check_combo_deployment(self, self.combos, self.combo_goodput_rps, self.instance_scheduler, self.combos, self.model)
+        check_combo_deployment(self, self.combos, self.combo_goodput_rps, self.instance_scheduler, self.combos, self.model,
+                               self.instance_options)
 
     def entry_slots(self) -> list[int]:
         """Observation / action slot of each combo's entry instance (deployment order)."""
@@ -96,7 +103,8 @@ class ComboScenario(Scenario):
         return slots
 
     def build_cluster(self, **cluster_options: Any) -> ComboCluster:
-        return build_combo_cluster(self, self.combos, self.model, self.instance_scheduler, **cluster_options)
+        return build_combo_cluster(self, self.combos, self.model, self.instance_scheduler, self.instance_options,
+                                   **cluster_options)
 
 
 def combo_scenario(
@@ -105,13 +113,14 @@ def combo_scenario(
     *,
     instance_scheduler: str = "opportunistic",
     model: str = CAUCHY_MODEL,
+    instance_options: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> ComboScenario:
     """``base`` (e.g. ``make_scenario("cauchy_longwriter")``) redeployed as ``combos`` (each with
-    its goodput, e.g. ``ComboPlan.combos()``); ``overrides`` are scenario or workload fields
-    (``rate_rps``, ``arrival``, ``episode_requests``, ...)."""
+    its goodput, e.g. ``ComboPlan.combos()``), every instance with ``instance_options``;
+    ``overrides`` are scenario or workload fields (``rate_rps``, ``arrival``, ``episode_requests``, ...)."""
     scenario = base.with_overrides(**overrides)
-    groups = combo_instance_groups([c for c, _ in combos], model)
+    groups = combo_instance_groups([c for c, _ in combos], model, instance_options)
     values = {f.name: getattr(scenario, f.name) for f in fields(Scenario)}
     values.update(
         name=f"{scenario.name}_combos",
@@ -121,7 +130,7 @@ def combo_scenario(
     )
     return ComboScenario(
         **values, combos=tuple(c for c, _ in combos), combo_goodput_rps=tuple(float(g) for _, g in combos),
-        model=model, instance_scheduler=instance_scheduler,
+        model=model, instance_scheduler=instance_scheduler, instance_options=dict(instance_options or {}),
     )
 
 
@@ -132,7 +141,8 @@ class ComboScalingScenario(Scenario):
     ``combos`` are the unit kinds (each with its profiled goodput, its routing weight),
     ``initial_counts[k]`` of ``combos[k]`` serve at reset; ``instances`` must be those
     combos' instances. The cluster is a ``ComboCluster``, so a request sent to a combo is
-    placed inside it by ``instance_scheduler`` (§3.4.2). ``time_compression`` k is how much
+    placed inside it by ``instance_scheduler`` (§3.4.2), every instance with ``instance_options``
+    (``ComboCluster``). ``time_compression`` k is how much
     the scaling clock is compressed (a policy's windows of W real seconds last W / k)."""
 
     time_compression: float = 1.0
@@ -141,6 +151,7 @@ class ComboScalingScenario(Scenario):
     combo_goodput_rps: tuple[float, ...] = ()
     model: str = CAUCHY_MODEL
     instance_scheduler: str = "opportunistic"
+    instance_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -156,7 +167,8 @@ class ComboScalingScenario(Scenario):
             raise ValueError(f"scenario {self.name!r}: combos must be distinct and non-empty, got {self.combos!r}")
         check_combo_counts(self.combos, self.initial_counts)
         check_combo_deployment(
-            self, self.combos, self.combo_goodput_rps, self.instance_scheduler, self.initial_combos(), self.model
+            self, self.combos, self.combo_goodput_rps, self.instance_scheduler, self.initial_combos(), self.model,
+            self.instance_options,
         )
         if not (math.isfinite(self.time_compression) and self.time_compression > 0):
             raise ValueError(f"time_compression must be a positive finite number, got {self.time_compression!r}")
@@ -167,11 +179,13 @@ class ComboScalingScenario(Scenario):
 
     def scaling_units(self) -> tuple[ScalingUnit, ...]:
         return tuple(
-            ScalingUnit(c.name, tuple(c.instance_configs(self.model)), g) for c, g in zip(self.combos, self.combo_goodput_rps)
+            ScalingUnit(c.name, tuple(c.instance_configs(self.model, **self.instance_options)), g)
+            for c, g in zip(self.combos, self.combo_goodput_rps)
         )
 
     def build_cluster(self, **cluster_options: Any) -> ComboCluster:
-        return build_combo_cluster(self, self.initial_combos(), self.model, self.instance_scheduler, **cluster_options)
+        return build_combo_cluster(self, self.initial_combos(), self.model, self.instance_scheduler, self.instance_options,
+                                   **cluster_options)
 
     def deploy_unit(self, cluster: ComboCluster, unit: int, *, ready_now: bool = False) -> tuple[int, ...]:
         deployed = cluster.combos[cluster.deploy_combo(self.combos[unit], self.model, ready_now=ready_now)]

@@ -18,7 +18,11 @@ the CO-LP plan over the aggregated combos and scales with them only. Setups
 (``1``: 54 / 50 / 6 req/s); the labelled variant ``4`` = ``LOAD_SCALE`` multiplies it by 4, the
 scale of ``experiments.cauchy_reproduction`` (a simulated 1P1D <H800 -> H20> serves ShareGPT at
 about 10 times Table 3's 2.32 req/s, which matches LongWriter lengths, not ShareGPT's, within 2x; so
-at the paper's QPS a plan holds few GPUs). Both run through
+at the paper's QPS a plan holds few GPUs). The engine variant (``--engines``) is the paper's QPS
+with every instance batching as vLLM v0.6.5 does by default for this model, chunked prefill at
+512 tokens (``baselines.cauchy.workloads.ENGINES``; §4.1 names v0.6.5 but not whether chunking
+was on), planned from goodputs profiled under it (``cauchy_goodput_vllm_0.6.5_default.json``);
+every other setup batches without chunking. Both run through
 ``agents.rollout.evaluate``, on the same seeds, so the same requests arrive for both.
 
 Loads (``simulator.workloads.load_profiles``):
@@ -40,11 +44,11 @@ draining instances). Outputs under ``--out`` (default ``results/cauchy_autoscali
 ``fig10_gpus_<load>.png`` and ``tensorboard/<system>/``.
 
     python -m experiments.cauchy_autoscaling [--quick] [--out DIR] [--seeds 0 1 2] [--workers 2] [--address auto|HOST:PORT]
-        [--load-scales 1 4]
+        [--load-scales 1 4] [--engines prefill_first vllm_0.6.5_default]
 
 Episodes fan out over Ray tasks (``simulator.fanout``; ``--workers 1`` runs them here, without Ray).
 
-The full run holds 144 episodes (3 seeds x 24 per setup; about 6 minutes on 2 cores with 2 workers;
+The full run holds 216 episodes (3 seeds x 24 per setup, 3 setups; about 9 minutes on 2 cores with 2 workers;
 each number is the mean over the seeds, the plans and series the first seed's); ``--quick``
 compresses the clock 60x and the ServeGen day 1440x and runs the first seed only.
 """
@@ -64,10 +68,9 @@ from gymnasium.utils import seeding
 
 import baselines
 from agents.rollout import evaluate
-from baselines.cauchy.goodput import combo_goodput_rps, load_goodput_table
+from baselines.cauchy.goodput import engine_goodput_table
 from baselines.cauchy.melange import deploy_melange
 from baselines.cauchy.scaling_scenario import autoscaler_options, autoscaling_scenario, mean_load_plan, plan_counts
-from baselines.cauchy.search import GoodputSearch
 from baselines.cauchy.workloads import DEFAULT_ENGINE, ENGINES, INVENTORY, WORKLOADS, get_workload
 from envs.scaling import ADD, REMOVE
 from envs.scenarios.cauchy_autoscaling import TICKS_PER_WINDOW, tick_s
@@ -102,6 +105,15 @@ class Settings:
     servegen_compression: float
     seeds: tuple[int, ...]
     workloads: tuple[str, ...]
+    engines: tuple[str, ...] = (DEFAULT_ENGINE,)
+
+    def setups(self) -> list[tuple[float, str]]:
+        """(load scale, engine) per setup: every load scale without chunking, then each other
+        engine at the paper's QPS (when it is one of the load scales)."""
+        setups = [(scale, DEFAULT_ENGINE) for scale in self.load_scales]
+        if PAPER_LOAD_SCALE in self.load_scales:
+            setups += [(PAPER_LOAD_SCALE, engine) for engine in self.engines if engine != DEFAULT_ENGINE]
+        return setups
 
     def load_compression(self, load: str) -> float:
         return self.servegen_compression if load == "servegen" else self.time_compression
@@ -135,18 +147,26 @@ class Recorder:
         return action, state
 
 
-def run_cell(workload_name: str, load: str, system: str, seed: int, load_scale: float, settings: Settings) -> dict[str, Any]:
-    """One Scaling-v0 episode at ``load_scale`` x the §4.1 QPS (``melange_cell`` for Mélange):
-    metrics, the initial plan and the per-tick series."""
+def run_cell(
+    workload_name: str, load: str, system: str, seed: int, load_scale: float, settings: Settings,
+    engine: str = DEFAULT_ENGINE,
+) -> dict[str, Any]:
+    """One Scaling-v0 episode at ``load_scale`` x the §4.1 QPS, instances batching as ``engine``
+    does and planned from its goodputs (``melange_cell`` for Mélange): metrics, the initial plan
+    and the per-tick series."""
     if system == MELANGE:
-        return melange_cell(workload_name, load, seed, load_scale, settings)
+        return melange_cell(workload_name, load, seed, load_scale, settings, engine)
     workload = get_workload(workload_name)
     mean_rps = workload.target_rps * load_scale
-    plan = mean_load_plan(workload, mean_rps, aggregated_only=system == "cauchy_aggregated")
+    plan = mean_load_plan(workload, mean_rps, aggregated_only=system == "cauchy_aggregated", engine=engine)
     scenario = autoscaling_scenario(
-        workload, plan_counts(plan), load_profile(load), mean_rps, settings.time_compression, settings.load_compression(load)
+        workload, plan_counts(plan), load_profile(load), mean_rps, settings.time_compression, settings.load_compression(load),
+        engine,
     )
-    options = autoscaler_options(settings.time_compression) if system != "cauchy_static" else {}
+    options = {}
+    if system != "cauchy_static":
+        options = {**autoscaler_options(settings.time_compression),
+                   "goodput_rps": engine_goodput_table(engine).combo_goodputs(workload_name)}
     held: dict[str, Recorder] = {}
 
     def factory(env):
@@ -180,20 +200,23 @@ def run_cell(workload_name: str, load: str, system: str, seed: int, load_scale: 
     }
 
 
-def melange_cell(workload_name: str, load: str, seed: int, load_scale: float, settings: Settings) -> dict[str, Any]:
-    """Mélange's static plan for the mean QPS (``experiments.cauchy_reproduction.melange_plan``),
-    routed by its own router, serving the requests a Scaling-v0 episode with ``seed`` sees: the
-    same keys as ``run_cell``'s, the series on the same scaling-step grid."""
+def melange_cell(
+    workload_name: str, load: str, seed: int, load_scale: float, settings: Settings, engine: str = DEFAULT_ENGINE
+) -> dict[str, Any]:
+    """Mélange's static plan for the mean QPS (``experiments.cauchy_reproduction.melange_plan``,
+    from ``engine``'s goodputs), routed by its own router, instances batching as ``engine`` does,
+    serving the requests a Scaling-v0 episode with ``seed`` sees: the same keys as ``run_cell``'s,
+    the series on the same scaling-step grid."""
     workload = get_workload(workload_name)
     mean_rps = workload.target_rps * load_scale
-    plan = melange_plan(dataclasses.replace(workload, target_rps=mean_rps))
+    plan = melange_plan(dataclasses.replace(workload, target_rps=mean_rps), engine)
     scenario = autoscaling_scenario(
-        workload, plan_counts(mean_load_plan(workload, mean_rps)), load_profile(load), mean_rps, settings.time_compression,
-        settings.load_compression(load),
+        workload, plan_counts(mean_load_plan(workload, mean_rps, engine=engine)), load_profile(load), mean_rps,
+        settings.time_compression, settings.load_compression(load), engine,
     )
     started = time.perf_counter()
     requests = scenario.requests(seeding.np_random(seed)[0])
-    cluster = deploy_melange(plan, INVENTORY, provisioning_s=scenario.provisioning_s)
+    cluster = deploy_melange(plan, INVENTORY, engine=engine, provisioning_s=scenario.provisioning_s)
     outcomes = cluster.run(requests)
     flat = flat_metrics(summarize(outcomes, duration_s=cluster.events.now_s, cost_usd=cluster.cost_usd()))
     step_s = tick_s(settings.time_compression)
@@ -232,55 +255,55 @@ def _mean_cells(cells: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def setup_label(load_scale: float) -> str:
-    """The ``setup`` text of a load scale: the paper's §4.1 QPS, or a labelled variant."""
+def setup_label(load_scale: float, engine: str = DEFAULT_ENGINE) -> str:
+    """The ``setup`` text of a load scale and engine: the paper's §4.1 QPS, or a labelled variant."""
+    if engine != DEFAULT_ENGINE:
+        return (f"variant: §4.1 mean QPS, every instance batching as vLLM v0.6.5 does by default for Llama-3.1-8B "
+                f"(chunked prefill, 512-token budget: engine {engine}), plans from goodputs profiled under it")
     if load_scale == PAPER_LOAD_SCALE:
         return "paper setup: §4.1 mean QPS (DailyMail 54, ShareGPT 50, LongWriter 6 req/s)"
     return f"variant: {load_scale:g} x the §4.1 mean QPS (plans hold a share of the 24 GPUs like the paper's)"
 
 
 def run_all(settings: Settings, workers: int, address: str | None = None) -> dict[str, dict[str, Any]]:
-    """results[setup label] = {"load_scale", load: {workload: {system: cell}}}; the episodes
-    ``workers`` at a time (``simulator.fanout``)."""
-    keys = [(w, load, s, seed, scale) for scale in settings.load_scales for load in LOADS for w in settings.workloads
-            for s in ALL_SYSTEMS for seed in settings.seeds]
-    cells = fan_out(run_cell, [(*key, settings) for key in keys], workers, address)
+    """results[setup label] = {"load_scale", "engine", load: {workload: {system: cell}}}, one
+    setup per ``Settings.setups``; the episodes ``workers`` at a time (``simulator.fanout``)."""
+    keys = [(w, load, s, seed, scale, engine) for scale, engine in settings.setups() for load in LOADS
+            for w in settings.workloads for s in ALL_SYSTEMS for seed in settings.seeds]
+    cells = fan_out(run_cell, [(w, load, s, seed, scale, settings, engine) for w, load, s, seed, scale, engine in keys],
+                    workers, address)
     by_key = dict(zip(keys, cells))
     return {
-        setup_label(scale): {"load_scale": scale} | {
+        setup_label(scale, engine): {"load_scale": scale, "engine": engine} | {
             load: {
-                w: {s: _mean_cells([by_key[(w, load, s, seed, scale)] for seed in settings.seeds]) for s in ALL_SYSTEMS}
+                w: {s: _mean_cells([by_key[(w, load, s, seed, scale, engine)] for seed in settings.seeds])
+                    for s in ALL_SYSTEMS}
                 for w in settings.workloads
             }
             for load in LOADS
         }
-        for scale in settings.load_scales
+        for scale, engine in settings.setups()
     }
 
 
 def engine_check_combos(workload_name: str) -> list[Combo]:
-    """The combos whose goodput the engine check measures for a workload at the paper's QPS:
-    those of Cauchy's plan and the single-GPU aggregated combo of each GPU type in Mélange's."""
+    """The combos the engine check compares for a workload at the paper's QPS: those of
+    Cauchy's plan and the single-GPU aggregated combo of each GPU type in Mélange's."""
     workload = get_workload(workload_name)
     combos = [candidate.combo for candidate, _ in mean_load_plan(workload, workload.target_rps).entries]
     combos += [parse_combo(f"<1x{gpu}>") for gpu, count in melange_plan(workload).counts.items() if count]
     return list(dict.fromkeys(combos))
 
 
-def _engine_goodput(workload_name: str, combo_name: str, engine: str, search: GoodputSearch) -> float:
-    return combo_goodput_rps(parse_combo(combo_name), get_workload(workload_name), search, engine=engine)
-
-
-def engine_check(workloads: tuple[str, ...], search: GoodputSearch, workers: int,
-                 address: str | None = None) -> dict[str, dict[str, dict[str, float]]]:
-    """check[workload][combo][engine]: the goodput (req/s) of ``engine_check_combos`` with each
-    of ``baselines.cauchy.workloads.ENGINES`` (the engine the paper ran is not stated)."""
-    keys = [(w, combo.name, engine) for w in workloads for combo in engine_check_combos(w) for engine in ENGINES]
-    values = fan_out(_engine_goodput, [(*key, search) for key in keys], workers, address)
-    check: dict[str, dict[str, dict[str, float]]] = {}
-    for (w, combo, engine), value in zip(keys, values):
-        check.setdefault(w, {}).setdefault(combo, {})[engine] = round(value, 2)
-    return check
+def engine_check(workloads: tuple[str, ...]) -> dict[str, dict[str, dict[str, float]]]:
+    """check[workload][combo][engine]: the profiled goodput (req/s) of ``engine_check_combos``
+    in each engine's shipped table (``baselines.cauchy.goodput.ENGINE_TABLE_PATHS``)."""
+    tables = {engine: engine_goodput_table(engine) for engine in ENGINES}
+    return {
+        w: {combo.name: {engine: table.combo_goodputs(w)[combo.name] for engine, table in tables.items()}
+            for combo in engine_check_combos(w)}
+        for w in workloads
+    }
 
 
 def engine_text(check: dict[str, dict[str, dict[str, float]]]) -> str:
@@ -290,11 +313,11 @@ def engine_text(check: dict[str, dict[str, dict[str, float]]]) -> str:
                                           for combo, by_engine in combos.items())
              for w, combos in check.items()]
     return ("Engine setting, not stated: §4.1 runs vLLM v0.6.5, which chunks prefills by default for this model "
-            "(512-token budget, as its max_model_len of 131,072 exceeds 32K); every run here batches as vLLM v0 "
-            f"without chunking ({DEFAULT_ENGINE}, baselines.cauchy.workloads.ENGINES). Goodput (req/s) of the paper-setup "
-            f"plans' combos and of Mélange's GPU types as one aggregated instance, {DEFAULT_ENGINE} -> {other}: "
-            + "; ".join(parts) + ". The plans and this comparison were not re-run under chunking (the planners' table is "
-            f"profiled {DEFAULT_ENGINE}; `python -m baselines.cauchy.goodput --engine {other} --out FILE` profiles it). ")
+            "(512-token budget, as its max_model_len of 131,072 exceeds 32K); the paper setup and the load variants batch "
+            f"as vLLM v0 without chunking ({DEFAULT_ENGINE}), the engine variant as v0.6.5's default ({other}, "
+            "baselines.cauchy.workloads.ENGINES), each planned from goodputs profiled under its engine. Profiled goodput "
+            f"(req/s) of the paper setup's plan combos and of Mélange's GPU types as one aggregated instance, "
+            f"{DEFAULT_ENGINE} -> {other}: " + "; ".join(parts) + ". ")
 
 
 # ----------------------------------------------------------------------------- headline rows
@@ -534,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     add_load_scales(parser)
     parser.add_argument("--time-compression", type=float, default=6.0)
     parser.add_argument("--servegen-compression", type=float, default=144.0)
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES),
+                        help="engines to run (baselines.cauchy.workloads.ENGINES); each besides the default adds a "
+                             "setup at the paper's QPS")
     args = parser.parse_args(argv)
     for name in args.workloads:
         get_workload(name)
@@ -541,15 +567,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.time_compression > 0 and args.servegen_compression > 0):
         raise ValueError(f"the compressions must be positive; got {args.time_compression}, {args.servegen_compression}")
     settings = Settings(tuple(args.load_scales), args.time_compression, args.servegen_compression, tuple(args.seeds),
-                        tuple(args.workloads))
+                        tuple(args.workloads), tuple(dict.fromkeys([DEFAULT_ENGINE, *args.engines])))
     if args.quick:
         settings = dataclasses.replace(settings, time_compression=60.0, servegen_compression=1440.0, seeds=settings.seeds[:1])
     run = Run(args.out)
     setups = run_all(settings, args.workers, args.address)
-    search = GoodputSearch(**{k: v for k, v in load_goodput_table().settings.items() if k in GoodputSearch().as_dict()})
-    if args.quick:
-        search = dataclasses.replace(search, duration_s=30.0, min_requests=100, rel_tol=0.25, backlog_horizons=0.0)
-    check = engine_check(settings.workloads, search, args.workers, args.address)
+    check = engine_check(settings.workloads)
     k = settings.time_compression
     setup_text = (f"Llama-3.1-8B, 8 H800-SXM + 8 A800-PCIe + 8 H20-NVL, GPU combos (Pareto set + aggregated); setups: "
                   + "; ".join(setups) + f" (see the module docstring). Clock compressed {k:g}x: window {120 / k:g} s, "

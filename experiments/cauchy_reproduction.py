@@ -52,12 +52,12 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from agents.rollout import play_episodes
-from baselines.cauchy.goodput import combo_goodput_rps, combo_poisson_run, load_goodput_table
+from baselines.cauchy.goodput import combo_goodput_rps, combo_poisson_run, engine_goodput_table, load_goodput_table
 from baselines.cauchy.ilp import ComboPlan, plan_combos
 from baselines.cauchy.melange import MelangePlan, bucket_shares, deploy_melange, solve_melange
 from baselines.cauchy.search import GoodputSearch
 from baselines.cauchy.selection import build_candidates
-from baselines.cauchy.workloads import INVENTORY, WORKLOADS, CauchyWorkload
+from baselines.cauchy.workloads import DEFAULT_ENGINE, INVENTORY, WORKLOADS, CauchyWorkload
 from envs.combo_scenario import combo_scenario
 from envs.presets import make_scenario
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, mean_over_seeds, save_figure
@@ -133,11 +133,11 @@ def plans_for(workload: CauchyWorkload) -> dict[str, Any]:
     return plans
 
 
-def melange_plan(workload: CauchyWorkload) -> MelangePlan:
+def melange_plan(workload: CauchyWorkload, engine: str = DEFAULT_ENGINE) -> MelangePlan:
     """Mélange's static plan (bucket ILP, single-GPU instances) for the workload's target QPS on
-    the §4.1 inventory."""
+    the §4.1 inventory, from the bucket goodputs profiled with ``engine``."""
     rates = {b: share * workload.target_rps for b, share in bucket_shares(workload).items()}
-    return solve_melange(rates, load_goodput_table().melange_goodputs(workload.lengths), INVENTORY)
+    return solve_melange(rates, engine_goodput_table(engine).melange_goodputs(workload.lengths), INVENTORY)
 
 
 def planned_ce(plan: ComboPlan | MelangePlan, workload: CauchyWorkload) -> float:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from hardware.gpus import get_gpu
 from simulator.instance import InstanceConfig, Role
 
 MAX_TP = 2  # §4.1: two GPUs per server
+COMBO_FIELDS = ("gpu", "model", "tp", "role")  # the InstanceConfig fields a combo sets itself
 _NAME = re.compile(r"^<(\d+)x([^,<>]+?)(?:,(\d+)x([^,<>]+))?>$")
 
 
@@ -94,7 +95,7 @@ class Combo:
         """The instances to deploy, entry first: the aggregated instance, or the prefill
         instance followed by the decode instances. ``options`` are further ``InstanceConfig``
         fields for every instance (e.g. its local ``scheduler``: the serving engine's batching)."""
-        reserved = {"gpu", "model", "tp", "role"} & options.keys()
+        reserved = set(COMBO_FIELDS) & options.keys()
         if reserved:
             raise ValueError(f"instance options {sorted(reserved)} are set by the combo itself")
         if self.decode_gpu is None:
@@ -106,7 +107,8 @@ class Combo:
 
 def combo_of_configs(configs: Sequence[InstanceConfig]) -> Combo:
     """The combo whose ``instance_configs`` are ``configs`` (entry first): one aggregated
-    instance, or a prefill instance followed by identical decode instances."""
+    instance, or a prefill instance followed by identical decode instances, all sharing the
+    entry's other fields (its instance options, e.g. the scheduler)."""
     if not configs:
         raise ValueError("no instance configs: not a GPU combo")
     entry = configs[0]
@@ -118,7 +120,8 @@ def combo_of_configs(configs: Sequence[InstanceConfig]) -> Combo:
         combo = Combo(entry.gpu, entry.tp, configs[1].gpu, configs[1].tp * (len(configs) - 1))
     else:
         raise ValueError(f"instances {[(c.gpu, c.tp, c.role) for c in configs]} are not a GPU combo")
-    if list(configs) != combo.instance_configs(entry.model):
+    options = {f.name: getattr(entry, f.name) for f in fields(InstanceConfig) if f.name not in COMBO_FIELDS}
+    if list(configs) != combo.instance_configs(entry.model, **options):
         raise ValueError(f"instances {[(c.gpu, c.tp, c.role) for c in configs]} are not the instances of {combo.name}")
     return combo
 

@@ -14,7 +14,8 @@ import pytest
 
 import baselines
 import envs  # noqa: F401
-from baselines.cauchy.goodput import combo_goodput_rps, load_goodput_table
+from baselines.cauchy.goodput import engine_goodput_table, load_goodput_table
+from baselines.cauchy.melange import deploy_melange
 from baselines.cauchy.scaling_scenario import (
     AGGREGATED_COMBOS,
     autoscaler_options,
@@ -23,14 +24,13 @@ from baselines.cauchy.scaling_scenario import (
     plan_counts,
     scaling_combos,
 )
-from baselines.cauchy.search import GoodputSearch
 from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
-from baselines.cauchy.workloads import INVENTORY, get_workload
+from baselines.cauchy.workloads import ENGINES, INVENTORY, get_workload
 from envs.scaling import ADD, HOLD, REMOVE
 from envs.scenarios.cauchy_autoscaling import PRESET_LENGTHS, PRESET_MEAN_RPS, PRESET_TIME_COMPRESSION, tick_s
 from experiments import cauchy_autoscaling as fig10
 from experiments.cauchy_reproduction import FIG67_CLAIMS, melange_plan
-from simulator.combos import Combo, parse_combo
+from simulator.combos import Combo
 from simulator.instance import Lifecycle
 from simulator.workloads import LoadProfile, azure_profile, servegen_day_profile, servegen_rate_series
 from simulator.workloads.traces import AZURE_TRACE_FILES, read_azure_columns
@@ -153,16 +153,19 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
     assert "| LongWriter | 36.77 | 32.83 | -10.7% |" in report  # the paper's P90 beside ours
     results = json.loads((tmp_path / "results.json").read_text())
     setups = list(results["setups"].values())
-    assert [s["load_scale"] for s in setups] == [fig10.PAPER_LOAD_SCALE, fig10.LOAD_SCALE]
+    # the paper setup, the load variant, then the engine variant at the paper's QPS
+    engine = "vllm_0.6.5_default"
+    assert [(s["load_scale"], s["engine"]) for s in setups] == [
+        (fig10.PAPER_LOAD_SCALE, "prefill_first"), (fig10.LOAD_SCALE, "prefill_first"), (fig10.PAPER_LOAD_SCALE, engine)]
     for setup in setups:
         mean_rps = LONGWRITER.target_rps * setup["load_scale"]
-        plan = mean_load_plan(LONGWRITER, mean_rps)
+        plan = mean_load_plan(LONGWRITER, mean_rps, engine=setup["engine"])
         held_gpus = sum(plan.gpu_counts().values())
         usd_per_s = plan.cost_per_hour_usd / 3600
         for load in fig10.LOADS:
             static, auto, star = (setup[load]["longwriter"][s] for s in fig10.SYSTEMS)
             assert static["plan"] == auto["plan"] == plan.describe() and static["mean_rps"] == mean_rps
-            assert star["plan"] == mean_load_plan(LONGWRITER, mean_rps, aggregated_only=True).describe()
+            assert star["plan"] == mean_load_plan(LONGWRITER, mean_rps, aggregated_only=True, engine=setup["engine"]).describe()
             for cell in (static, auto, star):
                 assert cell["completed"] == cell["requests"] and cell["invalid_actions"] == 0
                 assert cell["peak_gpus"] <= sum(INVENTORY.values())
@@ -175,7 +178,7 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
             assert np.all(np.diff(auto["series"]["cost_usd"]) >= 0)
             # Mélange: its plan for the mean QPS, static, on the same requests, every one completed
             melange = setup[load]["longwriter"][fig10.MELANGE]
-            mplan = melange_plan(dataclasses.replace(LONGWRITER, target_rps=mean_rps))
+            mplan = melange_plan(dataclasses.replace(LONGWRITER, target_rps=mean_rps), setup["engine"])
             assert melange["plan"] == ", ".join(f"{n} x {g}" for g, n in mplan.counts.items() if n)
             assert melange["requests"] == static["requests"] and melange["completed"] == melange["requests"]
             assert melange["mean_gpus"] == sum(mplan.counts.values()) and set(melange["series"]["gpus"]) == {melange["peak_gpus"]}
@@ -183,7 +186,8 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
             assert sum(melange["series"]["arrival_rps"]) * fig10.tick_s(60.0) <= melange["requests"]
     rows = fig10.headlines(results)
     fig10_rows = [r for r in rows if r.where == "Fig. 10 / §4.6"]
-    assert [r.setup.split(";")[0] for r in fig10_rows] == [fig10.setup_label(1.0), fig10.setup_label(fig10.LOAD_SCALE)]
+    assert [r.setup.split(";")[0] for r in fig10_rows] == [
+        fig10.setup_label(1.0), fig10.setup_label(fig10.LOAD_SCALE), fig10.setup_label(1.0, engine)]
     for row, setup in zip(fig10_rows, setups):
         cells = setup["azure"]["longwriter"]
         static, auto = cells["cauchy_static"]["e2e_p90_s"], cells["cauchy_autoscaler"]["e2e_p90_s"]
@@ -396,16 +400,36 @@ def test_the_stored_preset_plan_is_what_cauchys_planner_computes():
     assert make_scenario("cauchy_autoscaling") == dataclasses.replace(planned, name="cauchy_autoscaling")
 
 
-def test_engine_check_measures_the_paper_setup_combos_under_both_engines():
-    # DailyMail at 54 req/s: Cauchy's plan <1xH800-SXM,1xA800-PCIe> + <1xA800-PCIe>, Mélange's GPU types as aggregated combos
-    combos = [c.name for c in fig10.engine_check_combos("cnn_dailymail")]
+def test_engine_check_reads_the_paper_setup_combos_from_both_tables():
+    # DailyMail at 54 req/s: Cauchy's plan's combos, then Mélange's GPU types as aggregated combos
+    check = fig10.engine_check(("cnn_dailymail",))["cnn_dailymail"]
     plan = fig10.mean_load_plan(get_workload("cnn_dailymail"), 54.0)
+    combos = list(check)
     assert combos[:len(plan.entries)] == [candidate.combo.name for candidate, _ in plan.entries]
-    assert set(combos[len(plan.entries):]) <= {f"<1x{gpu}>" for gpu in INVENTORY} and len(set(combos)) == len(combos)
-    search = GoodputSearch(duration_s=20.0, min_requests=50, rel_tol=0.25, backlog_horizons=0.0)
-    check = fig10.engine_check(("longwriter",), search, workers=1)
-    (combo, by_engine), = check["longwriter"].items()
-    assert combo == "<1xH800-SXM>" and set(by_engine) == {"prefill_first", "vllm_0.6.5_default"}
-    # the default engine's goodput is the planner's measure: the same search gives the same value
-    assert by_engine["prefill_first"] == round(combo_goodput_rps(parse_combo(combo), get_workload("longwriter"), search), 2)
-    assert by_engine["vllm_0.6.5_default"] > 0
+    assert set(combos[len(plan.entries):]) <= {f"<1x{gpu}>" for gpu in INVENTORY}
+    for combo, by_engine in check.items():
+        assert by_engine == {engine: engine_goodput_table(engine).combo_goodputs("cnn_dailymail")[combo] for engine in ENGINES}
+
+
+def test_the_engine_variant_runs_at_the_paper_qps_only():
+    settings = fig10.Settings((1.0, 4.0), 6.0, 144.0, (0,), ("longwriter",), ("prefill_first", "vllm_0.6.5_default"))
+    assert settings.setups() == [(1.0, "prefill_first"), (4.0, "prefill_first"), (1.0, "vllm_0.6.5_default")]
+    assert dataclasses.replace(settings, load_scales=(4.0,)).setups() == [(4.0, "prefill_first")]
+    labels = [fig10.setup_label(scale, engine) for scale, engine in settings.setups()]
+    assert labels[0].startswith("paper setup") and labels[1].startswith("variant: 4 x")
+    assert labels[2].startswith("variant: §4.1 mean QPS") and "chunked prefill, 512-token budget" in labels[2]
+
+
+def test_an_engine_scenario_deploys_every_unit_with_the_engine():
+    workload = get_workload("longwriter")
+    plan = mean_load_plan(workload, workload.target_rps, engine="vllm_0.6.5_default")
+    scenario = autoscaling_scenario(workload, plan_counts(plan), azure_profile(), workload.target_rps, 60.0,
+                                    engine="vllm_0.6.5_default")
+    assert scenario.instance_options == {"scheduler": "sarathi", "scheduler_options": {"chunk_tokens": 512}}
+    assert all(config.scheduler == "sarathi" for unit in scenario.scaling_units() for config in unit.configs)
+    cluster = scenario.build_cluster()
+    assert all(instance.scheduler.chunked_prefill_tokens == 512 for instance in cluster.instances.values())
+    assert scenario.combo_goodput_rps == tuple(
+        engine_goodput_table("vllm_0.6.5_default").combo_goodputs("longwriter")[c.name] for c in scenario.combos)
+    melange = deploy_melange(melange_plan(workload, "vllm_0.6.5_default"), INVENTORY, engine="vllm_0.6.5_default")
+    assert all(instance.scheduler.chunked_prefill_tokens == 512 for instance in melange.instances.values())

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from baselines.cauchy.combos import enumerate_combos
-from baselines.cauchy.goodput import TABLE_PATH, combo_goodput_rps, combo_slo_attainment, load_goodput_table
+from baselines.cauchy.goodput import (ENGINE_TABLE_PATHS, TABLE_PATH, combo_goodput_rps, combo_slo_attainment,
+                                     engine_goodput_table, load_goodput_table)
 from baselines.cauchy.melange import bucket_shares
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps
 from baselines.cauchy.workloads import DEFAULT_ENGINE, INVENTORY, MODEL, WORKLOADS, engine_options, get_workload
 from simulator.combo_cluster import ComboCluster
-from simulator.combos import Combo
+from simulator.combos import Combo, combo_of_configs
 from simulator.request import SLO
 from simulator.schedulers.sarathi import SarathiScheduler
 
@@ -140,3 +141,22 @@ def test_bad_engine_options_raise():
         ComboCluster(INVENTORY, instance_options={"chunk": 512})
     with pytest.raises(ValueError, match=r"instance options \['tp'\] are set by the combo itself"):
         Combo(H800, 1).instance_configs(MODEL, tp=2)
+    with pytest.raises(ValueError, match="unknown engine 'vllm_0.9'"):
+        engine_goodput_table("vllm_0.9")
+
+
+def test_a_combo_is_recognised_from_instances_that_share_an_engine():
+    combo = Combo(H800, 1, H20, 2)
+    configs = combo.instance_configs(MODEL, **engine_options("vllm_0.6.5_default"))
+    assert combo_of_configs(configs) == combo
+    mixed = [configs[0], *combo.instance_configs(MODEL)[1:]]
+    with pytest.raises(ValueError, match="are not the instances of"):
+        combo_of_configs(mixed)
+
+
+def test_each_engine_has_its_own_complete_table():
+    for engine, path in ENGINE_TABLE_PATHS.items():
+        table = engine_goodput_table(engine)
+        assert table.settings["engine"] == engine and path.is_file()
+        assert set(table.combos) == set(WORKLOADS) and set(table.melange) == set(WORKLOADS)
+        assert set(table.combo_goodputs("sharegpt_cauchy")) == {c.name for c in enumerate_combos(INVENTORY)}

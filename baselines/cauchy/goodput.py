@@ -8,8 +8,9 @@ Regenerate (22 minutes on 2 cores, measured while another 2-worker job shared th
     python -m baselines.cauchy.goodput --workers 2 [--address auto|HOST:PORT]
 
 Combos are profiled with Cauchy's own opportunistic instance scheduler (§3.4.2), every
-instance batching as vLLM v0 without chunked prefill (``--engine``,
-``baselines.cauchy.workloads.ENGINES``: the other engine writes a table of its own, ``--out``).
+instance batching as vLLM v0 without chunked prefill; ``--engine vllm_0.6.5_default`` profiles
+the table of the other engine (``baselines.cauchy.workloads.ENGINES``), which only the
+reproductions' labelled variant reads (``cauchy_goodput_vllm_0.6.5_default.json``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from simulator.metrics import MetricsSummary
 from simulator.workloads import length_sampler
 
 TABLE_PATH = Path(__file__).resolve().parent.parent / "data" / "cauchy_goodput.json"
+ENGINE_TABLE_PATHS = {engine: TABLE_PATH if engine == DEFAULT_ENGINE else TABLE_PATH.with_name(f"cauchy_goodput_{engine}.json")
+                      for engine in ENGINES}
 INSTANCE_SCHEDULER = "opportunistic"
 
 
@@ -111,6 +114,16 @@ def load_goodput_table(path: Path = TABLE_PATH) -> GoodputTable:
     return GoodputTable(data["settings"], data["combos"], data["melange"])
 
 
+def engine_goodput_table(engine: str) -> GoodputTable:
+    """The shipped table profiled with ``engine`` (``ENGINE_TABLE_PATHS``); the planners' is
+    the default engine's, ``load_goodput_table()``."""
+    engine_options(engine)
+    table = load_goodput_table(ENGINE_TABLE_PATHS[engine])
+    if table.settings.get("engine") != engine:
+        raise ValueError(f"{ENGINE_TABLE_PATHS[engine]} was profiled with engine {table.settings.get('engine')!r}, not {engine!r}")
+    return table
+
+
 def _measure(task: tuple) -> float:
     kind, workload_name, search_fields, engine, *rest = task
     workload, search = get_workload(workload_name), GoodputSearch(**search_fields)
@@ -146,7 +159,8 @@ def measure_goodput_table(
             table["melange"].setdefault(task[1], {}).setdefault(task[4], {})[task[5]] = round(value, 4)
     settings = {
         **search.as_dict(), "model": MODEL, "instance_scheduler": INSTANCE_SCHEDULER, "engine": engine,
-        "arrivals": "poisson", "command": "python -m baselines.cauchy.goodput",
+        "arrivals": "poisson",
+        "command": "python -m baselines.cauchy.goodput" + (f" --engine {engine}" if engine != DEFAULT_ENGINE else ""),
     }
     return GoodputTable(settings, table["combos"], table["melange"])
 
@@ -158,11 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=list(ENGINES),
                         help=f"how instances batch (baselines.cauchy.workloads.ENGINES; default {DEFAULT_ENGINE})")
     parser.add_argument("--out", type=Path, default=None,
-                        help=f"the table to write (default {TABLE_PATH}, the planners' table, for the default engine only)")
+                        help="the table to write (default: the engine's shipped table, ENGINE_TABLE_PATHS)")
     args = parser.parse_args(argv)
-    if args.out is None and args.engine != DEFAULT_ENGINE:
-        parser.error(f"--engine {args.engine} needs --out: the planners read {TABLE_PATH}, profiled with {DEFAULT_ENGINE}")
-    out = args.out or TABLE_PATH
+    out = args.out or ENGINE_TABLE_PATHS[args.engine]
     started = time.perf_counter()
     table = measure_goodput_table(args.workloads, enumerate_combos(INVENTORY), GoodputSearch(), args.workers,
                                   args.address, args.engine)

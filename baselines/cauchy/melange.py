@@ -176,12 +176,17 @@ def solve_melange(
     return MelangePlan(counts, {b: {g: f for g, f in fr.items() if f > 0} for b, fr in fractions.items()}, cost, solve_time_s)
 
 
-def deploy_melange(plan: MelangePlan, inventory: Mapping[str, int], model: str = MODEL, **cluster_options: Any) -> Cluster:
-    """A cluster with the plan's instances serving, routed by ``melange_router``."""
+def deploy_melange(
+    plan: MelangePlan, inventory: Mapping[str, int], model: str = MODEL, engine: str = DEFAULT_ENGINE,
+    **cluster_options: Any,
+) -> Cluster:
+    """A cluster with the plan's instances serving, batching as ``engine`` does, routed by
+    ``melange_router``."""
     cluster = Cluster(dict(inventory), router=melange_router(plan), **cluster_options)
+    options = engine_options(engine)
     for gpu, n in plan.counts.items():
         for _ in range(n):
-            cluster.deploy(InstanceConfig(gpu=gpu, model=model, tp=MELANGE_TP), ready_now=True)
+            cluster.deploy(InstanceConfig(gpu=gpu, model=model, tp=MELANGE_TP, **options), ready_now=True)
     return cluster
 
 

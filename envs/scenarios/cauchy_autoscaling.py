@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from envs.combo_scenario import ComboScalingScenario, check_combo_counts, combo_instance_groups
 from envs.scenario import Scenario
@@ -64,11 +65,13 @@ def combo_autoscaling_scenario(
     mean_rate_rps: float,
     time_compression: float,
     load_compression: float | None = None,
+    instance_options: dict[str, Any] | None = None,
 ) -> ComboScalingScenario:
     """``base`` (a ``cauchy`` preset) with ``initial_counts[k]`` of ``unit_kinds[k]`` (combo,
     goodput) serving and every kind a Scaling-v0 unit (deployed or not), arrivals from
     ``profile`` at ``mean_rate_rps``, start-up 90 s / k and one step per ``tick_s`` for
-    ``time_compression`` k. The profile is compressed by ``load_compression`` (default k)."""
+    ``time_compression`` k. The profile is compressed by ``load_compression`` (default k);
+    every instance has ``instance_options`` (``ComboCluster``)."""
     load_compression = time_compression if load_compression is None else load_compression
     combos = tuple(combo for combo, _ in unit_kinds)
     counts = tuple(initial_counts)
@@ -79,7 +82,7 @@ def combo_autoscaling_scenario(
         name=f"{base.name}_autoscaling",
         description=f"{base.description}; GPU combos, {profile.name} load at mean {mean_rate_rps:g} req/s, "
         f"clock compressed {time_compression:g}x, load {load_compression:g}x",
-        instances=combo_instance_groups(deployed, CAUCHY_MODEL),
+        instances=combo_instance_groups(deployed, CAUCHY_MODEL, instance_options),
         max_instances=sum(base.gpu_inventory.values()),
         workload=dataclasses.replace(
             base.workload, rate_rps=mean_rate_rps, arrival="piecewise",
@@ -95,6 +98,7 @@ def combo_autoscaling_scenario(
         combos=combos,
         initial_counts=counts,
         combo_goodput_rps=tuple(float(goodput) for _, goodput in unit_kinds),
+        instance_options=dict(instance_options or {}),
     )
 
 
