@@ -26,7 +26,11 @@ ShareGPT but is not ShareGPT's: its E2E / TTFT / TBT imply ~1,370 output tokens 
 ShareGPT QPS of 50 would need 43 GPUs of a 24-GPU cluster. Here the same combo (Llama-3.1-8B,
 TP 1, the §3.3.3 SLOs, 90% attainment) serves 22.6 req/s on ShareGPT and 3.8 req/s on LongWriter
 (``baselines/data/cauchy_goodput.json``): against LongWriter lengths, the gap is 1.7x.
-Table 3 does not depend on the load and runs once.
+Table 3 does not depend on the load and runs once. The engine variant (``--engines``) runs the
+paper's QPS again with every instance batching as vLLM v0.6.5 does by default for this model,
+chunked prefill at 512 tokens (``baselines.cauchy.workloads.ENGINES``; §4.1 names v0.6.5 but not
+whether chunking was on), planned from goodputs profiled under it; every other setup batches
+without chunking.
 
 Fig. 10 (autoscaling vs static) is ``experiments.cauchy_autoscaling``.
 Tokens/USD counts prompt + output tokens of completed requests over the dollars spent from
@@ -35,6 +39,7 @@ the first arrival until the last request ends. Outputs under ``--out`` (default
 ``results.json``, PNG figures and ``tensorboard/<system>/`` runs.
 
     python -m experiments.cauchy_reproduction [--quick] [--out DIR] [--seeds 0 1 2] [--load-scales 1 4]
+        [--engines prefill_first vllm_0.6.5_default]
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from baselines.cauchy.ilp import ComboPlan, plan_combos
 from baselines.cauchy.melange import MelangePlan, bucket_shares, deploy_melange, solve_melange
 from baselines.cauchy.search import GoodputSearch
 from baselines.cauchy.selection import build_candidates
-from baselines.cauchy.workloads import DEFAULT_ENGINE, INVENTORY, WORKLOADS, CauchyWorkload
+from baselines.cauchy.workloads import DEFAULT_ENGINE, ENGINES, INVENTORY, WORKLOADS, CauchyWorkload, engine_options
 from envs.combo_scenario import combo_scenario
 from envs.presets import make_scenario
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, mean_over_seeds, save_figure
@@ -111,6 +116,7 @@ class Settings:
     arrival_s: float
     seeds: tuple[int, ...]
     table3_search: GoodputSearch
+    engine: str = DEFAULT_ENGINE  # how instances batch and which goodputs plan them
 
     def workload(self, workload: CauchyWorkload) -> CauchyWorkload:
         """The workload at ``load_scale`` times its §4.1 QPS."""
@@ -121,15 +127,15 @@ class Settings:
 
 
 # ----------------------------------------------------------------------------- planning
-def plans_for(workload: CauchyWorkload) -> dict[str, Any]:
+def plans_for(workload: CauchyWorkload, engine: str = DEFAULT_ENGINE) -> dict[str, Any]:
     """Cauchy (CO / MCE / MC over every combo), Cauchy* (aggregated combos) and Mélange plans
-    for the workload's target QPS on the §4.1 inventory."""
-    table = load_goodput_table()
+    for the workload's target QPS on the §4.1 inventory, from the goodputs profiled with ``engine``."""
+    table = engine_goodput_table(engine)
     candidates = build_candidates(table.combos_of(workload.lengths), workload, table.combo_goodputs(workload.lengths))
     demand = workload.target_rps
     plans: dict[str, Any] = {name: plan_combos(candidates, demand, INVENTORY, objective) for name, objective in OBJECTIVES.items()}
     plans["Cauchy*"] = plan_combos([c for c in candidates if c.combo.aggregated], demand, INVENTORY, "co")
-    plans["Mélange"] = melange_plan(workload)
+    plans["Mélange"] = melange_plan(workload, engine)
     return plans
 
 
@@ -159,9 +165,10 @@ def _metrics(metrics: dict[str, float], outcomes: list[RequestOutcome]) -> dict[
 
 def combo_episode(workload: CauchyWorkload, plan: ComboPlan, router: str, seed: int, settings: Settings,
                   **overrides: Any) -> dict[str, float]:
-    """One Routing-v0 episode of the plan's combos under ``router``."""
+    """One Routing-v0 episode of the plan's combos under ``router``, batching as ``settings.engine``."""
     scenario = combo_scenario(
-        make_scenario(workload.scenario), plan.combos(), rate_rps=workload.target_rps,
+        make_scenario(workload.scenario), plan.combos(), instance_options=engine_options(settings.engine),
+        rate_rps=workload.target_rps,
         episode_requests=settings.episode_requests(workload), **overrides,
     )
     (episode,) = play_episodes(router, ROUTING, [seed], scenario=scenario)
@@ -174,7 +181,7 @@ def melange_episode(workload: CauchyWorkload, plan: MelangePlan, seed: int, sett
         workload.scenario, rate_rps=workload.target_rps, episode_requests=settings.episode_requests(workload), **overrides
     )
     requests = scenario.requests(seeding.np_random(seed)[0])
-    cluster = deploy_melange(plan, INVENTORY, provisioning_s=scenario.provisioning_s)
+    cluster = deploy_melange(plan, INVENTORY, engine=settings.engine, provisioning_s=scenario.provisioning_s)
     outcomes = cluster.run(requests)
     summary = summarize(outcomes, duration_s=cluster.events.now_s, cost_usd=cluster.cost_usd())
     flat = {k: float(v) for k, v in flat_metrics(summary).items() if isinstance(v, (int, float))}
@@ -319,23 +326,43 @@ def add_load_scales(parser: argparse.ArgumentParser) -> None:
                         help="multipliers of the §4.1 QPS, one setup each, the first the primary case (1 = the paper's)")
 
 
+def add_engines(parser: argparse.ArgumentParser) -> None:
+    """``--engines``: each engine besides the default adds a setup at the paper's QPS."""
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES),
+                        help="engines to run (baselines.cauchy.workloads.ENGINES); each besides the default adds a "
+                             "setup at the paper's QPS")
+
+
+def engine_setups(load_scales: Sequence[float], engines: Sequence[str]) -> list[tuple[float, str]]:
+    """(load scale, engine) per setup: every load scale with the default engine (the first the
+    primary case), then each other engine at the paper's QPS when it is one of the load scales."""
+    setups = [(scale, DEFAULT_ENGINE) for scale in load_scales]
+    if PAPER_LOAD_SCALE in load_scales:
+        setups += [(PAPER_LOAD_SCALE, engine) for engine in dict.fromkeys(engines) if engine != DEFAULT_ENGINE]
+    return setups
+
+
 def check_load_scales(load_scales: Sequence[float]) -> None:
     """Raise unless the load scales are distinct positive finite numbers."""
     if not all(np.isfinite(s) and s > 0 for s in load_scales) or len(set(load_scales)) != len(load_scales):
         raise ValueError(f"--load-scales must be distinct positive numbers; got {list(load_scales)}")
 
 
-def setup_label(load_scale: float) -> str:
-    """The ``setup`` text of a load scale: the paper's §4.1 QPS, or a labelled variant."""
+def setup_label(load_scale: float, engine: str = DEFAULT_ENGINE) -> str:
+    """The ``setup`` text of a load scale and engine: the paper's §4.1 QPS, or a labelled variant."""
+    if engine != DEFAULT_ENGINE:
+        return (f"variant: {load_scale:g} x the §4.1 QPS, every instance batching as vLLM v0.6.5 does by default for "
+                f"Llama-3.1-8B (chunked prefill, 512-token budget: engine {engine}), plans from goodputs profiled under it")
     if load_scale == PAPER_LOAD_SCALE:
         return "paper setup: §4.1 QPS (DailyMail 54, ShareGPT 50, LongWriter 6 req/s)"
     return f"variant: {load_scale:g} x the §4.1 QPS (plans hold a share of the 24 GPUs like the paper's)"
 
 
-def static_plans_label(load_scale: float, arrival_s: float) -> str:
+def static_plans_label(load_scale: float, arrival_s: float, engine: str = DEFAULT_ENGINE) -> str:
     """The ``setup`` text of the Fig. 6 / Fig. 7 rows here: every plan static, a short episode."""
+    batching = "" if engine == DEFAULT_ENGINE else f", every instance batching as vLLM v0.6.5's default (engine {engine})"
     return (f"variant: every plan held static (no autoscaling) for the first {arrival_s:g} s of the Azure trace at "
-            f"{load_scale:g} x the §4.1 QPS; the paper's Cauchy adjusts its resources (§4.2): that setup is "
+            f"{load_scale:g} x the §4.1 QPS{batching}; the paper's Cauchy adjusts its resources (§4.2): that setup is "
             f"experiments.cauchy_autoscaling's")
 
 
@@ -357,7 +384,7 @@ def paper_table3_gpus_for_qps(rate_rps: float) -> float:
 
 
 def _goodput_gap_text(setup: dict[str, Any]) -> str:
-    table, (paper_rps, paper_gpus) = load_goodput_table(), PAPER_TABLE3_GOODPUT["1P1D"]
+    table, (paper_rps, paper_gpus) = engine_goodput_table(setup.get("engine", DEFAULT_ENGINE)), PAPER_TABLE3_GOODPUT["1P1D"]
     ours = {w: table.combo_goodputs(w)[TABLE3_1P1D] for w in setup["plans"]}
     ours_text = "; ".join(f"{LABELS[w]} {rps:.2f} req/s ({rps / paper_rps:.1f}x)" for w, rps in ours.items())
     sharegpt_rps = WORKLOADS["sharegpt_cauchy"].target_rps
@@ -504,8 +531,9 @@ def headlines(results: dict[str, Any]) -> list[Headline]:
     arrival_s = results["settings"]["arrival_s"]
     for setup in setups:
         causes = _causes(setup, results)
-        rows += [row(claim, setup["headline"], static_plans_label(setup["load_scale"], arrival_s) if claim in FIG67_CLAIMS
-                     else setup["label"], causes) for claim in CLAIMS]
+        engine = setup.get("engine", DEFAULT_ENGINE)
+        rows += [row(claim, setup["headline"], static_plans_label(setup["load_scale"], arrival_s, engine)
+                     if claim in FIG67_CLAIMS else setup["label"], causes) for claim in CLAIMS]
     causes = _causes(setups[0], results)
     rows += [row(claim, setups[0]["headline"], "paper setup: ShareGPT, one combo alone, Poisson arrivals", causes)
              for claim in TABLE3_CLAIMS]
@@ -531,7 +559,8 @@ def write_report(path: Path, results: dict[str, Any], rows: list[Headline]) -> N
         lines += markdown_table(("metric", "paper", "ours", "ours / paper"),
                                 [(key, paper_text, _pct(values[key]), f"{values[key] / paper_value:.2f}")
                                  for key, (paper_value, paper_text) in PAPER.items()])
-        lines += ["", f"## Plans ({setup['load_scale']:g} x the §4.1 QPS, 8 H800 + 8 A800 + 8 H20)", ""]
+        lines += ["", f"## Plans ({setup['load_scale']:g} x the §4.1 QPS, 8 H800 + 8 A800 + 8 H20, engine "
+                  f"{setup.get('engine', DEFAULT_ENGINE)})", ""]
         lines += markdown_table(
             ("workload", "plan", "deployment", "GPUs", "$/hour", "planned goodput (req/s)", "planned tokens/USD",
              "ILP solve (ms; paper 20-50, §3.3.2)", "fallback"),
@@ -600,14 +629,17 @@ def plot_figures(out: Path, setup: dict[str, Any], table3: dict[str, Any]) -> No
 
 def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
     """One run per system; scalars tagged ``<experiment>/<load scale>x/<workload>/<metric>``
-    (step 0), Table 3's ``table3/<shape>/<metric>`` (``table3_longwriter/...`` with LongWriter's lengths)."""
+    (``<load scale>x_<engine>`` for the engine variant; step 0), Table 3's
+    ``table3/<shape>/<metric>`` (``table3_longwriter/...`` with LongWriter's lengths)."""
     runs: dict[str, list[Scalar]] = {}
     for setup in results["setups"].values():
+        engine = setup.get("engine", DEFAULT_ENGINE)
+        tag = f"{setup['load_scale']:g}x" + ("" if engine == DEFAULT_ENGINE else f"_{engine}")
         for experiment in ("fig7", "fig8", "fig9"):
             for group, cells in setup[experiment].items():
                 for system, cell in cells.items():
                     runs.setdefault(system, []).extend(
-                        (f"{experiment}/{setup['load_scale']:g}x/{group}/{metric}", value, 0) for metric, value in cell.items())
+                        (f"{experiment}/{tag}/{group}/{metric}", value, 0) for metric, value in cell.items())
     for key in ("table3", "table3_longwriter"):
         for shape, cells in results[key].items():
             for system, cell in cells.items():
@@ -630,17 +662,17 @@ def _plan_row(plan: ComboPlan | MelangePlan, workload: CauchyWorkload) -> dict[s
 
 # ----------------------------------------------------------------------------- main
 def run_setup(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
-    """Plans, Fig. 7 / 6, Fig. 8 and Fig. 9 at ``settings.load_scale``."""
-    setup: dict[str, Any] = {"label": setup_label(settings.load_scale), "load_scale": settings.load_scale,
-                             "plans": {}, "fig7": {}, "fig8": {}, "fig9": {}}
+    """Plans, Fig. 7 / 6, Fig. 8 and Fig. 9 at ``settings.load_scale`` with ``settings.engine``."""
+    setup: dict[str, Any] = {"label": setup_label(settings.load_scale, settings.engine), "load_scale": settings.load_scale,
+                             "engine": settings.engine, "plans": {}, "fig7": {}, "fig8": {}, "fig9": {}}
     for name in WORKLOADS:
         workload = settings.workload(WORKLOADS[name])
-        plans = plans_for(workload)
+        plans = plans_for(workload, settings.engine)
         setup["plans"][name] = {plan_name: _plan_row(plan, workload) for plan_name, plan in plans.items()}
         setup["fig7"][name] = run_fig7(workload, plans, settings)
         setup["fig8"][name] = run_fig8(workload, plans, settings)
         setup["fig9"][name] = run_fig9(workload, plans, settings, setup["fig8"][name])
-        log(f"{settings.load_scale:g}x {LABELS[name]:<10} done")
+        log(f"{settings.load_scale:g}x {settings.engine} {LABELS[name]:<10} done")
     return setup
 
 
@@ -649,6 +681,7 @@ def main(argv: list[str] | None = None) -> int:
                               seeds=[0, 1, 2])
     parser.add_argument("--arrival-s", type=float, default=80.0, help="seconds of arrivals per episode")
     add_load_scales(parser)
+    add_engines(parser)
     args = parser.parse_args(argv)
     if not args.arrival_s > 0:
         raise ValueError(f"--arrival-s must be positive; got {args.arrival_s}")
@@ -660,7 +693,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         settings = Settings(args.load_scales[0], args.arrival_s, tuple(args.seeds), table_search)
     run = Run(args.out)
-    setups = [run_setup(dataclasses.replace(settings, load_scale=scale), run.log) for scale in args.load_scales]
+    setups = [run_setup(dataclasses.replace(settings, load_scale=scale, engine=engine), run.log)
+              for scale, engine in engine_setups(args.load_scales, args.engines)]
     table3, table3_longwriter = run_table3(settings), run_table3(settings, "longwriter")
     for setup in setups:
         setup["headline"] = headline({**setup, "table3": table3})
