@@ -10,7 +10,7 @@ Regenerate (22 minutes on 2 cores, measured while another 2-worker job shared th
 Combos are profiled with Cauchy's own opportunistic instance scheduler (§3.4.2), every
 instance batching as vLLM v0 without chunked prefill; ``--engine vllm_0.6.5_default`` profiles
 the table of the other engine (``baselines.cauchy.workloads.ENGINES``), which only the
-reproductions' labelled variant reads (``cauchy_goodput_vllm_0.6.5_default.json``).
+reproductions' labelled engine variants read (``cauchy_goodput_vllm_0.6.5_default.json``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ INVENTORY = {gpu: GPUS_PER_TYPE for gpu in CAUCHY_GPUS}  # §4.1: 8 H800 + 8 A80
 # §4.1 runs "vLLM v0.6.5" and does not say whether chunked prefill was on. "prefill_first" is
 # vLLM v0 without chunking (prefill-only iterations ahead of decodes,
 # ``simulator.schedulers.base``): what the planners' table and every Cauchy result use, except
-# ``experiments.cauchy_autoscaling``'s labelled engine variant, which runs the other.
+# the labelled engine variants of ``experiments.cauchy_autoscaling`` and ``cauchy_reproduction``.
 # "vllm_0.6.5_default" is what v0.6.5 picks by itself for this model: chunked prefill with a
 # 512-token budget per iteration (``simulator.schedulers.sarathi``), since its
 # ``EngineArgs.create_engine_config`` turns chunking on when max_model_len exceeds 32K (Llama-3.1-8B's
