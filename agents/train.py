@@ -36,7 +36,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
@@ -130,17 +131,27 @@ def _monitored_env(config: TrainConfig, monitor_file: str, t_start: float | None
     return monitor
 
 
+class Float64RewardDummyVecEnv(DummyVecEnv):
+    """``DummyVecEnv`` whose reward buffer holds float64, as ``SubprocVecEnv``'s stacked rewards
+    do. SB3's buffer is float32, which rounds rewards float32 cannot hold (e.g. the cost reward's),
+    so the same seed trained differently under the two vector envs from the first update on."""
+
+    def __init__(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        super().__init__(env_fns)
+        self.buf_rews = np.zeros((self.num_envs,), dtype=np.float64)
+
+
 def make_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | None] | None = None) -> VecEnv:
     """``n_envs`` monitored envs: ``SubprocVecEnv`` when more than one (unless ``vec_env`` is
-    ``dummy``), else ``DummyVecEnv``. Action masks reach MaskablePPO through
-    ``env_method("action_masks")`` either way. ``t_starts``: each rank's Monitor start time
-    (a resumed run's)."""
+    ``dummy``), else ``Float64RewardDummyVecEnv``; both give the same training for the same seed.
+    Action masks reach MaskablePPO through ``env_method("action_masks")`` either way.
+    ``t_starts``: each rank's Monitor start time (a resumed run's)."""
     (run_dir / "monitor").mkdir(parents=True, exist_ok=True)
     subprocess_envs = config.n_envs > 1 and config.vec_env == "subproc"
     t_starts = t_starts or [None] * config.n_envs
     env_fns = [partial(_monitored_env, config, str(monitor_path(run_dir, rank)), t_starts[rank], subprocess_envs)
                for rank in range(config.n_envs)]
-    return SubprocVecEnv(env_fns) if subprocess_envs else DummyVecEnv(env_fns)
+    return SubprocVecEnv(env_fns) if subprocess_envs else Float64RewardDummyVecEnv(env_fns)
 
 
 def monitor_path(run_dir: Path, rank: int) -> Path:

@@ -334,3 +334,24 @@ def test_saved_file_names():
     assert vecnormalize_path(Path("r/checkpoints/model_640_steps.zip")) == Path("r/checkpoints/model_vecnormalize_640_steps.pkl")
     assert agent_config.sanitize("servegym/Routing-v0") == "servegym_Routing-v0"
     assert agent_config.as_int("n", 2e5) == 200_000 and math.isclose(agent_config.parse_value("1e-4"), 1e-4)
+
+
+def test_dummy_and_subprocess_envs_train_the_same_model(tmp_path):
+    """Scaling-v0's cost reward is not exact in float32; SB3's DummyVecEnv rounded it to float32
+    while SubprocVecEnv kept float64, so one seed trained differently under the two (the
+    reward-normalised value loss differed in the eighth digit after the first update)."""
+    models = {}
+    for vec_env in ("dummy", "subproc"):
+        main(["--env", "servegym/Scaling-v0", "--scenario", "cauchy_autoscaling", "--algo", "maskable_ppo",
+              "--timesteps", "64", "--n-envs", "2", "--vec-env", vec_env, "--seed", "1", "--device", "cpu",
+              "--set", "n_steps=16", "batch_size=16", "n_epochs=2", "env_kwargs.reward=cost",
+              "normalize={norm_obs: false, norm_reward: true}",
+              "--checkpoint-freq", "0", "--run-dir", str(tmp_path / vec_env), "--no-progress-bar", "--verbose", "0"])
+        (run_dir,) = (tmp_path / vec_env).iterdir()
+        with open(run_dir / "final_model_vecnormalize.pkl", "rb") as file:
+            normalizer = pickle.load(file)
+        models[vec_env] = (run_dir / "progress.csv").read_text(), normalizer.ret_rms.var
+    (dummy_log, dummy_var), (subproc_log, subproc_var) = models.values()
+    assert dummy_var == subproc_var and dummy_var.dtype == np.float64
+    value_losses = [[row["train/value_loss"] for row in csv.DictReader(log.splitlines())] for log in (dummy_log, subproc_log)]
+    assert value_losses[0] == value_losses[1] and any(value_losses[0])
