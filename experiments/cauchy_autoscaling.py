@@ -74,8 +74,9 @@ from baselines.cauchy.scaling_scenario import autoscaler_options, autoscaling_sc
 from baselines.cauchy.workloads import DEFAULT_ENGINE, ENGINES, INVENTORY, WORKLOADS, get_workload
 from envs.scaling import ADD, REMOVE
 from envs.scenarios.cauchy_autoscaling import TICKS_PER_WINDOW, tick_s
-from experiments.cauchy_reproduction import (FIG67_CLAIMS, LABELS, LOAD_SCALE, PAPER_LOAD_SCALE, add_load_scales,
-                                             check_load_scales, cut, gain, melange_plan, ours_percent)
+from experiments.cauchy_reproduction import (FIG67_CLAIMS, LABELS, LOAD_SCALE, PAPER_LOAD_SCALE, add_engines,
+                                             add_load_scales, check_load_scales, cut, engine_setups, gain, melange_plan,
+                                             ours_percent)
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
 from experiments.headlines import Headline
 from simulator.combos import Combo, parse_combo
@@ -108,12 +109,8 @@ class Settings:
     engines: tuple[str, ...] = (DEFAULT_ENGINE,)
 
     def setups(self) -> list[tuple[float, str]]:
-        """(load scale, engine) per setup: every load scale without chunking, then each other
-        engine at the paper's QPS (when it is one of the load scales)."""
-        setups = [(scale, DEFAULT_ENGINE) for scale in self.load_scales]
-        if PAPER_LOAD_SCALE in self.load_scales:
-            setups += [(PAPER_LOAD_SCALE, engine) for engine in self.engines if engine != DEFAULT_ENGINE]
-        return setups
+        """(load scale, engine) per setup (``experiments.cauchy_reproduction.engine_setups``)."""
+        return engine_setups(self.load_scales, self.engines)
 
     def load_compression(self, load: str) -> float:
         return self.servegen_compression if load == "servegen" else self.time_compression
@@ -557,9 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     add_load_scales(parser)
     parser.add_argument("--time-compression", type=float, default=6.0)
     parser.add_argument("--servegen-compression", type=float, default=144.0)
-    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES),
-                        help="engines to run (baselines.cauchy.workloads.ENGINES); each besides the default adds a "
-                             "setup at the paper's QPS")
+    add_engines(parser)
     args = parser.parse_args(argv)
     for name in args.workloads:
         get_workload(name)
@@ -567,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.time_compression > 0 and args.servegen_compression > 0):
         raise ValueError(f"the compressions must be positive; got {args.time_compression}, {args.servegen_compression}")
     settings = Settings(tuple(args.load_scales), args.time_compression, args.servegen_compression, tuple(args.seeds),
-                        tuple(args.workloads), tuple(dict.fromkeys([DEFAULT_ENGINE, *args.engines])))
+                        tuple(args.workloads), tuple(args.engines))
     if args.quick:
         settings = dataclasses.replace(settings, time_compression=60.0, servegen_compression=1440.0, seeds=settings.seeds[:1])
     run = Run(args.out)
