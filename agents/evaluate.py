@@ -42,6 +42,7 @@ from torch.utils.tensorboard import SummaryWriter
 import envs
 from agents.callbacks import AgentPolicy
 from agents.config import (
+    DEFAULT_DEVICE,
     DEVICES,
     EVAL_MODES,
     TrainConfig,
@@ -445,7 +446,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"metric of the probability of improvement and the performance profile (default {HEADLINE_METRIC})")
     parser.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="env / scenario overrides, e.g. episode_requests=200 reward=latency")
-    parser.add_argument("--device", choices=DEVICES, default="auto", help="where saved models run (default auto)")
+    parser.add_argument("--device", choices=DEVICES, default=DEFAULT_DEVICE,
+                        help=f"where saved models run (default {DEFAULT_DEVICE}; auto: CUDA when present)")
     parser.add_argument("--out", type=Path, help="output folder (default results/eval/{env}__{scenario})")
     args = parser.parse_args(argv)
     try:

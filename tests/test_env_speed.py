@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
+import torch
 
 import envs  # noqa: F401
 from envs.random_policy import random_masked_action
-from experiments.benchmarks.env_speed import _PartTimer, ppo_steps_per_s
+from experiments.benchmarks.env_speed import _PartTimer, main, ppo_steps_per_s
 
 
 def test_simulator_and_observation_shares_lie_inside_the_env_share():
@@ -34,3 +36,11 @@ def test_timing_the_parts_changes_no_observation_or_reward():
 
     plain, timed = trajectory(False), trajectory(True)
     assert all(np.array_equal(a, b) for a, b in zip(plain, timed)) and len(plain) == len(timed)
+
+
+def test_a_cuda_policy_without_cuda_is_refused_by_name(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is present")
+    with pytest.raises(SystemExit):
+        main(["--ppo-device", "cuda", "--ids", "servegym/Routing-v0"])
+    assert "--ppo-device cuda: torch sees no CUDA device here" in capsys.readouterr().err

@@ -6,12 +6,16 @@ the next decision) and the observation's (``observation``: features, context, ma
 the env's share is the step's other work (action checks, apply, reward, info).
 
     python -m experiments.benchmarks.env_speed [--scenario NAME] [--steps 2000] [--repeats 3] [--ppo-steps 2048]
+                                               [--ppo-device cpu]
 
 Each ID runs on ``default`` except Cascade-v0, which needs a cascade and runs on
 ``cascadeserve``; ``--scenario`` runs every ID on the one named. A rate is the median of
 ``--repeats`` runs, each on a fresh env (one run of 2,000 steps varies by about 10 % here).
 CartPole runs first and again last, ``--repeats`` times each; its rate is the median of all
-of them (the machine's load may drift meanwhile). MaskablePPO trains once per ID.
+of them (the machine's load may drift meanwhile). MaskablePPO trains once per ID, its networks
+on ``--ppo-device`` (``cpu`` by default, as ``agents.train``; ``cuda`` on a GPU machine: SB3's
+small MLP policies often run slower there, since every step's forward pass is a few kernel
+launches).
 
 Each timed loop runs inside ``agents.frozen_heap`` as ``agents.train`` runs ``learn``: the
 objects alive before it (torch, numpy, the env) are frozen out of the garbage collector's full
@@ -32,6 +36,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from sb3_contrib import MaskablePPO
 
 import envs
@@ -120,12 +125,14 @@ class _PartTimer:
         return timed
 
 
-def ppo_steps_per_s(env_id: str, scenario: str, steps: int, frozen: bool = True) -> tuple[float, float, float, float]:
-    """MaskablePPO steps per second and the shares of its wall time spent in the env, in the
-    env's simulator and in its observation."""
+def ppo_steps_per_s(
+    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu"
+) -> tuple[float, float, float, float]:
+    """MaskablePPO steps per second (networks on torch ``device``) and the shares of its wall
+    time spent in the env, in the env's simulator and in its observation."""
     env = _TimedEnv(gym.make(env_id, scenario=scenario))
     parts = _PartTimer(env)
-    model = MaskablePPO("MultiInputPolicy", env, n_steps=512, batch_size=128, n_epochs=4, seed=0, device="cpu")
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=512, batch_size=128, n_epochs=4, seed=0, device=device)
     with _timed_block(frozen):
         started = time.perf_counter()
         model.learn(total_timesteps=steps)
@@ -141,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs per rate; the median is printed")
     parser.add_argument("--ppo-steps", type=int, default=2048)
     parser.add_argument("--ids", default=",".join(envs.ENV_IDS))
+    parser.add_argument("--ppo-device", default="cpu", help="torch device of MaskablePPO's networks (cpu, cuda)")
     parser.add_argument("--default-gc", action="store_true",
                         help="time with the garbage collector's default behaviour, not inside agents.frozen_heap")
     args = parser.parse_args(argv)
     for name in ("steps", "repeats", "ppo_steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if args.ppo_device.split(":")[0] == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--ppo-device {args.ppo_device}: torch sees no CUDA device here")
     frozen = not args.default_gc
     cartpole_rates = [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
     rows = []
@@ -155,11 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         rate = statistics.median(
             env_steps_per_s(env_id, scenario, args.steps, frozen=frozen)[0] for _ in range(args.repeats)
         )
-        rows.append((env_id, scenario, rate, *ppo_steps_per_s(env_id, scenario, args.ppo_steps, frozen=frozen)))
+        ppo = ppo_steps_per_s(env_id, scenario, args.ppo_steps, frozen=frozen, device=args.ppo_device)
+        rows.append((env_id, scenario, rate, *ppo))
     cartpole_rates += [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
     cartpole = statistics.median(cartpole_rates)
     print("garbage collector: " + ("default" if args.default_gc else
                                    "objects alive before each timed loop frozen (agents.frozen_heap, as agents.train)"))
+    print(f"MaskablePPO on {args.ppo_device} (torch {torch.__version__}, {torch.get_num_threads()} threads)")
     print("env share: of MaskablePPO's wall time, in the env's step and reset; simulator and observation: "
           "the parts of it in advance() and observation()")
     print(f"{'env':<24}{'scenario':<14}{'env steps/s':>12}{'% CartPole':>11}{'PPO steps/s':>13}{'env share':>11}"
