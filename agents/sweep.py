@@ -1,7 +1,7 @@
 """Sweep scenarios x algorithms x rewards x hyper-parameters x training seeds on Ray Tune.
 
     python -m agents.sweep CONFIG.yml [--run-dir runs/sweeps/<name>] [--max-concurrent N]
-        [--address auto|HOST:PORT] [--verbose 0|1|2]
+        [--address auto|HOST:PORT] [--scenarios NAME,...] [--verbose 0|1|2]
 
 ``CONFIG.yml`` is described in ``agents.sweep_config`` (examples in ``agents/sweeps/``); it is
 checked in full before Ray starts. Every trial (``agents.trial``) trains one agent as
@@ -9,7 +9,8 @@ checked in full before Ray starts. Every trial (``agents.trial``) trains one age
 Without ``--address`` a local Ray runs ``--max-concurrent`` trials at a time (default: this
 machine's cores), one CPU each (``cpus_per_trial``) with one torch thread; ``--address``
 joins a running cluster (``ray start``), whose nodes all see the run directory (a shared
-filesystem). A trial's process is kept for the next trial (Tune's ``reuse_actors``), so torch
+filesystem). ``--scenarios`` keeps only those scenarios' cells (one section of a board run again,
+into its own ``--run-dir``). A trial's process is kept for the next trial (Tune's ``reuse_actors``), so torch
 and the envs are imported once per concurrent slot, not once per trial. The run directory
 holds ``sweep.json`` (the checked configuration), ``tune/`` (Tune's experiment state),
 ``runs/<trial>/<run>/`` (each trial's ``agents.train`` run, with TensorBoard logs and
@@ -36,7 +37,7 @@ from ray.tune.search import Repeater
 from ray.tune.search.optuna import OptunaSearch
 
 from agents.leaderboard import load_records, write_board
-from agents.sweep_config import Cell, SweepConfig, load_sweep_config
+from agents.sweep_config import Cell, SweepConfig, load_sweep_config, select_scenarios
 from agents.trial import run_trial
 from simulator.fanout import ray_session
 
@@ -145,9 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-concurrent", type=int,
                         help="trials at a time (default: this machine's cores; on a cluster: as its CPUs allow)")
     parser.add_argument("--address", metavar="auto|HOST:PORT", help="join a running Ray cluster instead of a local Ray")
+    parser.add_argument("--scenarios", type=lambda text: text.split(","), metavar="NAME,...",
+                        help="run only these scenarios' cells of the config (default: all)")
     parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1, help="Tune's progress display")
     args = parser.parse_args(argv)
     config = load_sweep_config(args.config)
+    if args.scenarios is not None:
+        config = select_scenarios(config, args.scenarios)
     outcome = run_sweep(config, args.run_dir or DEFAULT_ROOT / config.name, max_concurrent=args.max_concurrent,
                         address=args.address, verbose=args.verbose)
     print((outcome.root / TABLE_FILE).read_text())

@@ -43,7 +43,7 @@ import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +267,17 @@ def check_sweep_config(data: Any, default_name: str = "sweep", where: str = "swe
     for cell in config.cells:
         _check_cell(where, config, cell)
     return config
+
+
+def select_scenarios(config: SweepConfig, scenarios: Sequence[str]) -> SweepConfig:
+    """``config`` with only the cells of ``scenarios`` (renumbered in order): one section of a
+    board run again. A name no cell has raises, naming it and the scenarios the sweep holds."""
+    present = list(dict.fromkeys(cell.scenario for cell in config.cells))
+    missing = [name for name in scenarios if name not in present]
+    if missing or not scenarios:
+        raise ValueError(f"--scenarios: {missing or list(scenarios)} not in sweep {config.name!r}; it holds {present}")
+    kept = [cell for cell in config.cells if cell.scenario in scenarios]
+    return replace(config, cells=tuple(replace(cell, index=index) for index, cell in enumerate(kept)))
 
 
 def _check_cell(where: str, config: SweepConfig, cell: Cell) -> None:

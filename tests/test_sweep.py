@@ -3,6 +3,7 @@ resumes without re-running its finished trials; a trial runs on the second node 
 a bad configuration fails before any trial, naming the bad entry. Trials are tiny (64 steps)."""
 
 import copy
+import dataclasses
 import json
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from ray.cluster_utils import Cluster
 import baselines
 from agents import sweep
 from agents.evaluate import load_agent
-from agents.sweep_config import check_sweep_config, load_sweep_config
+from agents.sweep_config import check_sweep_config, load_sweep_config, select_scenarios
 from agents.trial import EVALUATION_FILE, episode_rows
 from agents.train import make_env
 
@@ -151,3 +152,18 @@ def test_search_spaces_expand_reproducibly():
     config.update(search="optuna")
     with pytest.raises(ValueError, match=r"hyperparams\.learning_rate: search optuna takes no grid; use choice"):
         check_sweep_config(config)
+
+
+def test_scenarios_selects_one_section_renumbered_and_names_an_absent_one(tmp_path):
+    config = copy.deepcopy(CONFIG)
+    config["scenarios"].insert(0, {"scenario": "pascal", "env_id": "servegym/Routing-v0",
+                                   "env_kwargs": {"episode_requests": 30}, "heuristics": ["least_kv"]})
+    checked = check_sweep_config(config)
+    assert [(cell.index, cell.scenario) for cell in checked.cells] == [(0, "pascal"), (1, "default")]
+    selected = select_scenarios(checked, ["default"])
+    assert [(cell.index, cell.scenario) for cell in selected.cells] == [(0, "default")]
+    assert selected.cells[0] == dataclasses.replace(checked.cells[1], index=0)
+    assert selected.train_seeds == checked.train_seeds and selected.eval_seeds == checked.eval_seeds
+    with pytest.raises(ValueError, match=r"--scenarios: \['cascadia'\] not in sweep 'tiny'; it holds \['pascal', 'default'\]"):
+        sweep.main([str(_write(tmp_path, config)), "--scenarios", "default,cascadia", "--run-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists() and not ray.is_initialized()
