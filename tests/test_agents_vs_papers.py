@@ -6,6 +6,7 @@ a report whose numbers are the heuristic's own rollouts."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -18,13 +19,14 @@ from gymnasium import spaces
 
 import baselines
 from agents.headline import base_metric, better_when_higher, headline_values
+from agents.sweep_config import load_sweep_config
 from agents.statistics import iqm_by_metric, probability_of_improvement
 from agents.rollout import run_episode
 from experiments.agents_vs_papers.__main__ import main
 from experiments.agents_vs_papers.headline import compare
 from experiments.agents_vs_papers.recipe import RECIPES_DIR, load_recipe, recipe_names
 from experiments.agents_vs_papers.report import headline_verdict, pick_best, scores, training_diagnostics
-from experiments.agents_vs_papers.runner import AGENT_LABEL, choose_heuristics, finished_run, usable_policies
+from experiments.agents_vs_papers.runner import AGENT_LABEL, choose_heuristics, finished_run, recipe_config, usable_policies
 
 PAPER_SCENARIOS = ["cascadeserve", "cascadia", "cauchy", "multitier", "pascal"]
 
@@ -247,3 +249,18 @@ def test_training_diagnostics_give_a_gaussian_policys_final_spread(tmp_path):
     text = training_diagnostics(tmp_path, spaces.Box(-1.0, 1.0, (2,)))
     assert "return -1300 at the first log, -1280 at the last" in text
     assert "final Gaussian std 0.116 (mean over action dimensions), 5.8% of the action range" in text
+
+
+def test_the_leaderboard_trains_each_recipe_as_agents_vs_papers_does():
+    """Both pages' agents of a recipe and training seed are one model: the sweep's trial config
+    equals the recipe's, but for the vector env (DummyVecEnv in a Ray worker; test_agents_train
+    shows both vector envs train the same model)."""
+    sweep = load_sweep_config(Path(__file__).parent.parent / "agents" / "sweeps" / "leaderboard.yml")
+    recipes = {recipe.scenario: recipe for recipe in map(load_recipe, recipe_names())}
+    cells = [cell for cell in sweep.cells if cell.scenario in recipes]
+    assert sorted(cell.scenario for cell in cells) == sorted(recipes)
+    for cell in cells:
+        board = dataclasses.asdict(sweep.train_config(cell, 2, {}))
+        recipe = dataclasses.asdict(recipe_config(recipes[cell.scenario], 2))
+        assert board["vec_env"] == "dummy" and recipe["vec_env"] in ("dummy", "subproc")
+        assert {**board, "vec_env": None} == {**recipe, "vec_env": None}, cell.scenario
