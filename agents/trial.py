@@ -8,12 +8,15 @@ as ``score`` (negated where lower is better, so a sweep always maximises). A tri
 starts again finds that file when an earlier attempt finished (an interruption can fall between
 the two) and reports it instead of training again; an unfinished attempt is removed and redone. Under ASHA it also
 reports a held-out evaluation every ``timesteps / reports`` steps. A heuristic's episodes
-depend only on the scenario, its arguments and the seeds, so the first trial of a cell
-evaluates them and stores them under ``<sweep>/heuristics/``; later trials read them back.
+depend only on the scenario, its arguments, the seeds and the code beneath the agents
+(``code_fingerprint``), so the first trial of a cell evaluates them and stores them under
+``<sweep>/heuristics/``; later trials read them back, and a sweep resumed after that code
+changed evaluates them again.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -30,6 +33,9 @@ from ray.tune.search.repeater import TRIAL_INDEX
 from stable_baselines3.common.callbacks import BaseCallback
 
 import baselines
+import envs
+import hardware
+import simulator
 from agents.callbacks import AgentPolicy
 from agents.evaluate import load_agent
 from agents.headline import better_when_higher, headline_values
@@ -118,11 +124,26 @@ def episode_rows(env: gym.Env, policy: PolicyLike, metric: str, seeds: Sequence[
     return rows
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """SHA-256 (16 hex digits) of every file, code and data, of the packages a heuristic's episodes
+    depend on (hardware, simulator, envs, baselines): stored episodes are read back only by the code
+    that made them (a profile or planner fix changes episodes without changing their arguments)."""
+    digest = hashlib.sha256()
+    for package in (hardware, simulator, envs, baselines):
+        package_dir = Path(package.__file__).parent
+        for path in sorted(p for p in package_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(path.relative_to(package_dir.parent).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def heuristic_rows(root: Path, cell: Cell, name: str, seeds: Sequence[int]) -> list[dict[str, float]]:
     """Heuristic ``name``'s episode rows on the cell's env, from ``root/heuristics/`` when a trial
-    of the sweep has stored them (the same scenario, arguments, seeds and metric), else run now and stored."""
+    of the sweep has stored them (the same scenario, arguments, seeds, metric and code), else run
+    now and stored."""
     key = {"scenario": cell.scenario, "env_id": cell.env_id, "env_kwargs": cell.plain_env, "heuristic": name,
-           "seeds": list(seeds), "metric": cell.metric}
+           "seeds": list(seeds), "metric": cell.metric, "code": code_fingerprint()}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = root / HEURISTICS_DIR / f"{name}__{digest}.json"
     if path.is_file():

@@ -17,7 +17,7 @@ import yaml
 from ray.cluster_utils import Cluster
 
 import baselines
-from agents import sweep
+from agents import sweep, trial
 from agents.evaluate import load_agent
 from agents.sweep_config import check_sweep_config, load_sweep_config, select_scenarios
 from agents.trial import EVALUATION_FILE, episode_rows
@@ -167,3 +167,22 @@ def test_scenarios_selects_one_section_renumbered_and_names_an_absent_one(tmp_pa
     with pytest.raises(ValueError, match=r"--scenarios: \['cascadia'\] not in sweep 'tiny'; it holds \['pascal', 'default'\]"):
         sweep.main([str(_write(tmp_path, config)), "--scenarios", "default,cascadia", "--run-dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists() and not ray.is_initialized()
+
+
+def test_stored_heuristic_episodes_are_read_back_only_by_the_code_that_made_them(tmp_path, monkeypatch):
+    cell = check_sweep_config(copy.deepcopy(CONFIG)).cells[0]
+    seeds = [10000]
+    monkeypatch.setattr(trial, "code_fingerprint", lambda: "code-a")
+    made = trial.heuristic_rows(tmp_path, cell, "least_outstanding", seeds)
+    env = make_env(cell.env_id, cell.scenario, cell.plain_env, flat=False)
+    assert made == episode_rows(env, baselines.make("least_outstanding", env), cell.metric, seeds)
+    (stored,) = (tmp_path / trial.HEURISTICS_DIR).glob("least_outstanding__*.json")
+    record = json.loads(stored.read_text())
+    assert record["key"]["code"] == "code-a"
+    record["rows"][0][cell.metric] = -1.0
+    stored.write_text(json.dumps(record))
+    assert trial.heuristic_rows(tmp_path, cell, "least_outstanding", seeds)[0][cell.metric] == -1.0
+    monkeypatch.setattr(trial, "code_fingerprint", lambda: "code-b")
+    assert trial.heuristic_rows(tmp_path, cell, "least_outstanding", seeds) == made
+    assert len(list((tmp_path / trial.HEURISTICS_DIR).glob("least_outstanding__*.json"))) == 2
+
