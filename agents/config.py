@@ -6,8 +6,10 @@ The files are servegym's own format, not RL Zoo's (``rl_zoo3`` cannot read them:
 ``defaults`` section and does not know servegym's policies such as ``NoOpPriorPolicy``); key
 names follow SB3's constructor arguments. A hyper-parameter file has a ``defaults`` section and optional sections named by env ID; the
 env's section overrides ``defaults`` key by key (nested dicts are merged). Keys: ``policy``,
-``n_envs``, ``vec_env`` (``subproc``: one process per env when n_envs > 1, the default;
-``dummy``: all in this process), ``n_timesteps``, ``normalize`` (false, true or VecNormalize
+``n_envs``, ``vec_env`` (``subproc``: one process per env when n_envs > 1; ``dummy``: all in
+this process; ``auto``, the default: ``subproc`` where the machine has a core for each env and
+one more for training, else ``dummy``; the same seed trains the same model under each, only the
+wall time differs; ``agents.train.uses_subprocess_envs``), ``n_timesteps``, ``normalize`` (false, true or VecNormalize
 keyword arguments),
 ``learning_rate``, ``clip_range`` and ``clip_range_vf`` may be ``lin_<value>`` (RL Zoo's linear
 schedule: ``value`` at the start of training, 0 at its end);
@@ -43,7 +45,7 @@ from agents.policies import InstanceScoringPolicy, MaskableInstanceScoringPolicy
 HYPERPARAMS_DIR = Path(__file__).parent / "hyperparams"
 DEFAULTS_SECTION = "defaults"
 RUN_KEYS = ("policy", "n_envs", "vec_env", "n_timesteps", "normalize", "env_kwargs", "policy_kwargs")
-VEC_ENVS = ("subproc", "dummy")
+VEC_ENVS = ("auto", "subproc", "dummy")
 # Constructor arguments a run fixes itself, or that take Python classes a YAML file cannot name.
 RESERVED_ALGO_ARGS = frozenset({
     "self", "policy", "env", "seed", "device", "verbose", "tensorboard_log", "policy_kwargs",
@@ -176,7 +178,7 @@ class TrainConfig:
     eval_baselines: list[str] = field(default_factory=list)
     eval_metric: str = "return"
     checkpoint_freq: int = 0
-    vec_env: str = "subproc"
+    vec_env: str = "auto"
     torch_threads: int = 1
     eval_mode: str = "deterministic"
 
@@ -315,7 +317,7 @@ def build_config(
         eval_baselines=list(eval_baselines),
         eval_metric=eval_metric,
         checkpoint_freq=checkpoint_freq,
-        vec_env=vec_env or hyperparams.get("vec_env", "subproc"),
+        vec_env=vec_env or hyperparams.get("vec_env", "auto"),
         torch_threads=torch_threads,
         eval_mode=eval_mode,
     )

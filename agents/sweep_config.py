@@ -295,7 +295,7 @@ def _check_cell(where: str, config: SweepConfig, cell: Cell) -> None:
         make_env(cell.env_id, cell.scenario, cell.plain_env, flat=False).close()
     except (ValueError, TypeError) as error:
         raise ValueError(f"{at}: {error}") from None
-    if train_config.n_envs > config.cpus_per_trial and train_config.vec_env == "subproc":
+    if train_config.n_envs > config.cpus_per_trial and train_config.vec_env != "dummy":
         raise ValueError(f"{at}: n_envs {train_config.n_envs} subprocess envs need cpus_per_trial >= "
                          f"{train_config.n_envs}, got {config.cpus_per_trial}")
 

@@ -32,7 +32,7 @@ from agents.config import (
     vecnormalize_path,
 )
 from agents.rollout import evaluate as rollout_evaluate
-from agents.train import main, make_env, resume, train
+from agents.train import main, make_env, resume, train, uses_subprocess_envs
 from baselines import Policy, policy_names, register
 from simulator.metrics import meets_slo
 
@@ -231,8 +231,8 @@ def test_training_dashboard_has_the_scenarios_metrics_and_a_stochastic_learning_
 
 
 def test_cli_trains_with_subprocess_envs_and_masks(tmp_path, capsys):
-    main(["--env", ROUTING, "--algo", "maskable_ppo", "--timesteps", "128", "--n-envs", "2", "--device", "cpu",
-          "--set", "n_steps=32", "batch_size=32", "n_epochs=1", "env_kwargs.episode_requests=20",
+    main(["--env", ROUTING, "--algo", "maskable_ppo", "--timesteps", "128", "--n-envs", "2", "--vec-env", "subproc",
+          "--device", "cpu", "--set", "n_steps=32", "batch_size=32", "n_epochs=1", "env_kwargs.episode_requests=20",
           "--checkpoint-freq", "0", "--run-dir", str(tmp_path), "--no-progress-bar", "--verbose", "0"])
     assert "trained 128 steps (total 128)" in capsys.readouterr().out
     (run_dir,) = tmp_path.iterdir()
@@ -363,3 +363,12 @@ def test_dummy_and_subprocess_envs_train_the_same_model(tmp_path):
     assert dummy_var == subproc_var and dummy_var.dtype == np.float64
     value_losses = [[row["train/value_loss"] for row in csv.DictReader(log.splitlines())] for log in (dummy_log, subproc_log)]
     assert value_losses[0] == value_losses[1] and any(value_losses[0])
+
+
+def test_auto_vector_env_uses_subprocesses_only_with_a_core_per_env_and_one_for_training():
+    assert not uses_subprocess_envs(2, "auto", cores=2)  # the 2-core machine: both envs in-process
+    assert uses_subprocess_envs(2, "auto", cores=3)
+    assert not uses_subprocess_envs(1, "auto", cores=16) and not uses_subprocess_envs(1, "subproc", cores=16)
+    assert uses_subprocess_envs(4, "subproc", cores=2) and not uses_subprocess_envs(4, "dummy", cores=16)
+    with pytest.raises(ValueError, match="unknown vec_env 'threads'"):
+        uses_subprocess_envs(2, "threads")

@@ -262,5 +262,5 @@ def test_the_leaderboard_trains_each_recipe_as_agents_vs_papers_does():
     for cell in cells:
         board = dataclasses.asdict(sweep.train_config(cell, 2, {}))
         recipe = dataclasses.asdict(recipe_config(recipes[cell.scenario], 2))
-        assert board["vec_env"] == "dummy" and recipe["vec_env"] in ("dummy", "subproc")
+        assert board["vec_env"] == "dummy" and recipe["vec_env"] in ("auto", "dummy")
         assert {**board, "vec_env": None} == {**recipe, "vec_env": None}, cell.scenario

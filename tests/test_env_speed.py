@@ -10,7 +10,7 @@ import torch
 
 import envs  # noqa: F401
 from envs.random_policy import random_masked_action
-from experiments.benchmarks.env_speed import _PartTimer, main, ppo_steps_per_s
+from experiments.benchmarks.env_speed import _PartTimer, main, ppo_steps_per_s, shipped_ppo_steps_per_s
 
 
 def test_simulator_and_observation_shares_lie_inside_the_env_share():
@@ -44,3 +44,11 @@ def test_a_cuda_policy_without_cuda_is_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         main(["--ppo-device", "cuda", "--ids", "servegym/Routing-v0"])
     assert "--ppo-device cuda: torch sees no CUDA device here" in capsys.readouterr().err
+
+
+def test_shipped_hyperparameters_train_two_rollouts_of_the_ids_own_setting():
+    # Routing-v0's shipped setting: n_envs 2 (defaults), n_steps 512, in-process envs, so 64
+    # steps asked become two rollouts of 2 x 512.
+    rate, env_share, n_envs, vec_env, trained = shipped_ppo_steps_per_s("servegym/Routing-v0", "default", 64)
+    assert (n_envs, vec_env, trained) == (2, "dummy", 2 * 2 * 512)
+    assert rate > 0 and 0 < env_share < 1

@@ -6,7 +6,7 @@ the next decision) and the observation's (``observation``: features, context, ma
 the env's share is the step's other work (action checks, apply, reward, info).
 
     python -m experiments.benchmarks.env_speed [--scenario NAME] [--steps 2000] [--repeats 3] [--ppo-steps 2048]
-                                               [--ppo-device cpu]
+                                               [--ppo-device cpu] [--shipped-hyperparams]
 
 Each ID runs on ``default`` except Cascade-v0, which needs a cascade and runs on
 ``cascadeserve``; ``--scenario`` runs every ID on the one named. A rate is the median of
@@ -16,6 +16,16 @@ of them (the machine's load may drift meanwhile). MaskablePPO trains once per ID
 on ``--ppo-device`` (``cpu`` by default, as ``agents.train``; ``cuda`` on a GPU machine: SB3's
 small MLP policies often run slower there, since every step's forward pass is a few kernel
 launches).
+
+The env share above is measured under one fixed, light MaskablePPO setting (one env, ``n_steps``
+512, ``batch_size`` 128, ``n_epochs`` 4, SB3's default 64 x 64 networks), the same for every ID.
+``--shipped-hyperparams`` measures it instead as ``python -m agents.train --algo maskable_ppo``
+trains: each ID's shipped hyper-parameters (``agents/hyperparams/maskable_ppo.yml``: policy,
+networks, ``n_steps``, ``n_epochs``, ``n_envs`` and vector env, reward normalisation), torch at
+the run's thread count; the env share is then the training process's time inside the vector
+env's ``reset``, ``step_async`` and ``step_wait`` (with ``SubprocVecEnv`` the envs step in their
+own processes, so this is the time training waits for them). ``--ppo-steps`` is raised to two
+rollouts (2 x ``n_envs`` x ``n_steps``) where it is less.
 
 Each timed loop runs inside ``agents.frozen_heap`` as ``agents.train`` runs ``learn``: the
 objects alive before it (torch, numpy, the env) are frozen out of the garbage collector's full
@@ -27,20 +37,26 @@ keep many requests in flight).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
 
 import envs
+from agents.config import build_config, get_algorithm
 from agents.frozen_heap import frozen_heap
+from agents.train import make_vec_env, uses_subprocess_envs
 from envs.random_policy import random_masked_action
 
 SCENARIO_BY_ENV = {"servegym/Cascade-v0": "cascadeserve"}  # the rest run on "default"
@@ -141,6 +157,62 @@ def ppo_steps_per_s(
             parts.seconds["observation"] / wall_s)
 
 
+class _TimedVecEnv(VecEnvWrapper):
+    """Adds up the training process's wall time inside a vector env's reset and step."""
+
+    def __init__(self, venv: VecEnv) -> None:
+        super().__init__(venv)
+        self.seconds = 0.0
+
+    def reset(self):
+        started = time.perf_counter()
+        observation = self.venv.reset()
+        self.seconds += time.perf_counter() - started
+        return observation
+
+    def step_async(self, actions: np.ndarray) -> None:
+        started = time.perf_counter()
+        self.venv.step_async(actions)
+        self.seconds += time.perf_counter() - started
+
+    def step_wait(self):
+        started = time.perf_counter()
+        result = self.venv.step_wait()
+        self.seconds += time.perf_counter() - started
+        return result
+
+
+def shipped_ppo_steps_per_s(
+    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu"
+) -> tuple[float, float, int, str, int]:
+    """MaskablePPO as ``agents.train`` builds it from the shipped hyper-parameters of
+    ``env_id``: its steps per second, the env's share of the wall time (time inside the vector
+    env), and the run's ``n_envs``, vector env and steps trained (at least two rollouts)."""
+    config = build_config(env_id, scenario, "maskable_ppo", seed=0, n_timesteps=steps, device=device)
+    rollout = config.n_envs * config.algo_kwargs["n_steps"]
+    config = dataclasses.replace(config, n_timesteps=max(steps, 2 * rollout))
+    vec_env = "subproc" if uses_subprocess_envs(config.n_envs, config.vec_env) else "dummy"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.torch_threads)
+    with tempfile.TemporaryDirectory() as run_dir:
+        venv = timed = _TimedVecEnv(make_vec_env(config, Path(run_dir)))
+        try:
+            if config.normalize is not None:
+                venv = VecNormalize(timed, **config.vec_normalize_kwargs())
+            model = get_algorithm(config.algo).cls(
+                config.policy, venv, seed=config.seed, device=device,
+                policy_kwargs=config.sb3_policy_kwargs(), **config.sb3_algo_kwargs(),
+            )
+            with _timed_block(frozen):
+                started = time.perf_counter()
+                model.learn(total_timesteps=config.n_timesteps)
+                wall_s = time.perf_counter() - started
+        finally:
+            venv.close()
+            torch.set_num_threads(threads)
+    return model.num_timesteps / wall_s, timed.seconds / wall_s, config.n_envs, vec_env, model.num_timesteps
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=None, help="one scenario for every ID (default: per ID)")
@@ -149,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ppo-steps", type=int, default=2048)
     parser.add_argument("--ids", default=",".join(envs.ENV_IDS))
     parser.add_argument("--ppo-device", default="cpu", help="torch device of MaskablePPO's networks (cpu, cuda)")
+    parser.add_argument("--shipped-hyperparams", action="store_true",
+                        help="train MaskablePPO as agents.train does, with each ID's shipped hyper-parameters")
     parser.add_argument("--default-gc", action="store_true",
                         help="time with the garbage collector's default behaviour, not inside agents.frozen_heap")
     args = parser.parse_args(argv)
@@ -158,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.ppo_device.split(":")[0] == "cuda" and not torch.cuda.is_available():
         parser.error(f"--ppo-device {args.ppo_device}: torch sees no CUDA device here")
     frozen = not args.default_gc
+    if args.shipped_hyperparams:
+        return _print_shipped(args.ids.split(","), args.scenario, args.ppo_steps, frozen, args.ppo_device)
     cartpole_rates = [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
     rows = []
     for env_id in args.ids.split(","):
@@ -180,6 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     for env_id, scenario, rate, ppo_rate, share, simulator, observation in rows:
         print(f"{env_id:<24}{scenario:<14}{rate:>12,.0f}{rate / cartpole:>11.1%}{ppo_rate:>13,.0f}{share:>10.0%}"
               f"{simulator:>10.0%}{observation:>12.0%}")
+    return 0
+
+
+def _print_shipped(env_ids: list[str], scenario: str | None, steps: int, frozen: bool, device: str) -> int:
+    print("MaskablePPO as agents.train runs it: the shipped hyper-parameters of each ID "
+          f"(agents/hyperparams/maskable_ppo.yml), on {device}; env share: of the wall time, inside the vector env")
+    print(f"{'env':<24}{'scenario':<14}{'n_envs':>7}{'vec env':>9}{'steps':>8}{'PPO steps/s':>13}{'env share':>11}")
+    for env_id in env_ids:
+        name = scenario or SCENARIO_BY_ENV.get(env_id, "default")
+        rate, share, n_envs, vec_env, trained = shipped_ppo_steps_per_s(env_id, name, steps, frozen, device)
+        print(f"{env_id:<24}{name:<14}{n_envs:>7}{vec_env:>9}{trained:>8,}{rate:>13,.0f}{share:>10.0%}")
     return 0
 
 
