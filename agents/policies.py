@@ -115,20 +115,29 @@ class InstanceScoringNetwork(nn.Module):
 
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
         rows, _, mask, _ = self.split(features)
-        logits = self.actor_score(self.actor_encoder(rows)).squeeze(-1)
-        return logits.masked_fill(mask < 0.5, MASKED_LOGIT)
+        return self._actor(rows, mask)
 
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
         rows, shared, _, present = self.split(features)
+        return self._critic(rows, shared, present)
+
+    def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """Both heads from one ``split`` (rollouts and updates call this): the same values as
+        ``forward_actor`` and ``forward_critic``, with half the slicing."""
+        rows, shared, mask, present = self.split(features)
+        return self._actor(rows, mask), self._critic(rows, shared, present)
+
+    def _actor(self, rows: th.Tensor, mask: th.Tensor) -> th.Tensor:
+        logits = self.actor_score(self.actor_encoder(rows)).squeeze(-1)
+        return logits.masked_fill(mask < 0.5, MASKED_LOGIT)
+
+    def _critic(self, rows: th.Tensor, shared: th.Tensor, present: th.Tensor) -> th.Tensor:
         encoded = self.critic_encoder(rows)
         weight = present.unsqueeze(-1).to(encoded.dtype)
         mean = (encoded * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
         peak = encoded.masked_fill(~present.unsqueeze(-1), -th.inf).amax(dim=1)
         peak = th.where(th.isfinite(peak), peak, th.zeros_like(peak))  # no instance present: 0
         return self.critic_head(th.cat([mean, peak, shared], dim=1))
-
-    def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        return self.forward_actor(features), self.forward_critic(features)
 
 
 class _InstanceScoringMixin:

@@ -91,6 +91,22 @@ def test_permuting_instance_rows_permutes_logits_and_keeps_the_value(algo):
         assert permuted_value == pytest.approx(value, abs=1e-5)
 
 
+@pytest.mark.parametrize("algo", sorted(POLICY_CLASSES))
+def test_forward_gives_both_heads_exactly(algo):
+    env = routing_env()
+    policy = make_policy(algo, env, ortho_init=False)
+    observations = [with_slot_features(busy_observation(env, seed=seed, steps=15), np.random.default_rng(seed))
+                    for seed in (4, 5)]
+    batch = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+    obs_tensor, _ = policy.obs_to_tensor(batch)
+    with th.no_grad():
+        features = policy.extract_features(obs_tensor)
+        logits, latent_value = policy.mlp_extractor(features)
+        assert th.equal(logits, policy.mlp_extractor.forward_actor(features))
+        assert th.equal(latent_value, policy.mlp_extractor.forward_critic(features))
+    assert logits.shape == (2, env.action_space.n)
+
+
 def test_absent_slots_do_not_move_the_value():
     env = routing_env()
     policy = make_policy("maskable_ppo", env, ortho_init=False)
