@@ -240,12 +240,7 @@ def train(config: TrainConfig, run_root: Path = Path("runs"), *, progress_bar: b
     config.save(run_dir / "config.yml")
     venv = make_vec_env(config, run_dir)
     try:
-        if config.normalize is not None:
-            venv = VecNormalize(venv, **config.vec_normalize_kwargs())
-        model = get_algorithm(config.algo).cls(
-            config.policy, venv, seed=config.seed, device=device, verbose=verbose,
-            policy_kwargs=config.sb3_policy_kwargs(), **config.sb3_algo_kwargs(),
-        )
+        model = new_model(config, venv, verbose)
         logger = _logger(run_dir, verbose)
         model.set_logger(logger)
         logger.record("hparams", HParam(_hparams(config), _hparam_metrics(config)),
@@ -254,6 +249,17 @@ def train(config: TrainConfig, run_root: Path = Path("runs"), *, progress_bar: b
                       extra_callbacks=callbacks, stop_on_signals=stop_on_signals)
     finally:
         venv.close()
+
+
+def new_model(config: TrainConfig, venv: VecEnv, verbose: int = 0) -> BaseAlgorithm:
+    """An untrained model of ``config`` on ``venv`` (behind ``VecNormalize`` when the config
+    normalises), on ``config.device``."""
+    if config.normalize is not None:
+        venv = VecNormalize(venv, **config.vec_normalize_kwargs())
+    return get_algorithm(config.algo).cls(
+        config.policy, venv, seed=config.seed, device=config.device, verbose=verbose,
+        policy_kwargs=config.sb3_policy_kwargs(), **config.sb3_algo_kwargs(),
+    )
 
 
 def resume(run_dir: Path, *, timesteps: int | None = None, device: str | None = None,

@@ -51,12 +51,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 import envs
-from agents.config import build_config, get_algorithm
+from agents.config import build_config
 from agents.frozen_heap import frozen_heap
-from agents.train import make_vec_env, uses_subprocess_envs
+from agents.train import make_vec_env, new_model, uses_subprocess_envs
 from envs.random_policy import random_masked_action
 
 SCENARIO_BY_ENV = {"servegym/Cascade-v0": "cascadeserve"}  # the rest run on "default"
@@ -195,20 +195,15 @@ def shipped_ppo_steps_per_s(
     threads = torch.get_num_threads()
     torch.set_num_threads(config.torch_threads)
     with tempfile.TemporaryDirectory() as run_dir:
-        venv = timed = _TimedVecEnv(make_vec_env(config, Path(run_dir)))
+        timed = _TimedVecEnv(make_vec_env(config, Path(run_dir)))
         try:
-            if config.normalize is not None:
-                venv = VecNormalize(timed, **config.vec_normalize_kwargs())
-            model = get_algorithm(config.algo).cls(
-                config.policy, venv, seed=config.seed, device=device,
-                policy_kwargs=config.sb3_policy_kwargs(), **config.sb3_algo_kwargs(),
-            )
+            model = new_model(config, timed)
             with _timed_block(frozen):
                 started = time.perf_counter()
                 model.learn(total_timesteps=config.n_timesteps)
                 wall_s = time.perf_counter() - started
         finally:
-            venv.close()
+            timed.close()
             torch.set_num_threads(threads)
     return model.num_timesteps / wall_s, timed.seconds / wall_s, config.n_envs, vec_env, model.num_timesteps
 
