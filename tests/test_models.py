@@ -39,6 +39,8 @@ PUBLISHED_PARAMS = {
     "Qwen-72B": 72e9,
     "InternLM-20B": 20e9,
     "Phi-2": 2.78e9,
+    "Llama-3.3-70B": 70.6e9,
+    "Mixtral-8x7B": 46.7e9,
     "BERT-tiny": 4.4e6,
     "BERT-mini": 11.3e6,
     "BERT-small": 29.1e6,
