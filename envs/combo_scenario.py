@@ -20,19 +20,24 @@ from typing import Any
 import numpy as np
 
 from envs.scenario import InstanceGroup, ScalingUnit, Scenario
-from envs.scenarios.cauchy import CAUCHY_MODEL
+from envs.scenarios.cauchy import CAUCHY_ENGINE, CAUCHY_MODEL
 from simulator.combo_cluster import INSTANCE_SCHEDULERS, ComboCluster
 from simulator.combos import Combo
+
+
+def instance_options_with_engine(instance_options: dict[str, Any] | None) -> dict[str, Any]:
+    """``instance_options`` with Cauchy's engine unless they name one."""
+    return {"engine": CAUCHY_ENGINE, **(instance_options or {})}
 
 
 def combo_instance_groups(
     combos: Sequence[Combo], model: str = CAUCHY_MODEL, instance_options: dict[str, Any] | None = None
 ) -> tuple[InstanceGroup, ...]:
-    """The combos' instances (with ``instance_options``, ``Combo.instance_configs``) in
-    deployment order, consecutive identical configs grouped."""
+    """The combos' instances (with ``instance_options``, ``Combo.instance_configs``; Cauchy's
+    engine unless they name one) in deployment order, consecutive identical configs grouped."""
     groups: list[InstanceGroup] = []
     for combo in combos:
-        for config in combo.instance_configs(model, **(instance_options or {})):
+        for config in combo.instance_configs(model, **instance_options_with_engine(instance_options)):
             if groups and groups[-1].config == config:
                 groups[-1] = InstanceGroup(config, groups[-1].count + 1)
             else:
@@ -80,7 +85,7 @@ class ComboScenario(Scenario):
     combo_goodput_rps: tuple[float, ...] = ()
     model: str = CAUCHY_MODEL
     instance_scheduler: str = "opportunistic"
-    instance_options: dict[str, Any] = field(default_factory=dict)
+    instance_options: dict[str, Any] = field(default_factory=lambda: instance_options_with_engine(None))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -130,7 +135,7 @@ def combo_scenario(
     )
     return ComboScenario(
         **values, combos=tuple(c for c, _ in combos), combo_goodput_rps=tuple(float(g) for _, g in combos),
-        model=model, instance_scheduler=instance_scheduler, instance_options=dict(instance_options or {}),
+        model=model, instance_scheduler=instance_scheduler, instance_options=instance_options_with_engine(instance_options),
     )
 
 
@@ -151,7 +156,7 @@ class ComboScalingScenario(Scenario):
     combo_goodput_rps: tuple[float, ...] = ()
     model: str = CAUCHY_MODEL
     instance_scheduler: str = "opportunistic"
-    instance_options: dict[str, Any] = field(default_factory=dict)
+    instance_options: dict[str, Any] = field(default_factory=lambda: instance_options_with_engine(None))
 
     def __post_init__(self) -> None:
         super().__post_init__()

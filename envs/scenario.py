@@ -71,7 +71,7 @@ class InstanceGroup:
     def __post_init__(self) -> None:
         if not isinstance(self.count, int) or self.count < 0:
             raise ValueError(f"InstanceGroup.count must be a non-negative integer, got {self.count!r}")
-        self.config.validate()
+        self.config.resolved()
 
 
 @dataclass(frozen=True)

@@ -313,7 +313,7 @@ def kv_bound_share() -> tuple[int, int, float]:
     """The paper setup's KV blocks M per instance, its batch cap, and the share of M a full batch
     of Table 1's longest requests (512 tokens) holds: whether KV can bind at all."""
     instance = next(iter(make_scenario("multitier", instances=paper_instances()).build_cluster().instances.values()))
-    blocks, cap = instance.kv.total_blocks, instance.config.max_batch_size
+    blocks, cap = instance.kv.total_blocks, instance.settings.max_batch_size
     return blocks, cap, cap * -(-512 // instance.kv.block_size) / blocks
 
 

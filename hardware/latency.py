@@ -25,18 +25,21 @@ One iteration (continuous batching, optionally chunked prefill) costs, in second
   layers and send; the last: its layers and the LM head), so the simulator can keep up to
   ``pp`` microbatches in flight, one per stage, as vLLM's virtual engines and Vidur 0.0.26
   do; steady-state throughput is then bounded by the slowest stage, not by the sum.
-* A fixed CPU/scheduling overhead per iteration, ``cpu_overhead_s`` (default
-  ``DEFAULT_CPU_OVERHEAD_S`` = ``profiles.cpu_overhead_s()``, Vidur's vLLM measurement, 2.98
-  ms). Trade-off: Vidur's own default leaves it out, and engines with asynchronous output
-  processing (vLLM >= 0.6, SGLang) hide most of it behind the next forward pass, so 0 is the
-  right value for them; the default charges it because the Vidur profiles our efficiencies
-  come from were measured on a synchronous vLLM, and at small batches it is a third of an
-  iteration (Llama-2-7B on A100, batch 1 decode: ~3 of ~9 ms).
+* CPU time per iteration, ``engine.cpu_s(sequences)`` (``hardware.engines``): the engine's
+  scheduler, input preparation, sampling and output processing that the GPU waits for,
+  charged serially (stage 0's GPUs wait for it in a pipeline). ``cpu_overhead_s`` replaces it
+  by a fixed time (``--cpu-overhead-ms``; 0 matches Vidur's own default, which leaves it out).
+
+Which kernels the ops run at is the engine's kernel set (``hardware.kernel_sets``): Vidur's
+2024 profiles, or servegym's 2026 Hopper profiles, which also give FP8 GEMMs their own
+efficiency at the FP8 tensor-core rate and routed MoE experts the grouped-GEMM efficiency.
+Without them FP8 weights stream at one byte per weight and compute at the fp16 rate, and
+routed experts run at the dense GEMM efficiency. int4 weights (AWQ/GPTQ) stream at their
+packed size and compute at the fp16 rate, as Marlin-style kernels do.
 
 Related: splitwise-sim and DistServe fit ``a + b * sum(tokens) (+ c * sum(tokens)^2)`` per
 phase directly to profiles; here the shape comes from the hardware and only efficiencies
-are fitted. Not modelled: the final norm, the logits all-gather, int4 dequantisation cost
-(int4 only shrinks weight bytes), and kernel overlap between ops.
+are fitted. Not modelled: the final norm, the logits all-gather, and kernel overlap between ops.
 """
 
 from __future__ import annotations
@@ -46,35 +49,25 @@ import numbers
 from dataclasses import dataclass
 from functools import cache
 
+from hardware.engines import DEFAULT_ENGINE, EngineProfile, get_engine
 from hardware.gpus import GPUSpec, get_gpu
+from hardware.kernel_sets import kernel_efficiency
 from hardware.models import (
+    FP8_BYTES_PER_LINEAR_WEIGHT,
     FP16_BYTES,
-    INT4_BYTES_PER_LINEAR_WEIGHT,
     WEIGHT_DTYPES,
     ModelSpec,
+    bytes_per_linear_weight,
     check_fits,
     get_model,
     kv_bytes_per_token_per_gpu,
     weights_per_gpu_bytes,
 )
-from hardware.profiles import (
-    ACTIVATION_BYTES,
-    attention_calibration,
-    compute_efficiency,
-    cpu_overhead_s,
-    gemm_bytes,
-    gemm_flops,
-    link_efficiency,
-)
-
-DEFAULT_CPU_OVERHEAD_S = cpu_overhead_s()
-"""CPU time charged per iteration unless a deployment says otherwise (``profiles.cpu_overhead_s``)."""
+from hardware.profiles import ACTIVATION_BYTES, gemm_bytes, gemm_flops
 
 ACTIVATION_RESERVE_TOKENS = 2048
 """Tokens of the profiling forward pass whose activations vLLM keeps free of KV cache
 (its default ``max_num_batched_tokens`` with chunked prefill)."""
-
-_LINEAR_WEIGHT_BYTES = {"fp16": FP16_BYTES, "int4": INT4_BYTES_PER_LINEAR_WEIGHT}
 
 
 def _check_int(label: str, value: object, minimum: int) -> None:
@@ -203,19 +196,23 @@ class IterationLatencyModel:
         tp: int = 1,
         pp: int = 1,
         dtype: str = "fp16",
-        cpu_overhead_s: float = DEFAULT_CPU_OVERHEAD_S,
+        engine: EngineProfile | str = DEFAULT_ENGINE,
+        cpu_overhead_s: float | None = None,
     ) -> None:
         self.gpu, self.model = _resolve(gpu, model)
-        if dtype not in _LINEAR_WEIGHT_BYTES:
+        if dtype not in WEIGHT_DTYPES:
             raise ValueError(f"unknown weight dtype {dtype!r}; known: {', '.join(WEIGHT_DTYPES)}")
-        _check_real("cpu_overhead_s", cpu_overhead_s, 0.0)
+        self.engine = get_engine(engine)
+        if cpu_overhead_s is None:
+            self.cpu_fixed_s, self.cpu_per_sequence_s = self.engine.cpu_fixed_s, self.engine.cpu_per_sequence_s
+        else:
+            _check_real("cpu_overhead_s", cpu_overhead_s, 0.0)
+            self.cpu_fixed_s, self.cpu_per_sequence_s = float(cpu_overhead_s), 0.0
         self.weights_per_gpu_bytes = weights_per_gpu_bytes(self.model, tp, pp, dtype)
         self.tp, self.pp, self.dtype = tp, pp, dtype
-        self._compute = compute_efficiency(self.gpu.profile_family)
-        self._links = link_efficiency(self.gpu.profile_family)
-        self._attention = attention_calibration()
-        self.cpu_overhead_s = float(cpu_overhead_s)
-        weight_bytes = _LINEAR_WEIGHT_BYTES[dtype]
+        self.kernels = kernel_efficiency(self.engine.kernels, self.gpu.profile_family)
+        self._compute, self._links, self._attention = self.kernels.compute, self.kernels.links, self.kernels.attention
+        weight_bytes = bytes_per_linear_weight(dtype)
         m = self.model
         attention = _attention_gemms(m, tp, weight_bytes)
         self._layer_kinds = [
@@ -238,14 +235,24 @@ class IterationLatencyModel:
 
     def __repr__(self) -> str:
         return (
-            f"IterationLatencyModel({self.gpu.name!r}, {self.model.name!r}, "
-            f"tp={self.tp}, pp={self.pp}, dtype={self.dtype!r}, cpu_overhead_s={self.cpu_overhead_s!r})"
+            f"IterationLatencyModel({self.gpu.name!r}, {self.model.name!r}, tp={self.tp}, pp={self.pp}, "
+            f"dtype={self.dtype!r}, engine={self.engine.name!r}, cpu_fixed_s={self.cpu_fixed_s!r}, "
+            f"cpu_per_sequence_s={self.cpu_per_sequence_s!r})"
         )
+
+    def cpu_s(self, sequences: int) -> float:
+        """CPU time of an iteration over ``sequences`` sequences (the GPU waits for it)."""
+        return self.cpu_fixed_s + self.cpu_per_sequence_s * sequences
 
     # --- per-layer pieces (seconds) -------------------------------------------------------
 
     def _linear_s(self, gemm: _Gemm, tokens: int) -> float:
-        return float(self._compute.linear_time_s(gemm.flops(tokens), gemm.moved_bytes(tokens), self.gpu))
+        flops, moved = gemm.flops(tokens), gemm.moved_bytes(tokens)
+        if gemm.experts > 1 and self.kernels.grouped_gemm is not None:
+            return self.kernels.grouped_gemm.time_s(flops, moved, self.gpu)
+        if gemm.weight_bytes_per_param == FP8_BYTES_PER_LINEAR_WEIGHT and self.kernels.fp8 is not None:
+            return self.kernels.fp8.time_s(flops, moved, self.gpu)
+        return float(self._compute.linear_time_s(flops, moved, self.gpu))
 
     def _layers_s(self, tokens: int) -> float:
         """All layers' linear and elementwise ops for ``tokens`` tokens (no attention, no comms)."""
@@ -316,7 +323,7 @@ class IterationLatencyModel:
             total += m.num_layers * self.prefill_attention_layer_s(prefill_tokens, prefill_pairs)
         if decode_batch:
             total += m.num_layers * (cal.decode_fixed_s + cal.decode_per_sequence_s * decode_batch)
-        return total + self.cpu_overhead_s
+        return total + self.cpu_s(logit_tokens)
 
     # --- public API ---------------------------------------------------------------------
 
@@ -398,14 +405,15 @@ class IterationLatencyModel:
         if pp == 1:
             return (iteration_s,)
         send_s, embedding_s, head_s = self._stage_terms_s(tokens, logit_tokens)
-        layers_s = iteration_s - self.cpu_overhead_s - embedding_s - head_s - (pp - 1) * send_s
+        cpu_s = self.cpu_s(logit_tokens)
+        layers_s = iteration_s - cpu_s - embedding_s - head_s - (pp - 1) * send_s
         if layers_s <= 0:
             raise ValueError(
                 f"iteration_s={iteration_s!r} is shorter than the CPU overhead, embedding, LM head and "
                 f"sends of {tokens} tokens alone"
             )
         stage_s = layers_s / pp
-        return (self.cpu_overhead_s + embedding_s + stage_s + send_s,) + (stage_s + send_s,) * (pp - 2) + (
+        return (cpu_s + embedding_s + stage_s + send_s,) + (stage_s + send_s,) * (pp - 2) + (
             stage_s + head_s,
         )
 
@@ -423,10 +431,11 @@ def latency_model(
     tp: int = 1,
     pp: int = 1,
     dtype: str = "fp16",
-    cpu_overhead_s: float = DEFAULT_CPU_OVERHEAD_S,
+    engine: EngineProfile | str = DEFAULT_ENGINE,
+    cpu_overhead_s: float | None = None,
 ) -> IterationLatencyModel:
-    """Shared ``IterationLatencyModel`` per (gpu, model, tp, pp, dtype, cpu_overhead_s)."""
-    return IterationLatencyModel(gpu, model, tp, pp, dtype, cpu_overhead_s)
+    """Shared ``IterationLatencyModel`` per (gpu, model, tp, pp, dtype, engine, cpu_overhead_s)."""
+    return IterationLatencyModel(gpu, model, tp, pp, dtype, engine, cpu_overhead_s)
 
 
 def pp_bubble_fraction(pp: int) -> float:

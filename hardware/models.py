@@ -46,7 +46,9 @@ from hardware.gpus import GPUSpec
 _DATA = Path(__file__).parent / "data" / "models.csv"
 
 FP16_BYTES = 2.0
-WEIGHT_DTYPES = ("fp16", "int4")
+WEIGHT_DTYPES = ("fp16", "fp8", "int4")
+FP8_BYTES_PER_LINEAR_WEIGHT = 1.0
+"""FP8 (e4m3) linear weights: one byte each (a per-tensor or per-channel scale is negligible)."""
 INT4_GROUP_SIZE = 128
 """AWQ/GPTQ default group size: each group of 128 weights shares one fp16 scale and one
 4-bit zero point, so an int4 linear weight costs ``0.5 + (2 + 0.5) / 128`` bytes."""
@@ -349,10 +351,10 @@ class ModelSpec:
         return self.params_total - self._inactive_expert_params
 
     def weight_bytes(self, dtype: str = "fp16") -> float:
-        """Bytes of all weights: fp16 = 2 bytes/param; int4 (AWQ/GPTQ) quantizes transformer-block
-        linear weights (and the BERT pooler) to 4 bits plus group scales, keeping embeddings,
-        LM head, norms and biases in fp16."""
-        bytes_per_linear = _bytes_per_linear_weight(dtype)
+        """Bytes of all weights: fp16 = 2 bytes/param; fp8 and int4 (AWQ/GPTQ) quantize
+        transformer-block linear weights (and the BERT pooler) to 8 bits, or 4 bits plus group
+        scales, keeping embeddings, LM head, norms and biases in fp16."""
+        bytes_per_linear = bytes_per_linear_weight(dtype)
         linear = self._block_linear_params + self._pooler_linear_params
         return linear * bytes_per_linear + (self.params_total - linear) * FP16_BYTES
 
@@ -377,9 +379,11 @@ class ModelSpec:
         return 2.0 * (self._block_linear_params - self._inactive_expert_params)
 
 
-def _bytes_per_linear_weight(dtype: str) -> float:
+def bytes_per_linear_weight(dtype: str) -> float:
     if dtype == "fp16":
         return FP16_BYTES
+    if dtype == "fp8":
+        return FP8_BYTES_PER_LINEAR_WEIGHT
     if dtype == "int4":
         return INT4_BYTES_PER_LINEAR_WEIGHT
     raise ValueError(f"unknown weight dtype {dtype!r}; known: {', '.join(WEIGHT_DTYPES)}")
@@ -420,7 +424,7 @@ def weights_per_gpu_bytes(model: ModelSpec, tp: int = 1, pp: int = 1, dtype: str
 def _weights_per_gpu_bytes(model: ModelSpec, tp: int, pp: int, dtype: str) -> float:
     """``weights_per_gpu_bytes`` after validation, memoized: an autoscaler deploys the same
     configurations again and again, and each deployment asks for it three times."""
-    bytes_per_linear = _bytes_per_linear_weight(dtype)
+    bytes_per_linear = bytes_per_linear_weight(dtype)
     kv_share = 1.0 / tp if tp <= model.num_kv_heads else 1.0 / model.num_kv_heads
     stages = _stage_layer_ranges(model.num_layers, pp)
     per_gpu = []

@@ -309,7 +309,7 @@ def _linear_overhead_s(roofline_s: np.ndarray, measured_s: np.ndarray, num_ops: 
     return np.maximum(best, 0.0)
 
 
-def _fit_linear(
+def fit_roofline(
     flops: np.ndarray, moved_bytes: np.ndarray, measured_s: np.ndarray, gpu: GPUSpec
 ) -> tuple[float, float, float]:
     """(eta_compute, eta_memory, c_linear) by coarse-to-fine grid search on relative squared error."""
@@ -335,7 +335,7 @@ def _fit_linear(
     return float(eta_compute), float(eta_memory), float(overhead)
 
 
-def _fit_memory_bound(
+def fit_memory_bound(
     op_count: np.ndarray, moved_bytes: np.ndarray, measured_s: np.ndarray, gpu: GPUSpec, what: str
 ) -> tuple[float, float]:
     """(eta, c) in ``measured ~ op_count * c + moved_bytes / (bandwidth * eta)``, relative least squares."""
@@ -373,19 +373,19 @@ def fit_compute_profile(profile: ComputeProfile, gpu: GPUSpec) -> ComputeFit:
     features = _features(profile)
     train = ~profile.held_out_mask()
     linear_measured = np.stack([profile.op_s[op] for op in LINEAR_OPS], 1).sum(1)
-    eta_compute, eta_memory, linear_overhead = _fit_linear(
+    eta_compute, eta_memory, linear_overhead = fit_roofline(
         features.linear_flops[train], features.linear_bytes[train], linear_measured[train], gpu
     )
     elementwise_measured = np.nansum(np.stack([profile.op_s[op] for op in ELEMENTWISE_OPS], 1), 1)
     elementwise_count = (~np.isnan(features.elementwise_bytes)).sum(1).astype(float)
-    elementwise_eta, elementwise_overhead = _fit_memory_bound(
+    elementwise_eta, elementwise_overhead = fit_memory_bound(
         elementwise_count[train],
         np.nansum(features.elementwise_bytes, 1)[train],
         elementwise_measured[train],
         gpu,
         "elementwise",
     )
-    embedding_eta, embedding_overhead = _fit_memory_bound(
+    embedding_eta, embedding_overhead = fit_memory_bound(
         np.ones(int(train.sum())),
         features.embedding_bytes[train],
         profile.op_s[EMBEDDING_OP][train],

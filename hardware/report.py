@@ -1,4 +1,5 @@
-"""``python -m hardware``: what each GPU x model pairing can do, from the latency model.
+"""``python -m hardware``: what each GPU x model pairing can do under a serving engine, from the
+latency model; ``--engines`` lists the engine profiles with their sources.
 
 Per pairing: whether the weights fit at TP 1/2/4/8 (``y``/``n``, ``-`` where the TP degree
 does not divide the model's heads), and at the smallest TP that fits (memory utilisation
@@ -13,7 +14,9 @@ import argparse
 from dataclasses import dataclass
 
 from hardware.cost_efficiency import cost_efficiency_tokens_per_usd
+from hardware.engines import DEFAULT_ENGINE, engine_names, get_engine
 from hardware.gpus import GPUSpec, get_gpu, gpu_names
+from hardware.kernel_sets import fit_measured
 from hardware.latency import kv_capacity_tokens, latency_model
 from hardware.models import ModelSpec, check_fits, get_model, model_names, weights_per_gpu_bytes
 from hardware.profiles import PROFILE_FAMILIES, fit_compute, fit_links
@@ -64,8 +67,8 @@ def _cost_efficiency(model: ModelSpec, gpu: GPUSpec, tp: int) -> float | None:
         return None
 
 
-def pairing_report(gpu: GPUSpec, model: ModelSpec) -> PairingReport:
-    """Measure one GPU x model pairing at the smallest TP degree whose weights and KV fit."""
+def pairing_report(gpu: GPUSpec, model: ModelSpec, engine: str = DEFAULT_ENGINE) -> PairingReport:
+    """Measure one GPU x model pairing under ``engine`` at the smallest TP degree whose weights and KV fit."""
     fits = tuple(_fit_flag(model, gpu, tp) for tp in TP_DEGREES)
     for tp, flag in zip(TP_DEGREES, fits):
         if flag != "y":
@@ -74,7 +77,7 @@ def pairing_report(gpu: GPUSpec, model: ModelSpec) -> PairingReport:
             capacity = kv_capacity_tokens(gpu, model, tp, memory_utilization=MEMORY_UTILIZATION)
         except ValueError:
             continue
-        latency = latency_model(gpu, model, tp)
+        latency = latency_model(gpu, model, tp, engine=engine)
         decode_ms = tuple(
             latency.decode_time_s(batch, batch * DECODE_CONTEXT_TOKENS) * 1e3 for batch in DECODE_BATCHES
         )
@@ -112,11 +115,35 @@ def format_table(rows: list[PairingReport]) -> str:
     return "\n".join(lines)
 
 
+def format_engines() -> str:
+    """Every engine profile: what it is, its kernels, CPU time, batching and sources."""
+    blocks = []
+    for name in engine_names():
+        engine = get_engine(name)
+        seqs, tokens = engine.max_num_seqs, engine.max_num_batched_tokens
+        lines = [
+            f"{name}{' (default)' if name == DEFAULT_ENGINE else ''}: {engine.summary}",
+            f"  kernels {engine.kernels}; CPU {engine.cpu_fixed_s * 1e3:.3g} ms + "
+            f"{engine.cpu_per_sequence_s * 1e3:.3g} ms per sequence per iteration; scheduler {engine.scheduler}, "
+            f"max_num_seqs {seqs.default}/{seqs.large_gpu}, max_num_batched_tokens {tokens.default}/{tokens.large_gpu} "
+            f"(other/large GPUs); prefix caching {'on' if engine.prefix_caching else 'off'}",
+            f"  calibration: {engine.calibration}",
+            *(f"  source: {source}" for source in engine.sources),
+        ]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def format_fit_summary() -> str:
     """One line per profiled family: fitted efficiencies and held-out error."""
-    lines = [
-        "Efficiencies fitted to Vidur profiles (fraction of catalog peak; held-out MAPE of per-layer time):"
+    measured = fit_measured("h100")
+    lines = [f"measured-2026 kernel set, fitted to the {measured.gpu} profile (held-out rows: whole models or head shapes):"]
+    lines += [
+        f"  {error.what}: train MAPE {error.train_mape:.1%} ({error.train_rows} rows), held-out MAPE "
+        f"{error.held_out_mape:.1%} ({error.held_out_rows} rows, worst {error.held_out_worst:.0%})"
+        for error in measured.errors
     ]
+    lines.append("vidur-2024 kernel set, fitted to Vidur profiles (fraction of catalog peak; held-out MAPE of per-layer time):")
     for family in PROFILE_FAMILIES:
         fit, links = fit_compute(family), fit_links(family).efficiency
         eff = fit.efficiency
@@ -138,7 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hardware", description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="append", help="GPU name (repeatable, or 'all'); default: a subset")
     parser.add_argument("--model", action="append", help="model name (repeatable, or 'all'); default: a subset")
+    parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=engine_names(),
+                        help=f"serving engine of the table (default {DEFAULT_ENGINE})")
+    parser.add_argument("--engines", action="store_true", help="list the engine profiles with their sources and exit")
     args = parser.parse_args(argv)
+    if args.engines:
+        print(format_engines())
+        return 0
     try:
         gpus = [get_gpu(name) for name in _names(args.gpu, DEFAULT_GPUS, gpu_names())]
         models = [get_model(name) for name in _names(args.model, DEFAULT_MODELS, model_names())]
@@ -146,5 +179,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     print(format_fit_summary())
     print()
-    print(format_table([pairing_report(gpu, model) for gpu in gpus for model in models]))
+    print(f"engine {args.engine}:")
+    print(format_table([pairing_report(gpu, model, args.engine) for gpu in gpus for model in models]))
     return 0

@@ -1,9 +1,13 @@
 """Command line: simulate a deployment on a workload and print its metrics.
 
-Example (Vidur's reference run)::
+Example (Vidur's reference run, in Vidur's 2024 world)::
 
-    python -m simulator --gpu A100-80GB --model Llama-2-7B --instances 4 --scheduler fcfs \\
-        --rate 16 --prompt-tokens 512 --output-tokens 128 --requests 10000 --seed 42
+    python -m simulator --gpu A100-80GB --model Llama-2-7B --instances 4 --engine vidur-2024 \\
+        --max-batch-size 128 --rate 16 --prompt-tokens 512 --output-tokens 128 --requests 10000 --seed 42
+
+``--engine`` picks the serving engine (``python -m hardware --engines``; default: a current
+vLLM), which sets the iteration latency and the batching defaults; ``--scheduler``,
+``--max-batch-size`` and ``--cpu-overhead-ms`` override them.
 
 Synthetic requests are generated lazily and streamed into the cluster (``stream_requests``),
 so memory holds the requests in flight and the outcomes, not the whole workload. Requests
@@ -24,7 +28,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from hardware.latency import DEFAULT_CPU_OVERHEAD_S
+from hardware.engines import DEFAULT_ENGINE, engine_names
 from hardware.models import get_model
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
@@ -66,14 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--instances", default="1", help="N (with --gpu) or GPU:N,GPU:N for mixed GPUs")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree per instance")
     parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree per instance")
-    parser.add_argument("--scheduler", default="fcfs", choices=sorted(SCHEDULERS))
-    parser.add_argument("--max-batch-size", type=int, default=128)
+    parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=engine_names(),
+                        help=f"serving engine (default {DEFAULT_ENGINE}; python -m hardware --engines lists them)")
+    parser.add_argument("--scheduler", choices=sorted(SCHEDULERS), help="local scheduler (default: the engine's)")
+    parser.add_argument("--max-batch-size", type=int, help="sequences per batch (default: the engine's max_num_seqs)")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--memory-utilization", type=float, default=0.9)
     parser.add_argument("--cpu-overhead-ms", type=float,
-                        help="CPU time per engine iteration, ms (default: Vidur's vLLM profile, "
-                             f"{DEFAULT_CPU_OVERHEAD_S * 1e3:.2f} ms; 0 for an engine with asynchronous "
-                             "output processing, or to match Vidur, which leaves it out)")
+                        help="fixed CPU time per engine iteration, ms, in place of the engine's (0 to match "
+                             "Vidur, which leaves it out)")
     parser.add_argument("--microbatches-in-flight", type=int,
                         help="with --pp > 1: microbatches in the pipeline at once (default: pp; 1 = one batch "
                              "through all stages at a time)")
@@ -162,7 +167,7 @@ def _simulate(args: argparse.Namespace) -> int:
         for _ in range(count):
             cluster.deploy(
                 InstanceConfig(
-                    gpu=gpu, model=args.model, tp=args.tp, pp=args.pp, scheduler=args.scheduler,
+                    gpu=gpu, model=args.model, tp=args.tp, pp=args.pp, engine=args.engine, scheduler=args.scheduler,
                     block_size=args.block_size, memory_utilization=args.memory_utilization,
                     max_batch_size=args.max_batch_size, microbatches_in_flight=args.microbatches_in_flight,
                     **overhead,

@@ -147,7 +147,7 @@ class Cluster:
         (immediately with ``ready_now``, for the initial deployment). GPUs are held (and paid)
         from now on."""
         self.version += 1
-        config.validate()
+        config.resolved()
         free = self.gpu_inventory.get(config.gpu, 0) - self.gpus_in_use.get(config.gpu, 0)
         if config.num_gpus > free:
             raise ValueError(

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Protocol
 
-from hardware.gpus import GPUSpec
-from hardware.latency import DEFAULT_CPU_OVERHEAD_S, IterationLatencyModel, kv_capacity_tokens, latency_model
+from hardware.engines import DEFAULT_ENGINE, get_engine
+from hardware.gpus import GPUSpec, get_gpu
+from hardware.latency import IterationLatencyModel, kv_capacity_tokens, latency_model
 from hardware.models import ModelSpec
 from simulator import pacer
 from simulator.context import CONTEXT_REJECT_REASON, fit_to_context
@@ -54,22 +55,28 @@ class Lifecycle(str, Enum):
 
 @dataclass(frozen=True)
 class InstanceConfig:
-    """What one replica is: hardware, model, parallelism, memory and batching limits, scheduler.
+    """What one replica is: hardware, model, parallelism, serving engine, memory and batching
+    limits, scheduler.
 
-    ``max_batched_tokens`` caps the prompt tokens of one prefill iteration (a single longer
-    prompt still runs alone, as vLLM requires). ``kv_blocks`` fixes the KV pool's size in blocks
-    (a simulator's stated pool, e.g. Vidur's ``num_blocks``); ``None`` sizes it from GPU memory.
-    ``preemption`` is ``"recompute"`` or ``"swap"``; ``None`` takes the scheduler's default.
+    ``engine`` names the serving engine it runs (``hardware.engines``; default: a current vLLM).
+    The engine sets the iteration latency (its kernels and CPU time) and the batching defaults
+    that the fields left at ``None`` take: ``scheduler``, ``max_batch_size`` (vLLM's
+    ``max_num_seqs``), ``max_batched_tokens`` (the prompt tokens of one prefill iteration, a
+    longer prompt still running alone as vLLM requires; with the engine's chunked-prefill
+    scheduler also the chunk budget) and ``preemption`` (``"recompute"`` or ``"swap"``; still
+    ``None`` after that: the scheduler's default). ``Instance`` holds the config with those
+    fields resolved (``resolved``). ``kv_blocks`` fixes the KV pool's size in blocks (a
+    simulator's stated pool, e.g. Vidur's ``num_blocks``); ``None`` sizes it from GPU memory.
     ``scheduler_options`` go to the scheduler (``quantum_tokens``, ``demotion_kv_tokens``,
     ``chunk_tokens``).
 
-    ``cpu_overhead_s`` is the CPU time charged per iteration (default: Vidur's vLLM profile,
-    2.98 ms; 0 models an engine that hides it behind the GPU, or Vidur's own default; see
-    ``hardware/latency.py``). ``microbatches_in_flight`` caps the batches a ``pp > 1``
-    replica keeps in its pipeline at once (``None``: ``pp``, one per stage, as vLLM's virtual
-    engines and Vidur do; 1: one batch passes through all stages before the next starts);
-    each microbatch holds at most ``max_batch_size // microbatches_in_flight`` sequences
-    (Vidur's ``batch_size_cap // num_stages``). See ``simulator/pipeline.py``.
+    ``cpu_overhead_s`` replaces the engine's CPU time per iteration by a fixed one (0 models an
+    engine that hides it behind the GPU, or Vidur's own default; see ``hardware/latency.py``).
+    ``microbatches_in_flight`` caps the batches a ``pp > 1`` replica keeps in its pipeline at
+    once (``None``: ``pp``, one per stage, as vLLM's virtual engines and Vidur do; 1: one batch
+    passes through all stages before the next starts); each microbatch holds at most
+    ``max_batch_size // microbatches_in_flight`` sequences (Vidur's ``batch_size_cap //
+    num_stages``). See ``simulator/pipeline.py``.
     """
 
     gpu: str
@@ -77,16 +84,17 @@ class InstanceConfig:
     tp: int = 1
     pp: int = 1
     dtype: str = "fp16"
-    scheduler: str = "fcfs"
+    engine: str = DEFAULT_ENGINE
+    scheduler: str | None = None
     block_size: int = 16
     memory_utilization: float = 0.9
-    max_batch_size: int = 256
-    max_batched_tokens: int = 4096
+    max_batch_size: int | None = None
+    max_batched_tokens: int | None = None
     preemption: str | None = None
     role: Role = Role.AGGREGATED
     scheduler_options: dict[str, Any] = field(default_factory=dict)
     kv_blocks: int | None = None
-    cpu_overhead_s: float = DEFAULT_CPU_OVERHEAD_S
+    cpu_overhead_s: float | None = None
     microbatches_in_flight: int | None = None
 
     @property
@@ -98,9 +106,40 @@ class InstanceConfig:
         """Microbatches in flight at most: ``microbatches_in_flight``, or ``pp`` when unset."""
         return self.pp if self.microbatches_in_flight is None else self.microbatches_in_flight
 
+    def resolved(self) -> InstanceConfig:
+        """This config with the engine's batching defaults in the fields left at ``None``
+        (``hardware.engines``); a chunked-prefill scheduler taken from the engine chunks at the
+        engine's token budget. Validates the result."""
+        self.validate()
+        engine = get_engine(self.engine)
+        if self.scheduler is not None and self.max_batch_size is not None and self.max_batched_tokens is not None:
+            resolved = self
+        else:
+            batching = engine.batching(get_gpu(self.gpu))
+            options = self.scheduler_options
+            if self.scheduler is None and batching.scheduler == "sarathi" and "chunk_tokens" not in options:
+                budget = batching.max_num_batched_tokens if self.max_batched_tokens is None else self.max_batched_tokens
+                options = {**options, "chunk_tokens": budget}
+            resolved = replace(
+                self,
+                scheduler=batching.scheduler if self.scheduler is None else self.scheduler,
+                max_batch_size=batching.max_num_seqs if self.max_batch_size is None else self.max_batch_size,
+                max_batched_tokens=(
+                    batching.max_num_batched_tokens if self.max_batched_tokens is None else self.max_batched_tokens
+                ),
+                preemption=batching.preemption if self.preemption is None else self.preemption,
+                scheduler_options=options,
+            )
+        resolved.validate()
+        return resolved
+
     def validate(self) -> None:
+        """Check every field; the batching fields may still be ``None`` (the engine's)."""
+        get_engine(self.engine)
         for name in ("tp", "pp", "block_size", "max_batch_size", "max_batched_tokens"):
             value = getattr(self, name)
+            if value is None and name in ("max_batch_size", "max_batched_tokens"):
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"InstanceConfig.{name} must be a positive integer, got {value!r}")
         if self.kv_blocks is not None and (
@@ -108,7 +147,9 @@ class InstanceConfig:
         ):
             raise ValueError(f"InstanceConfig.kv_blocks must be a positive integer or None, got {self.kv_blocks!r}")
         overhead = self.cpu_overhead_s
-        if isinstance(overhead, bool) or not isinstance(overhead, (int, float)) or not 0.0 <= overhead < float("inf"):
+        if overhead is not None and (
+            isinstance(overhead, bool) or not isinstance(overhead, (int, float)) or not 0.0 <= overhead < float("inf")
+        ):
             raise ValueError(f"InstanceConfig.cpu_overhead_s must be a finite number >= 0 (seconds), got {overhead!r}")
         depth = self.microbatches_in_flight
         if depth is not None and (
@@ -117,7 +158,7 @@ class InstanceConfig:
             raise ValueError(
                 f"InstanceConfig.microbatches_in_flight must be None or an integer in [1, pp={self.pp}], got {depth!r}"
             )
-        if self.max_batch_size < self.pipeline_depth:
+        if self.max_batch_size is not None and self.max_batch_size < self.pipeline_depth:
             raise ValueError(
                 f"InstanceConfig.max_batch_size={self.max_batch_size} is below the {self.pipeline_depth} microbatches "
                 "in flight: each microbatch needs at least one sequence"
@@ -126,6 +167,8 @@ class InstanceConfig:
             raise ValueError(f"memory_utilization must be in (0, 1], got {self.memory_utilization}")
         if self.preemption not in (None, "recompute", "swap"):
             raise ValueError(f"preemption must be 'recompute' or 'swap', got {self.preemption!r}")
+        if self.scheduler is not None and not isinstance(self.scheduler, str):
+            raise ValueError(f"InstanceConfig.scheduler must be a scheduler name or None, got {self.scheduler!r}")
         Role(self.role)
 
 
@@ -159,14 +202,17 @@ class Instance:
         coalesce: bool = True,
         max_segment_iterations: int = 1024,
     ) -> None:
-        config.validate()
-        self.instance_id = instance_id
         self.config = config
+        """The config as given (batching fields ``None`` where the engine decides)."""
+        config = config.resolved()
+        self.settings = config
+        """The config with the engine's batching defaults filled in (``InstanceConfig.resolved``)."""
+        self.instance_id = instance_id
         self.events = events
         self.host = host
         self.role = Role(config.role)
         self.latency: IterationLatencyModel = latency_model(
-            config.gpu, config.model, config.tp, config.pp, config.dtype, config.cpu_overhead_s
+            config.gpu, config.model, config.tp, config.pp, config.dtype, config.engine, config.cpu_overhead_s
         )
         self.gpu: GPUSpec = self.latency.gpu
         self.model: ModelSpec = self.latency.model
@@ -188,6 +234,8 @@ class Instance:
         self._growth: tuple[int, int, list[int]] = (0, 0, [])
         self.max_batch_size = config.max_batch_size
         """Sequences one batch may hold (a microbatch's share in ``simulator.pipeline``)."""
+        self.max_batched_tokens = config.max_batched_tokens
+        """Prompt tokens of one prefill iteration (a longer prompt still runs alone)."""
         self._flying: set[int] = set()
         """``id`` of the sequences inside a batch still in the pipeline (``simulator.pipeline``)."""
         self._flying_blocks = 0
@@ -326,7 +374,7 @@ class Instance:
         Allocates its blocks here; returns False (and takes nothing) if they do not fit now.
         """
         need = blocks_for_tokens(seq.kv_tokens + 1, self.kv.block_size)
-        if len(self.running) >= self.config.max_batch_size or not self.kv.can_admit(need):
+        if len(self.running) >= self.settings.max_batch_size or not self.kv.can_admit(need):
             return False
         self.sync()
         self.kv.allocate(need)

@@ -55,7 +55,7 @@ class PipelinedInstance(Instance):
     def __init__(self, instance_id: int, config: InstanceConfig, events: EventQueue, host: InstanceHost) -> None:
         super().__init__(instance_id, config, events, host, coalesce=False)
         self.pipeline_depth = config.pipeline_depth
-        self.max_batch_size = config.max_batch_size // self.pipeline_depth
+        self.max_batch_size = self.settings.max_batch_size // self.pipeline_depth
         self.in_flight: deque[Microbatch] = deque()
         self.stage_free_s = [0.0] * config.pp
         """When each stage finishes the work it has been given."""
@@ -176,7 +176,7 @@ def create_instance(
 ) -> Instance:
     """A ``PipelinedInstance`` when ``config`` keeps more than one microbatch in flight, else an
     ``Instance`` (``coalesce`` applies to it; microbatches are planned one at a time)."""
-    config.validate()
+    config.resolved()
     if config.pipeline_depth > 1:
         return PipelinedInstance(instance_id, config, events, host)
     return Instance(instance_id, config, events, host, coalesce=coalesce)

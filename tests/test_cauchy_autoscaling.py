@@ -27,6 +27,7 @@ from baselines.cauchy.scaling_scenario import (
 from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
 from baselines.cauchy.workloads import ENGINES, INVENTORY, get_workload
 from envs.scaling import ADD, HOLD, REMOVE
+from envs.scenarios.cauchy import CAUCHY_ENGINE
 from envs.scenarios.cauchy_autoscaling import PRESET_LENGTHS, PRESET_MEAN_RPS, PRESET_TIME_COMPRESSION, tick_s
 from experiments import cauchy_autoscaling as fig10
 from experiments.cauchy_reproduction import FIG67_CLAIMS, melange_plan
@@ -425,7 +426,8 @@ def test_an_engine_scenario_deploys_every_unit_with_the_engine():
     plan = mean_load_plan(workload, workload.target_rps, engine="vllm_0.6.5_default")
     scenario = autoscaling_scenario(workload, plan_counts(plan), azure_profile(), workload.target_rps, 60.0,
                                     engine="vllm_0.6.5_default")
-    assert scenario.instance_options == {"scheduler": "sarathi", "scheduler_options": {"chunk_tokens": 512}}
+    assert scenario.instance_options == {"engine": CAUCHY_ENGINE, "scheduler": "sarathi",
+                                         "scheduler_options": {"chunk_tokens": 512}}
     assert all(config.scheduler == "sarathi" for unit in scenario.scaling_units() for config in unit.configs)
     cluster = scenario.build_cluster()
     assert all(instance.scheduler.chunked_prefill_tokens == 512 for instance in cluster.instances.values())

@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from hardware.engines import get_engine
 from hardware.gpus import get_gpu
+from hardware.kernel_sets import kernel_efficiency
 from hardware.latency import (
-    DEFAULT_CPU_OVERHEAD_S,
     IterationLatencyModel,
     kv_capacity_tokens,
     kv_transfer_time_s,
@@ -18,6 +19,8 @@ from hardware.latency import (
 from hardware.models import get_model, weights_per_gpu_bytes
 from hardware.profiles import compute_efficiency, cpu_overhead_s, gemm_bytes, gemm_flops, link_efficiency
 
+VIDUR = "vidur-2024"
+VIDUR_CPU_S = (0.1648 + 0.8792 + 0.3521 + 1.587) * 1e-3
 A100_PEAK_FLOPS, A100_BANDWIDTH = 312e12, 2039e9
 LLAMA2_7B_FP16_WEIGHT_BYTES = 2 * 6_738_415_616
 LLAMA2_7B_KV_BYTES_PER_TOKEN = 2 * 32 * 32 * 128 * 2
@@ -25,12 +28,13 @@ LLAMA2_7B_KV_BYTES_PER_TOKEN = 2 * 32 * 32 * 128 * 2
 
 @pytest.fixture(scope="module")
 def a100_7b():
-    return latency_model("A100-80GB", "Llama-2-7B")
+    return latency_model("A100-80GB", "Llama-2-7B", engine=VIDUR)
 
 
 def test_latency_model_is_cached_per_configuration(a100_7b):
-    assert latency_model("A100-80GB", "Llama-2-7B") is a100_7b
-    assert latency_model("A100-80GB", "Llama-2-7B", tp=2) is not a100_7b
+    assert latency_model("A100-80GB", "Llama-2-7B", engine=VIDUR) is a100_7b
+    assert latency_model("A100-80GB", "Llama-2-7B", tp=2, engine=VIDUR) is not a100_7b
+    assert latency_model("A100-80GB", "Llama-2-7B") is not a100_7b
 
 
 def test_decode_batch_one_by_hand(a100_7b):
@@ -53,7 +57,7 @@ def test_decode_batch_one_by_hand(a100_7b):
     layer += 0.0452e-3 + 0.00022e-3  # Vidur's decode attention: fixed + one sequence
     embedding = eff.embedding_overhead_s + 2 * 2 * h / (A100_BANDWIDTH * eff.embedding_memory_fraction)
     lm_head = linear_s(h, 32000)
-    cpu = (0.1648 + 0.8792 + 0.3521 + 1.587) * 1e-3
+    cpu = VIDUR_CPU_S
     base_s, per_context_token_s = a100_7b.decode_coefficients(1)
     assert base_s == pytest.approx(32 * layer + embedding + lm_head + cpu, rel=1e-9)
     assert per_context_token_s == pytest.approx(32 * 8.3e-9, rel=1e-9)  # 32 layers x 8.3e-6 ms
@@ -102,7 +106,7 @@ def test_deepseek_671b_awq_decode_matches_a_measured_tpot_on_eight_h100s():
     16.1 ms at 128-1,024 input tokens, 16.3 ms at 2,048, 16.6 ms at 8,192 (tenstorrent/tt-inference-server
     issue #356, 2025-07-10): the roofline model with the expected number of experts read lands
     within 3% at every length."""
-    model = latency_model("H100-80GB", "DeepSeek-R1-671B", tp=8, dtype="int4")
+    model = latency_model("H100-80GB", "DeepSeek-R1-671B", tp=8, dtype="int4", engine=VIDUR)
     for context, measured_ms in ((128, 16.1), (1024, 16.1), (2048, 16.3), (8192, 16.6)):
         assert model.decode_time_s(1, context) * 1e3 == pytest.approx(measured_ms, rel=0.03)
 
@@ -116,8 +120,8 @@ def test_tensor_parallelism_cuts_large_prefill_time():
 
 
 def test_pipeline_stages_add_activation_transfers_only():
-    one_stage = latency_model("A100-80GB", "Llama-2-13B")
-    four_stages = latency_model("A100-80GB", "Llama-2-13B", pp=4)
+    one_stage = latency_model("A100-80GB", "Llama-2-13B", engine=VIDUR)
+    four_stages = latency_model("A100-80GB", "Llama-2-13B", pp=4, engine=VIDUR)
     gpu = get_gpu("A100-80GB")
     send_s = link_efficiency("a100").send_recv_time_s(2048 * 5120 * 2, gpu)
     expected_s = one_stage.prefill_time_s(2048) + 3 * send_s
@@ -127,7 +131,7 @@ def test_pipeline_stages_add_activation_transfers_only():
 
 
 def test_stage_times_split_the_iteration_by_stage():
-    lat = latency_model("A100-80GB", "Llama-2-13B", pp=4)
+    lat = latency_model("A100-80GB", "Llama-2-13B", pp=4, engine=VIDUR)
     gpu = get_gpu("A100-80GB")
     tokens = 2048
     iteration_s = lat.prefill_time_s(tokens)
@@ -140,23 +144,28 @@ def test_stage_times_split_the_iteration_by_stage():
     eff = compute_efficiency("a100")
     head_s = float(eff.linear_time_s(gemm_flops(1, 5120, 32000), gemm_bytes(1, 5120, 32000, 2), gpu))
     assert second == third
-    assert first - second == pytest.approx(DEFAULT_CPU_OVERHEAD_S + embedding_s, rel=1e-9)
+    assert first - second == pytest.approx(VIDUR_CPU_S + embedding_s, rel=1e-9)
     assert last - (second - send_s) == pytest.approx(head_s, rel=1e-9)
-    layers_s = iteration_s - DEFAULT_CPU_OVERHEAD_S - embedding_s - 3 * send_s - head_s
+    layers_s = iteration_s - VIDUR_CPU_S - embedding_s - 3 * send_s - head_s
     assert second - send_s == pytest.approx(layers_s / 4, rel=1e-9)
-    one = latency_model("A100-80GB", "Llama-2-13B")
+    one = latency_model("A100-80GB", "Llama-2-13B", engine=VIDUR)
     assert one.stage_times_s(tokens, 1, one.prefill_time_s(tokens)) == (one.prefill_time_s(tokens),)
     with pytest.raises(ValueError, match="iteration_s"):
         lat.stage_times_s(tokens, 1, 1e-6)
 
 
-def test_cpu_overhead_is_a_knob_with_vidurs_profile_as_default(a100_7b):
-    assert DEFAULT_CPU_OVERHEAD_S == cpu_overhead_s() == a100_7b.cpu_overhead_s
-    assert DEFAULT_CPU_OVERHEAD_S == pytest.approx(2.9831e-3, rel=1e-12)  # 0.1648 + 0.8792 + 0.3521 + 1.587 ms
-    none = latency_model("A100-80GB", "Llama-2-7B", cpu_overhead_s=0.0)
+def test_cpu_time_is_the_engines_and_a_knob_replaces_it(a100_7b):
+    assert a100_7b.cpu_s(1) == a100_7b.cpu_s(64) == cpu_overhead_s() == pytest.approx(VIDUR_CPU_S, rel=1e-12)
+    none = latency_model("A100-80GB", "Llama-2-7B", engine=VIDUR, cpu_overhead_s=0.0)
     assert none is not a100_7b
-    assert a100_7b.decode_time_s(8, 4096) - none.decode_time_s(8, 4096) == pytest.approx(DEFAULT_CPU_OVERHEAD_S, rel=1e-9)
-    assert a100_7b.prefill_time_s(512) - none.prefill_time_s(512) == pytest.approx(DEFAULT_CPU_OVERHEAD_S, rel=1e-9)
+    assert a100_7b.decode_time_s(8, 4096) - none.decode_time_s(8, 4096) == pytest.approx(VIDUR_CPU_S, rel=1e-9)
+    assert a100_7b.prefill_time_s(512) - none.prefill_time_s(512) == pytest.approx(VIDUR_CPU_S, rel=1e-9)
+    current = latency_model("H100-80GB", "Llama-3.1-8B")
+    engine = get_engine("vllm-v1")
+    bare = latency_model("H100-80GB", "Llama-3.1-8B", cpu_overhead_s=0.0)
+    # A decode iteration of 8 sequences and a lone prefill (one sequence) pay the engine's CPU time.
+    assert current.decode_time_s(8, 4096) - bare.decode_time_s(8, 4096) == pytest.approx(engine.cpu_s(8), rel=1e-9)
+    assert current.prefill_time_s(512) - bare.prefill_time_s(512) == pytest.approx(engine.cpu_s(1), rel=1e-9)
     for bad in (-1e-3, float("nan"), float("inf"), True):
         with pytest.raises(ValueError, match="cpu_overhead_s="):
             IterationLatencyModel("A100-80GB", "Llama-2-7B", cpu_overhead_s=bad)
@@ -235,8 +244,10 @@ def test_bad_configuration_raises():
         IterationLatencyModel("A100-80GB", "Llama-2-7B", tp=0)
     with pytest.raises(ValueError, match="pp=33"):
         IterationLatencyModel("A100-80GB", "Llama-2-7B", pp=33)
-    with pytest.raises(ValueError, match="fp8"):
-        IterationLatencyModel("A100-80GB", "Llama-2-7B", dtype="fp8")
+    with pytest.raises(ValueError, match="int8"):
+        IterationLatencyModel("A100-80GB", "Llama-2-7B", dtype="int8")
+    with pytest.raises(ValueError, match="unknown engine 'vllm-0.1'; known: .*vllm-v1"):
+        IterationLatencyModel("A100-80GB", "Llama-2-7B", engine="vllm-0.1")
     with pytest.raises(ValueError, match="known: .*A100-80GB"):
         IterationLatencyModel("A200", "Llama-2-7B")
     with pytest.raises(ValueError, match="known: .*Llama-2-7B"):

@@ -133,10 +133,18 @@ def test_flops_per_token_linear_hand_computed():
 
 
 def test_unknown_dtype_raises():
-    with pytest.raises(ValueError, match="unknown weight dtype 'int8'; known: fp16, int4"):
+    with pytest.raises(ValueError, match="unknown weight dtype 'int8'; known: fp16, fp8, int4"):
         get_model("Llama-2-7B").weight_bytes("int8")
-    with pytest.raises(ValueError, match="unknown weight dtype 'fp8'"):
-        weights_per_gpu_bytes(get_model("Llama-2-7B"), 1, 1, "fp8")
+    with pytest.raises(ValueError, match="unknown weight dtype 'int8'"):
+        weights_per_gpu_bytes(get_model("Llama-2-7B"), 1, 1, "int8")
+
+
+def test_fp8_weights_take_one_byte_per_linear_weight():
+    model = get_model("Llama-2-7B")
+    fp16, fp8, int4 = (model.weight_bytes(dtype) for dtype in ("fp16", "fp8", "int4"))
+    linear_params = fp16 - fp8  # 2 - 1 bytes per linear weight; embeddings and head stay fp16
+    assert linear_params == 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+    assert fp8 - int4 == pytest.approx(linear_params * (1.0 - INT4_BYTES_PER_LINEAR_WEIGHT), rel=1e-12)
 
 
 def test_unknown_model_lists_known_names():

@@ -19,7 +19,7 @@ from simulator.sequence import Residency
 
 GPU, MODEL = "A100-80GB", "Llama-2-7B"
 BLOCK = 16
-LAT = latency_model(GPU, MODEL)
+LAT = latency_model(GPU, MODEL, engine="vidur-2024")
 SWAP_S_PER_TOKEN = get_model(MODEL).kv_bytes_per_token / (get_gpu(GPU).host_link_gbps * 1e9 * 1)
 
 
@@ -36,7 +36,8 @@ def one_instance(scheduler: str, blocks: int | None = None, **config) -> Cluster
     cluster = Cluster({GPU: 1}, record_token_curves=True)
     if blocks is not None:
         config["memory_utilization"] = utilization_for_blocks(blocks)
-    cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL, scheduler=scheduler, block_size=BLOCK, **config), ready_now=True)
+    cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL, engine="vidur-2024", scheduler=scheduler, block_size=BLOCK, **config),
+                   ready_now=True)
     if blocks is not None:
         kv = cluster.instances[0].kv
         assert (kv.total_blocks, kv.watermark_blocks) == (blocks, 0)

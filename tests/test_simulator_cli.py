@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hardware.engines import get_engine
 from hardware.gpus import get_gpu
 from simulator.__main__ import main
 
@@ -90,17 +91,21 @@ def test_bad_values_exit_2_with_one_line_naming_them(argv, message, capsys):
     assert err.startswith("python -m simulator: error: ") and message in err and err.count("\n") == 1
 
 
-def test_cpu_overhead_flag_sets_the_per_iteration_cpu_time(tmp_path, capsys):
-    fixed = [*SMALL, "--prompt-tokens", "100", "--output-tokens", "10", "--requests", "1"]
+@pytest.mark.parametrize("engine", ["vidur-2024", "vllm-v1"])
+def test_cpu_overhead_flag_replaces_the_engines_cpu_time(engine, tmp_path, capsys):
+    fixed = [*SMALL, "--engine", engine, "--prompt-tokens", "100", "--output-tokens", "10", "--requests", "1"]
+    engine_cpu_s = get_engine(engine).cpu_s(1)
     e2e_s = {}
-    for label, extra in (("default", []), ("explicit", ["--cpu-overhead-ms", "2.9831"]), ("none", ["--cpu-overhead-ms", "0"])):
+    for label, extra in (("default", []), ("explicit", ["--cpu-overhead-ms", repr(engine_cpu_s * 1e3)]),
+                         ("none", ["--cpu-overhead-ms", "0"])):
         out = tmp_path / f"{label}.json"
         assert main([*fixed, *extra, "--json", str(out)]) == 0
         e2e_s[label] = strict_json(out.read_text())["e2e_mean_s"]
     capsys.readouterr()
-    # One request alone: 10 iterations (a prefill and 9 decodes), each 2.9831 ms shorter without it.
+    # One request alone: 10 iterations of one sequence (a prefill and 9 decodes), each shorter
+    # by the engine's CPU time of a one-sequence iteration without it.
     assert e2e_s["explicit"] == pytest.approx(e2e_s["default"], rel=1e-9)
-    assert e2e_s["default"] - e2e_s["none"] == pytest.approx(10 * 2.9831e-3, rel=1e-6)
+    assert e2e_s["default"] - e2e_s["none"] == pytest.approx(10 * engine_cpu_s, rel=1e-6)
     for bad in ("-1", "nan", "inf"):
         assert main([*SMALL, "--cpu-overhead-ms", bad]) == 2
         assert f"--cpu-overhead-ms must be a finite number >= 0, got {float(bad)}" in capsys.readouterr().err

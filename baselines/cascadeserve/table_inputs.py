@@ -73,5 +73,5 @@ def accuracy_slo_problem(
 def instance_groups(plan: GearPlan, tables: Sequence[ModelLatencyTable], gpu: str) -> tuple[InstanceGroup, ...]:
     """The gear plan's placement as instance groups (one per model, its replica shape)."""
     counts = plan.replica_counts()
-    return tuple(InstanceGroup(InstanceConfig(gpu=gpu, model=t.model, tp=s.shape.tp, dtype=t.dtype), counts[t.model])
+    return tuple(InstanceGroup(InstanceConfig(engine=t.settings.engine, gpu=gpu, model=t.model, tp=s.shape.tp, dtype=t.dtype), counts[t.model])
                  for t, s in zip(tables, replica_shapes(tables)))

@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.scenario import InstanceGroup
+from envs.scenarios.cascadia import CASCADIA_ENGINE
 from hardware.latency import kv_capacity_tokens
 from hardware.models import get_model
 from simulator.cluster import Cluster
@@ -110,10 +111,10 @@ class ParallelismStrategy:
             parts.append("(" + ", ".join(inner or ["DP=1"]) + ")")
         return ", ".join(parts) or "-"
 
-    def instance_groups(self, gpu: str, model: str, dtype: str = "fp16") -> tuple[InstanceGroup, ...]:
+    def instance_groups(self, gpu: str, model: str, dtype: str = "fp16", engine: str = CASCADIA_ENGINE) -> tuple[InstanceGroup, ...]:
         """The strategy as scenario instance groups (one per shape)."""
         return tuple(
-            InstanceGroup(InstanceConfig(gpu=gpu, model=model, tp=shape.tp, pp=shape.pp, dtype=dtype), count)
+            InstanceGroup(InstanceConfig(engine=engine, gpu=gpu, model=model, tp=shape.tp, pp=shape.pp, dtype=dtype), count)
             for shape, count in self.replicas
         )
 
@@ -127,6 +128,7 @@ class TableSettings:
     ``arrival_s`` seconds of Poisson arrivals, between ``min_requests`` and ``max_requests``."""
 
     gpu: str = "H100-80GB"
+    engine: str = CASCADIA_ENGINE
     lengths: str = "sharegpt_cauchy"
     arrival_s: float = 60.0
     min_requests: int = 100
@@ -205,7 +207,7 @@ def simulate_replica(model: str, shape: ReplicaShape, dtype: str, rate_rps: floa
     rng = np.random.default_rng(settings.seed)
     requests = generate_requests(PoissonArrivals(rate_rps), length_sampler(settings.lengths), settings.requests_at(rate_rps), rng)
     cluster = Cluster({settings.gpu: shape.num_gpus})
-    cluster.deploy(InstanceConfig(gpu=settings.gpu, model=model, tp=shape.tp, pp=shape.pp, dtype=dtype), ready_now=True)
+    cluster.deploy(InstanceConfig(engine=settings.engine, gpu=settings.gpu, model=model, tp=shape.tp, pp=shape.pp, dtype=dtype), ready_now=True)
     outcomes = cluster.run(requests)
     last_arrival_s = max(o.arrival_s for o in outcomes)
     backlog = sum(1 for o in outcomes if not o.completed or o.first_token_s > last_arrival_s) / len(outcomes)
@@ -405,8 +407,8 @@ CACHED_TABLES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def table_key(model: str, dtype: str, lengths: str, gpu: str) -> str:
-    return f"{model}|{dtype}|{lengths}|{gpu}"
+def table_key(model: str, dtype: str, lengths: str, gpu: str, engine: str) -> str:
+    return f"{model}|{dtype}|{lengths}|{gpu}|{engine}"
 
 
 def load_cached_tables(path: Path = TABLES_PATH) -> dict[str, ModelLatencyTable]:
@@ -418,8 +420,8 @@ def load_cached_tables(path: Path = TABLES_PATH) -> dict[str, ModelLatencyTable]
 
 
 def model_table(model: str, dtype: str, settings: TableSettings, cache: dict[str, ModelLatencyTable] | None = None) -> ModelLatencyTable:
-    """The cached table for (model, dtype, lengths, gpu) if its settings match, else a fresh one."""
-    cached = (load_cached_tables() if cache is None else cache).get(table_key(model, dtype, settings.lengths, settings.gpu))
+    """The cached table for (model, dtype, lengths, gpu, engine) if its settings match, else a fresh one."""
+    cached = (load_cached_tables() if cache is None else cache).get(table_key(model, dtype, settings.lengths, settings.gpu, settings.engine))
     if cached is not None and cached.settings == settings:
         return cached
     return build_model_table(model, dtype, settings)
@@ -435,7 +437,7 @@ def write_cache(path: Path = TABLES_PATH, entries: Sequence[tuple[str, str, str]
     """Rebuild and write the cached tables (default settings), ``workers`` at a time, on a Ray
     cluster at ``address`` if given (``simulator.fanout``)."""
     built = fan_out(_build_cached, [(entry,) for entry in entries], workers, address)
-    tables = {table_key(t.model, t.dtype, t.settings.lengths, t.settings.gpu): t for t in built}
+    tables = {table_key(t.model, t.dtype, t.settings.lengths, t.settings.gpu, t.settings.engine): t for t in built}
     payload = {"generated_by": "python -m baselines.cascadia.parallelism --write",
                "tables": {key: table.to_json() for key, table in tables.items()}}
     path.write_text(json.dumps(payload, indent=1) + "\n")

@@ -61,9 +61,10 @@ class CascadePlan:
         groups: list[InstanceGroup] = []
         for table, strategy in zip(tables, self.strategies):
             if strategy.num_replicas == 0:
-                groups.append(InstanceGroup(InstanceConfig(gpu=gpu, model=table.model, dtype=table.dtype), 0))
+                groups.append(InstanceGroup(
+                    InstanceConfig(engine=table.settings.engine, gpu=gpu, model=table.model, dtype=table.dtype), 0))
             else:
-                groups.extend(strategy.instance_groups(gpu, table.model, table.dtype))
+                groups.extend(strategy.instance_groups(gpu, table.model, table.dtype, table.settings.engine))
         return tuple(groups)
 
 

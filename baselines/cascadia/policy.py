@@ -111,11 +111,13 @@ class CascadiaPolicy(Policy):
 
     @staticmethod
     def _lookup_tables(scenario: Scenario, dtypes: Sequence[str], gpu: str, build: bool) -> list[ModelLatencyTable]:
-        settings = TableSettings(gpu=gpu, lengths=scenario.workload.lengths)
+        engine = scenario.instances[0].config.engine
+        settings = TableSettings(gpu=gpu, engine=engine, lengths=scenario.workload.lengths)
         cache = load_cached_tables()
         missing = [
-            table_key(m, d, settings.lengths, gpu) for m, d in zip(scenario.cascade, dtypes)
-            if (cached := cache.get(table_key(m, d, settings.lengths, gpu))) is None or cached.settings != settings
+            key for m, d in zip(scenario.cascade, dtypes)
+            if (cached := cache.get(key := table_key(m, d, settings.lengths, gpu, engine))) is None
+            or cached.settings != settings
         ]
         if missing and not build:
             raise ValueError(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envs.scenarios.cauchy import CAUCHY_GPUS, CAUCHY_MODEL, CAUCHY_WORKLOADS, GPUS_PER_TYPE
+from envs.scenarios.cauchy import CAUCHY_ENGINE, CAUCHY_GPUS, CAUCHY_MODEL, CAUCHY_WORKLOADS, GPUS_PER_TYPE
 from simulator.request import SLO
 from simulator.workloads import PARAMETRIC_PRESETS
 
@@ -24,8 +24,8 @@ INVENTORY = {gpu: GPUS_PER_TYPE for gpu in CAUCHY_GPUS}  # §4.1: 8 H800 + 8 A80
 # ``EngineArgs.create_engine_config`` turns chunking on when max_model_len exceeds 32K (Llama-3.1-8B's
 # is 131,072) and ``SchedulerConfig`` then defaults ``max_num_batched_tokens`` to 512.
 ENGINES: dict[str, dict[str, Any]] = {
-    "prefill_first": {},
-    "vllm_0.6.5_default": {"scheduler": "sarathi", "scheduler_options": {"chunk_tokens": 512}},
+    "prefill_first": {"engine": CAUCHY_ENGINE},
+    "vllm_0.6.5_default": {"engine": CAUCHY_ENGINE, "scheduler": "sarathi", "scheduler_options": {"chunk_tokens": 512}},
 }
 DEFAULT_ENGINE = "prefill_first"
 

@@ -7,6 +7,8 @@ from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
 # cascadeserve.txt §6.1 "Llama": OpenLlama 3b, Llama-2 7b / 13b / 70b, all 4-bit GPTQ; smallest first.
+CASCADESERVE_ENGINE = "vidur-2024"
+"""The serving engine every CascadeServe replica runs (``hardware.engines``)."""
 CASCADESERVE_MODELS = ("OpenLlama-3B", "Llama-2-7B", "Llama-2-13B", "Llama-2-70B")
 
 
@@ -48,10 +50,10 @@ def cascadeserve() -> Scenario:
         description="3B -> 7B -> 13B -> 70B Llama (int4) cascade on 16 V100-32GB, Gamma CV 4 at 20 req/s, 1-token outputs",
         reference="cascadeserve.txt §6.1 (models, trace), §6.2 (16 V100 32 GB), §3 (gear switching every 100 ms)",
         instances=(
-            InstanceGroup(InstanceConfig(gpu="V100-32GB", model=tiny, dtype="int4"), 2),
-            InstanceGroup(InstanceConfig(gpu="V100-32GB", model=small, dtype="int4"), 2),
-            InstanceGroup(InstanceConfig(gpu="V100-32GB", model=medium, dtype="int4"), 4),
-            InstanceGroup(InstanceConfig(gpu="V100-32GB", model=large, tp=2, dtype="int4"), 4),
+            InstanceGroup(InstanceConfig(engine=CASCADESERVE_ENGINE, gpu="V100-32GB", model=tiny, dtype="int4"), 2),
+            InstanceGroup(InstanceConfig(engine=CASCADESERVE_ENGINE, gpu="V100-32GB", model=small, dtype="int4"), 2),
+            InstanceGroup(InstanceConfig(engine=CASCADESERVE_ENGINE, gpu="V100-32GB", model=medium, dtype="int4"), 4),
+            InstanceGroup(InstanceConfig(engine=CASCADESERVE_ENGINE, gpu="V100-32GB", model=large, tp=2, dtype="int4"), 4),
         ),
         workload=Workload(
             arrival="gamma",

@@ -7,6 +7,8 @@ from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
 # cascadia.txt §4.1: DeepSeek-dist-7B, DeepSeek-dist-70B, DeepSeek-671B (AWQ INT4), smallest first.
+CASCADIA_ENGINE = "vidur-2024"
+"""The serving engine every Cascadia replica runs (``hardware.engines``)."""
 CASCADIA_MODELS = ("DeepSeek-R1-Distill-Qwen-7B", "DeepSeek-R1-Distill-Llama-70B", "DeepSeek-R1-671B")
 
 
@@ -43,9 +45,9 @@ def cascadia() -> Scenario:
         description="7B -> 70B -> 671B(int4) DeepSeek cascade on 32 H100-80GB, ShareGPT, Poisson 10 req/s",
         reference="cascadia.txt §4.1 (cluster, models, SLO scale), Appendix E Tables 2-3 (deployment for trace 1, q = 85)",
         instances=(
-            InstanceGroup(InstanceConfig(gpu="H100-80GB", model=small, tp=2), 2),
-            InstanceGroup(InstanceConfig(gpu="H100-80GB", model=medium, tp=2), 6),
-            InstanceGroup(InstanceConfig(gpu="H100-80GB", model=large, tp=8, dtype="int4"), 2),
+            InstanceGroup(InstanceConfig(engine=CASCADIA_ENGINE, gpu="H100-80GB", model=small, tp=2), 2),
+            InstanceGroup(InstanceConfig(engine=CASCADIA_ENGINE, gpu="H100-80GB", model=medium, tp=2), 6),
+            InstanceGroup(InstanceConfig(engine=CASCADIA_ENGINE, gpu="H100-80GB", model=large, tp=8, dtype="int4"), 2),
         ),
         workload=Workload(arrival="poisson", rate_rps=10.0, lengths="sharegpt_cauchy", slo_by_tier=(SLO(e2e_s=42.0),)),
         episode_requests=2000,

@@ -8,6 +8,8 @@ from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
 CAUCHY_MODEL = "Llama-3.1-8B"  # §4.1: every experiment
+CAUCHY_ENGINE = "vidur-2024"
+"""The serving engine every Cauchy instance runs (``hardware.engines``)."""
 CAUCHY_GPUS = ("H800-SXM", "A800-PCIe", "H20-NVL")
 GPUS_PER_TYPE = 8
 STARTUP_S = 90.0  # §3.5.1: provisioning, container start, model load, network
@@ -46,7 +48,7 @@ def cauchy(lengths: str = "sharegpt_cauchy") -> Scenario:
     if lengths not in CAUCHY_WORKLOADS:
         raise ValueError(f"unknown Cauchy workload {lengths!r}; known: {list(CAUCHY_WORKLOADS)}")
     name, rate_rps, ttft_s, tbt_s = CAUCHY_WORKLOADS[lengths]
-    groups = tuple(InstanceGroup(InstanceConfig(gpu=gpu, model=CAUCHY_MODEL, tp=2), 2) for gpu in CAUCHY_GPUS)
+    groups = tuple(InstanceGroup(InstanceConfig(engine=CAUCHY_ENGINE, gpu=gpu, model=CAUCHY_MODEL, tp=2), 2) for gpu in CAUCHY_GPUS)
     return Scenario(
         name=name,
         description=f"Llama-3.1-8B, 8 H800 + 8 A800 + 8 H20 (12 deployed, TP 2), {lengths}, Poisson {rate_rps:g} req/s",

@@ -23,7 +23,12 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from envs.combo_scenario import ComboScalingScenario, check_combo_counts, combo_instance_groups
+from envs.combo_scenario import (
+    ComboScalingScenario,
+    check_combo_counts,
+    combo_instance_groups,
+    instance_options_with_engine,
+)
 from envs.scenario import Scenario
 from envs.scenarios.cauchy import CAUCHY_MODEL, SCALING_WINDOW_S, STARTUP_S, cauchy
 from simulator.combos import Combo, parse_combo
@@ -98,7 +103,7 @@ def combo_autoscaling_scenario(
         combos=combos,
         initial_counts=counts,
         combo_goodput_rps=tuple(float(goodput) for _, goodput in unit_kinds),
-        instance_options=dict(instance_options or {}),
+        instance_options=instance_options_with_engine(instance_options),
     )
 
 

@@ -6,6 +6,9 @@ from envs.scenario import InstanceGroup, Scenario, Workload
 from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
+DEFAULT_SCENARIO_ENGINE = "vidur-2024"
+"""The serving engine of every replica (``hardware.engines``)."""
+
 
 def default() -> Scenario:
     """8 replicas of Llama-3.1-8B on two GPU types (4 x A100-80GB, 4 x L40S, vLLM FCFS), real
@@ -19,8 +22,8 @@ def default() -> Scenario:
         description="8 x Llama-3.1-8B on 4 A100-80GB + 4 L40S, ShareGPT, Poisson 13 req/s",
         reference="servegym's own small setting (not from a paper)",
         instances=(
-            InstanceGroup(InstanceConfig(gpu="A100-80GB", model=model), 4),
-            InstanceGroup(InstanceConfig(gpu="L40S", model=model), 4),
+            InstanceGroup(InstanceConfig(engine=DEFAULT_SCENARIO_ENGINE, gpu="A100-80GB", model=model), 4),
+            InstanceGroup(InstanceConfig(engine=DEFAULT_SCENARIO_ENGINE, gpu="L40S", model=model), 4),
         ),
         workload=Workload(arrival="poisson", rate_rps=13.0, lengths="sharegpt", slo_by_tier=(SLO(ttft_s=1.0, tbt_s=0.06),)),
         episode_requests=1000,

@@ -11,6 +11,8 @@ BEST_NUM_TIERS = 4  # §5.3: K = 4 is the best cost-effectiveness point for ever
 MAIN_SWEEP_RATE_RPS = 1250.0  # §4.4: Poisson QPS of the priority-distribution sweeps
 SCHEDULER_BENCHMARK_RATE_RPS = 10.0  # §4.4 / §5.2: QPS of the cross-scheduler benchmark
 PAPER_KV_BLOCKS = 128  # the authors' run: --llumlet_scheduler_config_num_blocks 128 (16-token blocks)
+MULTITIER_ENGINE = "vidur-2024"
+"""The serving engine of every replica (``hardware.engines``): the paper ran in Vidur (§4)."""
 PAPER_BATCH_CAP = 64  # the authors' run: --llumlet_scheduler_config_batch_size_cap 64
 
 
@@ -59,7 +61,7 @@ def multitier(num_tiers: int = BEST_NUM_TIERS, priorities: str = "uniform", kv_b
     """
     if priorities not in PRIORITY_DISTRIBUTIONS:
         raise ValueError(f"unknown priority distribution {priorities!r}; known: {list(PRIORITY_DISTRIBUTIONS)}")
-    replica = InstanceConfig(gpu="A100-80GB", model="Llama-2-7B", scheduler="priority", max_batch_size=PAPER_BATCH_CAP,
+    replica = InstanceConfig(engine=MULTITIER_ENGINE, gpu="A100-80GB", model="Llama-2-7B", scheduler="priority", max_batch_size=PAPER_BATCH_CAP,
                              kv_blocks=kv_blocks)
     pool = "A100 memory" if kv_blocks is None else f"{kv_blocks}-block KV pool"
     return Scenario(

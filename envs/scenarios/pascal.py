@@ -18,6 +18,9 @@ from simulator.request import SLO
 # KV pool of 78,248 instead of 102,553 tokens per instance.)
 PASCAL_RATES_RPS: dict[str, float] = {"low": 1.0, "medium": 2.0, "high": 4.0}
 
+PASCAL_ENGINE = "vidur-2024"
+"""The serving engine of every replica (``hardware.engines``)."""
+
 
 def pascal(rate: str = "medium") -> Scenario:
     """PASCAL's evaluation cluster (pascal.txt §V-A): eight instances, each one NVIDIA H100 96 GB
@@ -42,6 +45,7 @@ def pascal(rate: str = "medium") -> Scenario:
     if rate not in PASCAL_RATES_RPS:
         raise ValueError(f"unknown PASCAL rate {rate!r}; known: {list(PASCAL_RATES_RPS)}")
     instance = InstanceConfig(
+        engine=PASCAL_ENGINE,
         gpu="H100-96GB",
         model="DeepSeek-R1-Distill-Qwen-32B",
         scheduler="pascal",

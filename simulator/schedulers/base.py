@@ -88,7 +88,7 @@ class LocalScheduler:
             self._order_waiting(instance)
             running = instance.running
             max_batch_size = instance.max_batch_size
-            budget = instance.config.max_batched_tokens
+            budget = instance.max_batched_tokens
             while waiting and len(running) < max_batch_size:
                 seq = waiting[0]
                 tokens = seq.remaining_prefill_tokens

@@ -56,7 +56,7 @@ class RoundRobinScheduler(LocalScheduler):
         capacity = instance.batch_capacity_blocks
         used = 0
         chosen: list[Sequence] = []
-        budget = instance.config.max_batched_tokens
+        budget = instance.max_batched_tokens
         new_prefill = False
         for seq in candidates:
             if len(chosen) >= instance.max_batch_size:
