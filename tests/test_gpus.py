@@ -24,6 +24,8 @@ REQUIRED_GPUS = (
     "V100-32GB",
     "L40S",
     "A40",
+    "H200",
+    "RTX-PRO-6000",
 )
 
 # cauchy.txt Table 1: TFLOPs, BW (GB/s), Mem (its "GB" is the nominal capacity, which the
@@ -51,6 +53,8 @@ EXPECTED_FAMILY = {
     "A40": "a40",
     "L40S": "a40",
     "RTX4090": "a40",
+    "H200": "h100",
+    "RTX-PRO-6000": "a40",
 }
 
 HEADER = (
@@ -118,11 +122,13 @@ def test_h100_96gb_is_pascals_part():
 # capacity and the RTX 4090 runs without. The driver keeps a reserve under 1 % on top.
 MEMORY_BY_FAMILY = {
     "hopper": {"H100-80GB": (80, 81_559, 1), "H800-SXM": (80, 81_559, 1), "H100-96GB": (96, 97_871, 1),
-               "H20-NVL": (96, None, 1)},
+               "H20-NVL": (96, None, 1),
+               "H200": (141, 143_771, 1)},
     "ampere_hbm": {"A100-80GB": (80, 81_920, 1), "A800-PCIe": (80, 81_920, 1), "A100-40GB": (40, 40_960, 1)},
     "ampere_gddr": {"A10": (24, 23_028, 15 / 16), "A40": (48, 46_068, 15 / 16)},
     "ada": {"RTX4090": (24, 24_564, 1), "L40S": (48, 46_068, 15 / 16)},
     "volta": {"V100-32GB": (32, 32_768, 1)},
+    "blackwell_gddr": {"RTX-PRO-6000": (96, 97_887, 1)},
     "cdna2": {"MI210": (64, None, 1)},
 }
 
@@ -163,8 +169,8 @@ def test_price_per_second_is_hourly_price_over_3600():
 
 
 def test_unknown_gpu_lists_known_names():
-    with pytest.raises(ValueError, match="unknown GPU 'H200'") as info:
-        get_gpu("H200")
+    with pytest.raises(ValueError, match="unknown GPU 'B200'") as info:
+        get_gpu("B200")
     for name in REQUIRED_GPUS:
         assert name in str(info.value)
 
@@ -224,3 +230,22 @@ def test_loader_rejects_wrong_columns(tmp_path):
 def test_loader_rejects_empty_catalog(tmp_path):
     with pytest.raises(ValueError, match="no GPU rows"):
         load_gpu_catalog(_write(tmp_path, HEADER))
+
+
+def test_h200_is_the_sxm_datasheet_part_with_h100_compute():
+    h200, h100 = get_gpu("H200"), get_gpu("H100-80GB")
+    # Same GH100 tensor rate and NVLink as the H100 SXM; 4.8 TB/s HBM3e against 3.35 TB/s.
+    assert h200.fp16_tflops == h100.fp16_tflops == 989
+    assert h200.mem_bandwidth_gbps / h100.mem_bandwidth_gbps == pytest.approx(4800 / 3350)
+    assert h200.intra_node_link_gbps == 900 / 2 and h200.host_link_gbps == 128 / 2
+    assert h200.profile_family == "h100"
+
+
+def test_rtx_pro_6000_dense_bf16_rate_is_derived_from_the_sparse_fp4_figure():
+    gpu = get_gpu("RTX-PRO-6000")
+    # 4000 FP4 TOPS with sparsity -> /2 dense -> /2 FP8 -> /2 BF16.
+    assert gpu.fp16_tflops == 4000 / 2 / 2 / 2
+    assert gpu.mem_bandwidth_gbps == 512 / 8 * 28  # 512-bit GDDR7 at 28 Gbps
+    # No NVLink: GPU-to-GPU traffic crosses PCIe Gen5 x16.
+    assert gpu.intra_node_link_gbps == gpu.host_link_gbps == 128 / 2
+    assert "derived" in gpu.source

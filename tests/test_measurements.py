@@ -29,12 +29,12 @@ def _by_id() -> dict:
 
 def test_shipped_points_load_and_cover_several_gpus_models_and_engines():
     points = serving_points()
-    assert len(points) == 43
+    assert len(points) == 65
     assert len({p.point_id for p in points}) == len(points)
-    assert {p.gpu for p in points} >= {"H100-80GB SXM", "GeForce RTX 4090 24GB", "RTX PRO 6000 Blackwell 96GB",
-                                       "H200"}
+    assert {p.gpu for p in points} >= {"H100-80GB SXM", "A100-80GB SXM", "GeForce RTX 4090 24GB",
+                                       "RTX PRO 6000 Blackwell 96GB", "H200"}
     assert len({p.model for p in points}) >= 5
-    assert {p.engine for p in points} >= {"vllm", "nim"}
+    assert {p.engine for p in points} >= {"vllm", "nim", "sglang"}
 
 
 def test_every_source_has_a_readme_section():
@@ -42,11 +42,16 @@ def test_every_source_has_a_readme_section():
     assert {p.source for p in serving_points()} == headings
 
 
-def test_shipped_per_request_files_carry_a_licence():
+def test_per_request_files_are_licensed_copies_or_the_derived_lambda_table():
     for point in serving_points():
-        if point.per_request_file is not None:
+        if point.per_request_file is None:
+            continue
+        if point.source == "llmservingsim_vllm":
             assert (LLMSS_DIR / "LICENSE").is_file()
             assert point.per_request_file.startswith("hardware/data/measurements/llmservingsim_vllm/")
+        else:
+            # Unlicensed source: figures only, re-recorded as a table of our own (README, `lambda_vllm`).
+            assert (point.source, point.per_request_file) == ("lambda_vllm", "hardware/data/measurements/lambda_vllm/requests.csv")
 
 
 # --- LLMServingSim: the CSV row equals the metrics recomputed from the shipped requests.jsonl ---
@@ -219,3 +224,84 @@ def test_loader_rejects_duplicates_wrong_columns_and_empty_files(tmp_path):
     bad.write_text("point_id,source\nx,y\n", encoding="utf-8")
     with pytest.raises(ValueError, match="columns .* differ from expected"):
         load_serving_points(bad)
+
+
+# --- LambdaLabs vLLM 0.6.0: rows recomputed from the derived per-request table ---
+
+LAMBDA_REQUESTS = MEASUREMENTS_DIR / "lambda_vllm" / "requests.csv"
+
+
+def _lambda_requests() -> dict[str, list[dict[str, str]]]:
+    by_point: dict[str, list[dict[str, str]]] = {}
+    with open(LAMBDA_REQUESTS, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            by_point.setdefault(row["point_id"], []).append(row)
+    return by_point
+
+
+def test_lambda_table_holds_exactly_the_lambda_points_in_request_order():
+    by_point = _lambda_requests()
+    lambda_ids = {p.point_id for p in serving_points() if p.source == "lambda_vllm"}
+    assert set(by_point) == lambda_ids and len(lambda_ids) == 12
+    for point_id, rows in by_point.items():
+        assert [int(r["request_index"]) for r in rows] == list(range(_by_id()[point_id].num_requests))
+        # An empty completion has no first token: its TTFT is not a measurement and is left empty.
+        assert all((r["ttft_ms"] == "") == (r["output_tokens"] == "0") for r in rows)
+        assert all(r["e2e_ms"] == "" for r in rows)
+
+
+@pytest.mark.parametrize("point_id", sorted(
+    p.point_id for p in serving_points() if p.source == "lambda_vllm"))
+def test_lambda_row_equals_metrics_recomputed_from_requests(point_id):
+    point, rows = _by_id()[point_id], _lambda_requests()[point_id]
+    n_in = np.array([int(r["input_tokens"]) for r in rows])
+    n_out = np.array([int(r["output_tokens"]) for r in rows])
+    ttft_ms = np.array([float(r["ttft_ms"]) for r in rows if r["ttft_ms"]])
+    assert point.num_requests == len(rows)
+    assert point.prompt_tokens_mean == pytest.approx(n_in.mean(), abs=5e-5)
+    assert point.output_tokens_mean == pytest.approx(n_out.mean(), abs=5e-5)
+    # Rows print milliseconds to 3 decimals, half-way values may round either way.
+    assert point.ttft_mean_ms == pytest.approx(ttft_ms.mean(), abs=1e-3)
+    assert point.ttft_p50_ms == pytest.approx(np.percentile(ttft_ms, 50), abs=1e-3)
+    assert point.ttft_p99_ms == pytest.approx(np.percentile(ttft_ms, 99), abs=1e-3)
+    # Throughputs are the same request and token counts over one duration.
+    duration_s = point.num_requests / point.request_throughput_rps
+    assert point.output_throughput_tps == pytest.approx(n_out.sum() / duration_s, rel=1e-4)
+    assert point.total_throughput_tps == pytest.approx((n_in.sum() + n_out.sum()) / duration_s, rel=1e-4)
+
+
+def test_lambda_transcription_matches_the_source_files_own_totals():
+    # (total_input_tokens, total_output_tokens, mean_ttft_ms) printed in each source JSON; benchmark_serving's
+    # TTFT mean counts an empty completion as 0 ms, so it is the sum over non-empty requests / all requests.
+    source = {
+        "lambda-vllm060-h100-tp1-llama3-8b-len2048-n320": (65578, 65331, 1628.5096086156955),
+        "lambda-vllm060-h100-tp1-llama3.1-8b-fp8-len2048-n320": (65578, 43953, 1026.6736259344725),
+        "lambda-vllm060-h100-tp4-llama3-70b-len2048-n320": (65578, 56543, 2764.064876952034),
+        "lambda-vllm060-h100-tp2-mixtral-8x7b-len2048-n320": (73671, 70054, 8536.445475828623),
+        "lambda-vllm060-a100-tp4-llama3-70b-len2048-n10": (1369, 2153, 252.17491388320923),
+    }
+    by_point = _lambda_requests()
+    for point_id, (total_in, total_out, mean_ttft_ms) in source.items():
+        rows = by_point[point_id]
+        assert sum(int(r["input_tokens"]) for r in rows) == total_in
+        assert sum(int(r["output_tokens"]) for r in rows) == total_out
+        assert sum(float(r["ttft_ms"] or 0) for r in rows) / len(rows) == pytest.approx(mean_ttft_ms, abs=5e-4)
+
+
+def test_lambda_runs_with_one_tokenizer_send_the_same_prompts_in_the_same_order():
+    by_point = _lambda_requests()
+    llama3 = [p.point_id for p in serving_points() if p.source == "lambda_vllm" and "llama3" in p.point_id]
+    lengths = [[int(r["input_tokens"]) for r in by_point[pid]] for pid in llama3]
+    longest = max(lengths, key=len)
+    assert all(lens == longest[: len(lens)] for lens in lengths)
+    assert longest[:10] == [13, 25, 27, 10, 329, 29, 399, 328, 4, 205]
+
+
+def test_deepseek_points_are_671b_on_eight_gpus():
+    points = [p for p in serving_points() if p.source.startswith("deepseek_r1")]
+    assert len(points) == 10
+    assert {(p.model_catalog, p.num_gpus, p.tp) for p in points} == {("DeepSeek-R1-671B", 8, 8)}
+    assert {p.dtype for p in points} == {"int4-awq", "fp8"}
+    # At concurrency 1 the decode rate is one token per TPOT: 1000 / 16.1 ms = 62.1 tokens/s.
+    c1 = _by_id()["tt-dsr1-0528-awq-h100x8-tp8-128in-128out-c1"]
+    assert 1000 / c1.tpot_mean_ms == pytest.approx(c1.output_throughput_tps, abs=0.05)
