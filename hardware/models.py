@@ -75,6 +75,7 @@ _NON_NEGATIVE_INT_FIELDS = (
     "qk_nope_head_dim",
     "v_head_dim",
     "learned_position_embeddings",
+    "attention_head_dim",
 )
 _BOOL_FIELDS = ("gated_mlp", "tied_embeddings", "linear_bias", "encoder_only")
 _MLA_ONLY_FIELDS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -106,6 +107,9 @@ class ModelSpec:
     ``max_model_len``, taken from ``max_position_embeddings`` (or the model card where that
     differs), cited in ``context_source``; ``simulator.context`` applies it to requests.
 
+    ``attention_head_dim`` is the width of one attention head where it is not ``hidden_size /
+    num_heads`` (Qwen3: 128 with 64 heads of a 5,120-wide model); 0 derives it.
+
     ``kv_lora_rank > 0`` selects DeepSeek multi-head latent attention, which also uses
     ``q_lora_rank`` (0 = full-rank query), ``qk_rope_head_dim``, ``qk_nope_head_dim`` and
     ``v_head_dim``; these four must be 0 otherwise.
@@ -133,6 +137,7 @@ class ModelSpec:
     learned_position_embeddings: int = 0
     linear_bias: bool = False
     encoder_only: bool = False
+    attention_head_dim: int = 0
     source: str
     context_tokens: int
     context_source: str
@@ -173,6 +178,8 @@ class ModelSpec:
                     raise ValueError(f"model {self.name!r}: MLA (kv_lora_rank > 0) needs {field_name} > 0")
             if self.linear_bias:
                 raise ValueError(f"model {self.name!r}: linear_bias with MLA is not modelled")
+            if self.attention_head_dim:
+                raise ValueError(f"model {self.name!r}: attention_head_dim does not apply to MLA (its head widths are given)")
             return
         for field_name in _MLA_ONLY_FIELDS:
             if getattr(self, field_name) != 0:
@@ -180,7 +187,7 @@ class ModelSpec:
                     f"model {self.name!r}: {field_name}={getattr(self, field_name)} is only valid "
                     "with MLA (kv_lora_rank > 0)"
                 )
-        if self.hidden_size % self.num_heads:
+        if not self.attention_head_dim and self.hidden_size % self.num_heads:
             raise ValueError(
                 f"model {self.name!r}: hidden_size={self.hidden_size} is not divisible by "
                 f"num_heads={self.num_heads}"
@@ -219,10 +226,11 @@ class ModelSpec:
 
     @property
     def head_dim(self) -> int:
-        """Query/key width of one head: ``hidden / heads``, or ``nope + rope`` dims under MLA."""
+        """Query/key width of one head: ``attention_head_dim`` if given, else ``hidden / heads``;
+        ``nope + rope`` dims under MLA."""
         if self.uses_mla:
             return self.qk_nope_head_dim + self.qk_rope_head_dim
-        return self.hidden_size // self.num_heads
+        return self.attention_head_dim or self.hidden_size // self.num_heads
 
     @property
     def num_moe_layers(self) -> int:

@@ -41,6 +41,8 @@ PUBLISHED_PARAMS = {
     "Phi-2": 2.78e9,
     "Llama-3.3-70B": 70.6e9,
     "Mixtral-8x7B": 46.7e9,
+    "Qwen3-32B": 32.8e9,
+    "Qwen3-30B-A3B": 30.5e9,
     "BERT-tiny": 4.4e6,
     "BERT-mini": 11.3e6,
     "BERT-small": 29.1e6,
@@ -52,9 +54,9 @@ HEADER = (
     "name,num_layers,hidden_size,num_heads,num_kv_heads,intermediate_size,vocab_size,gated_mlp,"
     "num_experts,experts_per_token,moe_intermediate_size,num_shared_experts,dense_layers,kv_lora_rank,"
     "q_lora_rank,qk_rope_head_dim,qk_nope_head_dim,v_head_dim,tied_embeddings,"
-    "learned_position_embeddings,linear_bias,encoder_only,source,context_tokens,context_source\n"
+    "learned_position_embeddings,linear_bias,encoder_only,attention_head_dim,source,context_tokens,context_source\n"
 )
-GOOD_ROW = "Tiny,2,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,test config,2048,test card\n"
+GOOD_ROW = "Tiny,2,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,0,test config,2048,test card\n"
 
 # Llama-2-7B by hand: 32 layers of (4 h^2 attention + 3 h i MLP), 2 norms per layer.
 LLAMA2_7B_BLOCK_LINEAR = 32 * (4 * 4096**2 + 3 * 4096 * 11008)  # 6_476_005_376
@@ -281,12 +283,12 @@ def test_loader_accepts_a_good_file(tmp_path):
 @pytest.mark.parametrize(
     "row, message",
     [
-        ("Bad,2,64,4,2,128,-100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: vocab_size='-100'"),
-        ("Bad,2,64,4,2,128,1.5,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: vocab_size='1.5'"),
-        ("Bad,2,64,4,2,128,100,yes,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: gated_mlp='yes'"),
-        ("Bad,0,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: .*num_layers=0"),
-        ("Tiny,2,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,src,2048,card\n", "line 3: duplicate"),
-        ("Bad,2,64,4,2,128,100,true\n", "line 3: expected 25 fields"),
+        ("Bad,2,64,4,2,128,-100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,0,src,2048,card\n", "line 3: vocab_size='-100'"),
+        ("Bad,2,64,4,2,128,1.5,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,0,src,2048,card\n", "line 3: vocab_size='1.5'"),
+        ("Bad,2,64,4,2,128,100,yes,1,1,0,0,0,0,0,0,0,0,false,0,false,false,0,src,2048,card\n", "line 3: gated_mlp='yes'"),
+        ("Bad,0,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,0,src,2048,card\n", "line 3: .*num_layers=0"),
+        ("Tiny,2,64,4,2,128,100,true,1,1,0,0,0,0,0,0,0,0,false,0,false,false,0,src,2048,card\n", "line 3: duplicate"),
+        ("Bad,2,64,4,2,128,100,true\n", "line 3: expected 26 fields"),
     ],
 )
 def test_loader_names_bad_row_and_field(tmp_path, row, message):
