@@ -287,6 +287,16 @@ class Cluster:
         self._scheduled = 0
         self._schedule_next_arrival()
 
+    def add_arrival(self, request: Request) -> None:
+        """One more request on top of a submitted stream, arriving at ``request.arrival_s`` or now if
+        that has passed: a closed-loop client sending its next request when one completes. A list
+        given to ``submit`` is a fixed workload, so this needs a stream."""
+        if self._requests is not None:
+            raise ValueError("add_arrival needs a stream of requests (submit an iterator, not a list)")
+        _validate_request(request)
+        self._scheduled += 1
+        self.events.schedule(max(request.arrival_s, self.events.now_s), self._admit, request)
+
     def _check_next(self, request: Request) -> None:
         """``request`` is valid and arrives no earlier than the one before it."""
         if request.arrival_s < self._latest_arrival_s:
@@ -305,11 +315,15 @@ class Cluster:
         self.events.schedule(max(request.arrival_s, self.events.now_s), self._on_arrival, request)
 
     def _on_arrival(self, request: Request) -> None:
+        self._schedule_next_arrival()
+        self._admit(request)
+
+    def _admit(self, request: Request) -> None:
+        """``request`` arrives now: to the router, or to the caller as a ``"route"`` decision."""
         self.arrived += 1
         seq = Sequence(request, self.record_token_curves)
         if self.keep_sequences:
             self.arrived_sequences.append(seq)
-        self._schedule_next_arrival()
         if self.router is None:
             self._decision = Decision("route", seq)
             return

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Protocol
 
-from hardware.engines import DEFAULT_ENGINE, get_engine
+from hardware.engines import DEFAULT_ENGINE, EngineProfile, get_engine
 from hardware.gpus import GPUSpec, get_gpu
 from hardware.latency import IterationLatencyModel, kv_capacity_tokens, latency_model
 from hardware.models import ModelSpec
@@ -58,7 +58,8 @@ class InstanceConfig:
     """What one replica is: hardware, model, parallelism, serving engine, memory and batching
     limits, scheduler.
 
-    ``engine`` names the serving engine it runs (``hardware.engines``; default: a current vLLM).
+    ``engine`` names the serving engine it runs (``hardware.engines``; default: a current vLLM),
+    or is an ``EngineProfile`` itself (a calibration trying out a profile).
     The engine sets the iteration latency (its kernels and CPU time) and the batching defaults
     that the fields left at ``None`` take: ``scheduler``, ``max_batch_size`` (vLLM's
     ``max_num_seqs``), ``max_batched_tokens`` (the prompt tokens of one prefill iteration, a
@@ -84,7 +85,7 @@ class InstanceConfig:
     tp: int = 1
     pp: int = 1
     dtype: str = "fp16"
-    engine: str = DEFAULT_ENGINE
+    engine: str | EngineProfile = DEFAULT_ENGINE
     scheduler: str | None = None
     block_size: int = 16
     memory_utilization: float = 0.9
