@@ -23,7 +23,8 @@ from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, ROLE, ROLE_COD
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.outcome import RequestOutcome
 from simulator.pipeline import create_instance
-from simulator.request import Phase, Request
+from simulator.prefix_keys import PrefixKeys
+from simulator.request import Phase, Request, check_block_hashes
 from simulator.sequence import Residency, Sequence
 
 Router = Callable[["Cluster", Sequence], int]
@@ -136,6 +137,8 @@ class Cluster:
         self.migrations_started = 0
         self.migrations_done = 0
         self.migrations_aborted = 0
+        self.prefix_keys = PrefixKeys()
+        """Chained block keys of the requests that carry ``block_hashes`` (``simulator.prefix_keys``)."""
         self.version = 0
         """Increases whenever a public method may change the state (deploy, drain, dispatch,
         place_answering, migrate, advance): what is derived from the state keeps it to know
@@ -307,6 +310,8 @@ class Cluster:
     def _on_arrival(self, request: Request) -> None:
         self.arrived += 1
         seq = Sequence(request, self.record_token_curves)
+        if request.block_hashes is not None:
+            self.chain_keys(seq)
         if self.keep_sequences:
             self.arrived_sequences.append(seq)
         self._schedule_next_arrival()
@@ -315,6 +320,13 @@ class Cluster:
             return
         self.dispatch(seq, self.router(self, seq))
 
+    def chain_keys(self, seq: Sequence) -> None:
+        """Give ``seq`` the chained keys of its request's ``block_hashes`` (``simulator.prefix_keys``)."""
+        blocks = seq.request.block_hashes
+        if blocks is not None:
+            seq.block_keys = self.prefix_keys.chain(blocks)
+            seq.block_tokens = blocks.block_tokens
+
     def dispatch(self, seq: Sequence, instance_id: int) -> None:
         """Send a new request to an instance (the answer to a ``"route"`` decision)."""
         self.version += 1
@@ -322,6 +334,8 @@ class Cluster:
         refusal = self._refusal(instance, seq)
         if refusal is not None:
             raise ValueError(refusal)
+        if seq.block_keys is None and seq.request.block_hashes is not None:
+            self.chain_keys(seq)
         if self._decision is not None and self._decision.seq is seq:
             self._next_decision()
         seq.pd_handoff = instance.role == Role.PREFILL and self.decode_router is not None
@@ -334,6 +348,8 @@ class Cluster:
         instance = self._instance(instance_id)
         if instance.lifecycle != Lifecycle.SERVING:
             raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
+        if seq.block_keys is None and seq.request.block_hashes is not None:
+            self.chain_keys(seq)
         if self._decision is not None and self._decision.seq is seq:
             self._next_decision()
         seq.pd_handoff = False
@@ -543,3 +559,5 @@ def _validate_request(request: Request) -> None:
         )
     if request.tier < 0:
         raise ValueError(f"request {request.request_id}: tier must be >= 0, got {request.tier}")
+    if request.block_hashes is not None:
+        check_block_hashes(request)

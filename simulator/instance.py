@@ -31,6 +31,7 @@ from simulator.context import CONTEXT_REJECT_REASON, fit_to_context
 from simulator.events import EventQueue
 from simulator.instance_arrays import RUNNING, SWAPPED, WAITING, InstanceArrays
 from simulator.kv_blocks import KVBlockManager, blocks_for_tokens
+from simulator.prefix_cache import PrefixCache
 from simulator.queue_gate import QueueGate
 from simulator.queue_order import take_from_queue
 from simulator.request import Phase
@@ -70,6 +71,11 @@ class InstanceConfig:
     engines and Vidur do; 1: one batch passes through all stages before the next starts);
     each microbatch holds at most ``max_batch_size // microbatches_in_flight`` sequences
     (Vidur's ``batch_size_cap // num_stages``). See ``simulator/pipeline.py``.
+
+    ``prefix_caching`` turns on automatic prefix caching (``simulator.prefix_cache``: requests
+    that carry ``block_hashes`` share the KV of equal prefixes; off by default, as vLLM before
+    V1); ``host_cache_gb`` (with it) keeps evicted prefixes in that many GB of host memory, a
+    second tier loaded over the GPUs' host links instead of recomputed.
     """
 
     gpu: str
@@ -88,6 +94,8 @@ class InstanceConfig:
     kv_blocks: int | None = None
     cpu_overhead_s: float = DEFAULT_CPU_OVERHEAD_S
     microbatches_in_flight: int | None = None
+    prefix_caching: bool = False
+    host_cache_gb: float = 0.0
 
     @property
     def num_gpus(self) -> int:
@@ -122,6 +130,13 @@ class InstanceConfig:
                 f"InstanceConfig.max_batch_size={self.max_batch_size} is below the {self.pipeline_depth} microbatches "
                 "in flight: each microbatch needs at least one sequence"
             )
+        if not isinstance(self.prefix_caching, bool):
+            raise ValueError(f"InstanceConfig.prefix_caching must be True or False, got {self.prefix_caching!r}")
+        host = self.host_cache_gb
+        if isinstance(host, bool) or not isinstance(host, (int, float)) or not 0.0 <= host < float("inf"):
+            raise ValueError(f"InstanceConfig.host_cache_gb must be a finite number >= 0 (GB), got {host!r}")
+        if host and not self.prefix_caching:
+            raise ValueError(f"InstanceConfig.host_cache_gb={host!r} needs prefix_caching=True (it holds evicted prefixes)")
         if not 0.0 < self.memory_utilization <= 1.0:
             raise ValueError(f"memory_utilization must be in (0, 1], got {self.memory_utilization}")
         if self.preemption not in (None, "recompute", "swap"):
@@ -175,6 +190,11 @@ class Instance:
         )
         blocks = capacity // config.block_size if config.kv_blocks is None else config.kv_blocks
         self.kv = KVBlockManager(blocks, config.block_size)
+        self.prefix_cache: PrefixCache | None = None
+        """Cached prefixes (``InstanceConfig.prefix_caching``), also reachable as ``kv.cache``."""
+        if config.prefix_caching:
+            host_tokens = int(config.host_cache_gb * 1e9 / self.model.kv_bytes_per_token)
+            self.prefix_cache = PrefixCache(self.kv, host_tokens // config.block_size)
         self.scheduler = make_scheduler(config.scheduler, **config.scheduler_options)
         self.preemption = config.preemption or self.scheduler.default_preemption
         self.planner = SegmentPlanner(
@@ -309,6 +329,8 @@ class Instance:
         if seq.prompt_tokens + seq.output_tokens > self.max_request_tokens:
             self.host.on_reject(seq, "exceeds_kv_capacity")
             return
+        if seq.block_keys is not None and self.prefix_cache is not None:
+            self.prefix_cache.check_block_tokens(seq)
         seq.instance_id = self.instance_id
         seq.residency = Residency.QUEUED
         if seq.generated_tokens == 0:
@@ -378,7 +400,7 @@ class Instance:
         if self.arrays is not None:
             self.arrays.leave(self.instance_id, seq, code)
         if seq.residency == Residency.RUNNING:
-            self.kv.release(seq.blocks)
+            self.kv.free(seq)
         seq.blocks = 0
         seq.residency = Residency.MOVING
 
@@ -483,8 +505,11 @@ class Instance:
             self.iterations += self._seg_len
         finished: list[Sequence] = []
         if self._seg_prefill:
+            cache = self.prefix_cache
             for seq, tokens in self._seg_prefill:
                 seq.kv_tokens += tokens
+                if cache is not None and seq.block_keys is not None:
+                    cache.register(seq)
                 if seq.kv_tokens == seq.prefill_target_tokens:
                     seq.on_tokens(now, now, 1, 0.0)
                     finished.append(seq)
@@ -529,8 +554,7 @@ class Instance:
             self.running.remove(seq)
             if self.arrays is not None:
                 self.arrays.leave(self.instance_id, seq, RUNNING)
-            self.kv.release(seq.blocks)
-            seq.blocks = 0
+            self.kv.free(seq)
             seq.phase = Phase.DONE
             self.host.on_complete(self, seq)
             return
