@@ -19,6 +19,7 @@ from envs.scenario import Scenario
 from envs.schema import Entry, MaskPart, ObservationSchema
 from simulator.cluster import Cluster
 from simulator.metrics import flat_metrics, summarize
+from simulator.metrics.prefix_cache import prefix_cache_metrics
 from simulator.outcome import RequestOutcome
 
 
@@ -221,13 +222,15 @@ class ServingEnv(gym.Env):
         }
 
     def episode_metrics(self) -> dict[str, float]:
-        """The episode's serving metrics (flat, stable names) for logging and Monitor."""
+        """The episode's serving metrics (flat, stable names) for logging and Monitor; with
+        prefix caching, the cache's (``simulator.metrics.prefix_cache``) too."""
         assert self.cluster is not None
         summary = summarize(
             self.cluster.outcomes, duration_s=self.cluster.events.now_s, cost_usd=self.cluster.cost_usd(),
             qoe_targets=self.scenario.qoe,
         )
-        return {k: float(v) for k, v in flat_metrics(summary).items() if isinstance(v, (int, float))}
+        metrics = {k: float(v) for k, v in flat_metrics(summary).items() if isinstance(v, (int, float))}
+        return metrics | prefix_cache_metrics(self.cluster.instances.values())
 
     def render(self) -> str | np.ndarray | None:
         """``ansi``: a text table of the instances; ``rgb_array``: ``envs.frame.cluster_frame``'s
