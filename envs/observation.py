@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from envs.headroom import default_headroom_fractions, head_of_line_demand_blocks
 from envs.schema import IDENTITY, ColumnEncoder, Field, linear, ratio, signed_ratio
 from simulator.cluster import Cluster
+from simulator.headroom import default_headroom_fractions, head_of_line_demand_blocks
 from simulator.instance import Instance
 from simulator.instance_arrays import (
     BLOCK_SIZE,
@@ -154,7 +154,7 @@ class InstanceLoad:
     """The load of some instances (``ids``) at this moment, from one gather of the cluster's
     arrays: queue lengths, KV in use (counting decode iterations finished but not applied yet),
     per-tier requests (the last tier counting every higher one), the batch B and head-of-line
-    demand of eq. 1-2 (``envs.headroom``), and the freeness they give."""
+    demand of eq. 1-2 (``simulator.headroom``), and the freeness they give."""
 
     def __init__(self, cluster: Cluster, ids: np.ndarray, num_tiers: int) -> None:
         arrays = cluster.arrays
@@ -205,11 +205,11 @@ class InstanceLoad:
         return value
 
     def freeness_normal(self) -> np.ndarray:
-        """F_normal (``envs.headroom.freeness_normal``): −∞ draining, +∞ with B = 0."""
+        """F_normal (``simulator.headroom.freeness_normal``): −∞ draining, +∞ with B = 0."""
         return self._freeness((self.used_blocks + self.head_of_line_blocks).astype(np.float64))
 
     def freeness_full(self, headroom_fractions: np.ndarray) -> np.ndarray:
-        """F_full (``envs.headroom.freeness_full``) under ``headroom_fractions``: each tier
+        """F_full (``simulator.headroom.freeness_full``) under ``headroom_fractions``: each tier
         present charges M · h_p once."""
         if self.beyond_tiers:
             raise ValueError(f"requests of a tier beyond the {len(headroom_fractions)} headroom fractions")

@@ -1,7 +1,8 @@
 """A cluster of instances: GPU inventory, deployment lifecycle, routing, migration, PD transfer, cost.
 
-The cluster drives the event loop. Routing is a hook: ``router(cluster, seq) -> instance_id``
-(default: round-robin over serving instances). With ``router=None`` every arrival becomes a
+The cluster drives the event loop. Routing is a hook: ``router(cluster, seq) -> instance_id``,
+or the name of one in the router registry (``simulator.routers``; default: round-robin over
+serving instances). With ``router=None`` every arrival becomes a
 *decision* that ``advance`` returns to its caller (the Gymnasium env), which answers with
 ``dispatch``. Reasoning→answering transitions can likewise go to ``phase_router`` (PASCAL's
 placement at ``</think>``, pascal.txt §IV-B).
@@ -25,9 +26,9 @@ from simulator.outcome import RequestOutcome
 from simulator.pipeline import create_instance
 from simulator.prefix_keys import PrefixKeys
 from simulator.request import Phase, Request, check_block_hashes
+from simulator.routers import Router, make_router
 from simulator.sequence import Residency, Sequence
 
-Router = Callable[["Cluster", Sequence], int]
 PhaseRouter = Callable[["Cluster", Sequence, Instance], int | None]
 DecodeRouter = Callable[["Cluster", Sequence, Instance], int]
 CompletionHook = Callable[["Cluster", Instance, Sequence], bool]
@@ -55,20 +56,6 @@ class MigrationConfig:
 
     last_stage_max_blocks: int = 16
     max_stages: int = 3
-
-
-def _round_robin_router() -> Router:
-    state = {"next": 0}
-
-    def route(cluster: Cluster, seq: Sequence) -> int:
-        ids = cluster.routable_ids()
-        if not ids:
-            raise RuntimeError(f"no serving instance can take request {seq.request_id}")
-        choice = ids[state["next"] % len(ids)]
-        state["next"] += 1
-        return choice
-
-    return route
 
 
 class Cluster:
@@ -100,7 +87,7 @@ class Cluster:
         self.gpu_inventory = dict(gpu_inventory)
         self.gpus_in_use = {gpu: 0 for gpu in gpu_inventory}
         self.instances: dict[int, Instance] = {}
-        self.router: Router | None = _round_robin_router() if router == "round_robin" else router  # type: ignore[assignment]
+        self.router: Router | None = make_router(router) if isinstance(router, str) else router
         self.phase_router = phase_router
         self.decode_router = decode_router
         self.completion_hook = completion_hook
