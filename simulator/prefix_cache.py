@@ -50,7 +50,7 @@ class PrefixCache:
     ``evictable`` holds the unreferenced ones in eviction order (first out first); ``host`` the
     host tier's entries (key -> blocks, first out first)."""
 
-    __slots__ = ("kv", "entries", "evictable", "host", "host_capacity_blocks", "host_blocks",
+    __slots__ = ("kv", "entries", "evictable", "host", "host_capacity_blocks", "host_blocks", "entry_blocks",
                  "query_tokens", "hit_tokens", "host_hit_tokens", "evicted_blocks", "host_dropped_blocks")
 
     def __init__(self, kv: KVBlockManager, host_capacity_blocks: int = 0) -> None:
@@ -62,6 +62,8 @@ class PrefixCache:
         self.host: OrderedDict[int, int] = OrderedDict()
         self.host_capacity_blocks = host_capacity_blocks
         self.host_blocks = 0
+        self.entry_blocks = 0
+        """GPU blocks holding cached prefixes now, referenced or not."""
         self.query_tokens = 0
         self.hit_tokens = 0
         self.host_hit_tokens = 0
@@ -70,11 +72,6 @@ class PrefixCache:
         kv.cache = self
 
     # ----------------------------------------------------------------- queries
-    @property
-    def entry_blocks(self) -> int:
-        """GPU blocks holding cached prefixes now, referenced or not."""
-        return sum(blocks for _, blocks in self.entries.values())
-
     def check_block_tokens(self, seq: Sequence) -> None:
         """``seq``'s hash blocks must be whole KV blocks here (raises naming both sizes)."""
         if seq.block_tokens % self.kv.block_size:
@@ -145,6 +142,7 @@ class PrefixCache:
         for key in keys[gpu:gpu + host]:
             entries[key] = [1, unit]
             held.append(key)
+        self.entry_blocks += host * unit
         seq.cached_keys = held
         seq.blocks = full_blocks
         seq.kv_tokens = (gpu + host) * seq.block_tokens
@@ -176,6 +174,7 @@ class PrefixCache:
                 if key in self.host:
                     self.host_blocks -= self.host.pop(key)
                 entries[key] = [1, unit]
+                self.entry_blocks += unit
             else:
                 if not entry[0]:
                     del evictable[key]
@@ -219,6 +218,7 @@ class PrefixCache:
             if self.host_capacity_blocks >= size:
                 self._store_on_host(key, size)
         self.kv.cached_blocks -= freed
+        self.entry_blocks -= freed
         self.evicted_blocks += freed
 
     def _store_on_host(self, key: int, blocks: int) -> None:

@@ -48,6 +48,8 @@ def accounting_errors(instance: Instance) -> list[str]:
             unreferenced_blocks += blocks
             if key not in cache.evictable:
                 errors.append(f"entry {key} is unreferenced but not evictable")
+    if cache.entry_blocks != referenced_blocks + unreferenced_blocks:
+        errors.append(f"entry_blocks {cache.entry_blocks} != {referenced_blocks + unreferenced_blocks} in the entries")
     if set(cache.evictable) - set(cache.entries):
         errors.append(f"evictable keys without an entry: {sorted(set(cache.evictable) - set(cache.entries))}")
     missing = set(references) - set(cache.entries)
