@@ -38,7 +38,7 @@ SERVING_METRICS = (
 )
 TIER_PREFIX = "slo_attainment_tier"
 # Per-instance prefix-cache metrics (``simulator.metrics.prefix_cache``), one chart each for all instances.
-INSTANCE_CACHE_METRICS = ("prefix_cache_hit_rate", "prefix_cache_cached_blocks")
+INSTANCE_CACHE_METRICS = ("prefix_hit_rate", "prefix_cached_blocks")
 # What ``agents.rollout.run_episode`` adds to the env's metrics.
 EPISODE_METRICS = ("return", "invalid_actions")
 

@@ -349,7 +349,7 @@ def test_prefix_cache_metrics_per_instance_and_over_the_cluster():
     cluster.router = lambda c, s: 0
     cluster.run(same)
     metrics = prefix_cache_metrics(cluster.instances.values())
-    assert metrics["prefix_cache_hit_rate"] == 1024 / 3000 == metrics["prefix_cache_hit_rate_instance0"]
+    assert metrics["prefix_cache_hit_rate"] == 1024 / 3000 == metrics["prefix_hit_rate_i0"]
     assert metrics["prefix_cache_miss_tokens"] == 3000 - 1024
     assert metrics["prefix_cache_cached_blocks"] == 2 * 32  # two 512-token blocks cached: (1), (1, 2)
-    assert "prefix_cache_hit_rate_instance1" not in metrics
+    assert "prefix_hit_rate_i1" not in metrics

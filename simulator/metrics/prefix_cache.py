@@ -18,9 +18,12 @@ from typing import Any
 from simulator.metrics.stats import ratio
 
 PREFIX = "prefix_cache_"
+INSTANCE_PREFIX = "prefix_"
 COUNTERS = ("query_tokens", "hit_tokens", "host_hit_tokens", "miss_tokens", "cached_blocks", "evicted_blocks")
 PREFIX_CACHE_METRICS = tuple(PREFIX + name for name in ("hit_rate", "gpu_hit_rate", *COUNTERS))
-INSTANCE_SUFFIX = "_instance"
+INSTANCE_SUFFIX = "_i"
+"""Per-instance names are ``prefix_<metric>_i<id>``: short enough for SB3's text log (36 characters
+with ``serving/``), which cuts longer keys and would merge the instances'."""
 
 
 def instance_cache_counts(cache: Any) -> dict[str, float]:
@@ -40,7 +43,7 @@ def instance_cache_counts(cache: Any) -> dict[str, float]:
 
 def prefix_cache_metrics(instances: Iterable[Any]) -> dict[str, float]:
     """``prefix_cache_<metric>`` over every instance with a prefix cache, and
-    ``prefix_cache_<metric>_instance<id>`` for each of them; empty when none has one."""
+    ``prefix_<metric>_i<id>`` for each of them; empty when none has one."""
     totals = dict.fromkeys(COUNTERS, 0.0)
     per_instance: dict[str, float] = {}
     found = False
@@ -53,7 +56,7 @@ def prefix_cache_metrics(instances: Iterable[Any]) -> dict[str, float]:
         for name in COUNTERS:
             totals[name] += counts[name]
         for name, value in counts.items():
-            per_instance[f"{PREFIX}{name}{INSTANCE_SUFFIX}{instance.instance_id}"] = value
+            per_instance[f"{INSTANCE_PREFIX}{name}{INSTANCE_SUFFIX}{instance.instance_id}"] = value
     if not found:
         return {}
     hits = totals["hit_tokens"] + totals["host_hit_tokens"]
