@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from agents.statistics import Interval
 from simulator.metrics import flat_metrics, summarize, summarize_by
+from simulator.metrics.prefix_cache import INSTANCE_SUFFIX
 from simulator.outcome import RequestOutcome
 
 # Episode-metric names (``ServingEnv.episode_metrics``) logged as ``serving/<name>``.
@@ -31,8 +32,13 @@ SERVING_METRICS = (
     "output_tokens_per_usd",
     "goodput_tokens_per_usd",
     "quality_mean",
+    "prefix_cache_hit_rate",
+    "prefix_cache_gpu_hit_rate",
+    "prefix_cache_cached_blocks",
 )
 TIER_PREFIX = "slo_attainment_tier"
+# Per-instance prefix-cache metrics (``simulator.metrics.prefix_cache``), one chart each for all instances.
+INSTANCE_CACHE_METRICS = ("prefix_hit_rate", "prefix_cached_blocks")
 # What ``agents.rollout.run_episode`` adds to the env's metrics.
 EPISODE_METRICS = ("return", "invalid_actions")
 
@@ -64,10 +70,24 @@ def tier_metrics(names: Sequence[str]) -> dict[int, str]:
     return {int(name[len(TIER_PREFIX):]): name for name in names if name.startswith(TIER_PREFIX)}
 
 
+def instance_cache_metrics(names: Sequence[str]) -> list[str]:
+    """The per-instance prefix-cache metrics among ``names`` (``INSTANCE_CACHE_METRICS`` of each
+    instance), by metric then instance id."""
+    found = []
+    for metric in INSTANCE_CACHE_METRICS:
+        head = metric + INSTANCE_SUFFIX
+        ids = sorted(int(name[len(head):]) for name in names if name.startswith(head) and name[len(head):].isdigit())
+        found += [f"{head}{i}" for i in ids]
+    return found
+
+
 def metric_names(metrics: Mapping[str, float]) -> list[str]:
-    """The serving metrics present in ``metrics``, per-tier attainments after them in tier order."""
-    tiers = tier_metrics(list(metrics))
-    return [k for k in SERVING_METRICS if k in metrics] + [tiers[tier] for tier in sorted(tiers)]
+    """The serving metrics present in ``metrics``, per-tier attainments after them in tier order,
+    then the per-instance prefix-cache metrics."""
+    names = list(metrics)
+    tiers = tier_metrics(names)
+    return ([k for k in SERVING_METRICS if k in metrics] + [tiers[tier] for tier in sorted(tiers)]
+            + instance_cache_metrics(names))
 
 
 def serving_scalars(metrics: Mapping[str, float], prefix: str = "serving/") -> dict[str, float]:
@@ -90,9 +110,14 @@ def training_layout(metrics: Sequence[str], with_evaluation: bool) -> dict[str, 
     metric (and return, invalid actions) with the agent's learning curve and the heuristics'
     levels as reference lines."""
     tiers = tier_metrics(metrics)
-    serving = {name: ["Multiline", [f"^serving/{name}$"]] for name in metrics if name not in tiers.values()}
+    per_instance = set(instance_cache_metrics(metrics))
+    serving = {name: ["Multiline", [f"^serving/{name}$"]] for name in metrics
+               if name not in tiers.values() and name not in per_instance}
     if tiers:
         serving["slo_attainment per tier"] = ["Multiline", [f"^serving/{TIER_PREFIX}\\d+$"]]
+    for metric in INSTANCE_CACHE_METRICS:
+        if any(name.startswith(metric + INSTANCE_SUFFIX) for name in per_instance):
+            serving[f"{metric} per instance"] = ["Multiline", [f"^serving/{metric}{INSTANCE_SUFFIX}\\d+$"]]
     layout = {"train: serving metrics of training episodes (x: env steps)": serving}
     if with_evaluation:
         layout["train: periodic evaluation, agent vs heuristics (x: env steps)"] = {

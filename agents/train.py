@@ -375,7 +375,9 @@ def _logger(run_dir: Path, verbose: int, csv_name: str = "progress.csv") -> Logg
     """SB3 logger writing TensorBoard events and ``csv_name`` into the run directory (a resumed
     run writes its own CSV: SB3 would overwrite ``progress.csv``)."""
     formats = [CSVOutputFormat(str(run_dir / csv_name)), TensorBoardOutputFormat(str(run_dir))]
-    return Logger(str(run_dir), ([HumanOutputFormat(sys.stdout)] if verbose else []) + formats)
+    # Keys up to 64 characters: at the default 36, "eval/<policy>/<metric>" tags that differ only at
+    # their end would be cut to the same text, which SB3 refuses.
+    return Logger(str(run_dir), ([HumanOutputFormat(sys.stdout, max_length=64)] if verbose else []) + formats)
 
 
 def _hparams(config: TrainConfig) -> dict[str, Any]:

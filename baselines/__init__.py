@@ -16,5 +16,6 @@ from baselines import llumnix_migration  # noqa: F401  (registers llumnix_migrat
 from baselines import llumnix_scaling  # noqa: F401  (registers llumnix_scaling, llumnix_scaling_public)
 from baselines.cascadeserve import policy as cascadeserve_policy  # noqa: F401  (registers cascadeserve)
 from baselines.cascadia import policy as cascadia_policy  # noqa: F401  (registers cascadia)
+from baselines import cache_aware  # noqa: F401  (registers sglang_cache_aware, dynamo_kv, llmd_scorers, production_stack_prefix)
 
 __all__ = ["Policy", "make", "policy_names", "register"]

@@ -4,7 +4,7 @@ and servegym/Routing-v0.
 Three headroom schedules, h_p the budget of tier p as a fraction of an instance's KV blocks M:
 
 - ``llumnix``: the paper's exponential decay, eq. 3: ``H_p = M · h_max · e^(−λp)``, h_max = 0.20,
-  λ = 3 / (K − 1) (``envs.headroom.default_headroom_fractions``; at K = 4 the Fig. 3 budgets
+  λ = 3 / (K − 1) (``simulator.headroom.default_headroom_fractions``; at K = 4 the Fig. 3 budgets
   20 / 7.4 / 2.7 / 1.0 % of M);
 - ``llumnix_binary``: the original Llumnix's two classes (§3.3): tier 0 reserves h_max, every
   other tier nothing;
@@ -33,9 +33,9 @@ import numpy as np
 
 from baselines.policy import register
 from baselines.routing_classic import ROUTING_ENV_ID, RoutingPolicy
-from envs.headroom import HEADROOM_MAX_FRACTION, default_headroom_fractions
 from envs.schema import DecodedObservation
 from envs.tier import HEADROOM_CAP_FRACTION, HEADROOM_LEVELS
+from simulator.headroom import HEADROOM_MAX_FRACTION, default_headroom_fractions
 
 TIER_ENV_ID = "servegym/Tier-v0"
 

@@ -15,7 +15,7 @@ request every 50 ms.
 threshold of 3 blocks per request, destinations those above it; the least free source pairs
 with the freest destination. Migration freeness is F_normal less vLLM's watermark (1% of the
 KV blocks) per batch slot: (M − physical − head-of-line demand − watermark) / B, B = running
-+ 1 if anything waits (envs.headroom).
++ 1 if anything waits (simulator.headroom).
 
 Which request moves is the environment's choice (``envs.migration.migration_candidate``:
 queued requests first, then low-priority running decode requests with small KV, §3.5). Sources

@@ -19,7 +19,9 @@ from envs.scenario import Scenario
 from envs.schema import Entry, MaskPart, ObservationSchema
 from simulator.cluster import Cluster
 from simulator.metrics import flat_metrics, summarize
+from simulator.metrics.prefix_cache import prefix_cache_metrics
 from simulator.outcome import RequestOutcome
+from simulator.sequence import Sequence
 
 
 class InvalidActionError(ValueError):
@@ -41,6 +43,7 @@ class ServingEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     env_id: ClassVar[str] = ""  # the registered ID, e.g. "servegym/Routing-v0"
+    observes_prefix_match: ClassVar[bool] = False  # the routed request's cached prefix per instance (Routing-v0)
 
     def __init__(
         self,
@@ -66,11 +69,14 @@ class ServingEnv(gym.Env):
         self.invalid_action_penalty = invalid_action_penalty
         self.render_mode = render_mode
         tpot = self.scenario.qoe.expected_tpot_s if self.scenario.qoe is not None else None
+        caching = self.scenario.prefix_caching
         self.features = InstanceFeatures(
-            self.scenario.max_instances, self.scenario.num_tiers, tpot, reasoning=self.scenario.reasoning
+            self.scenario.max_instances, self.scenario.num_tiers, tpot, reasoning=self.scenario.reasoning,
+            prefix_caching=caching, prefix_match=self.observes_prefix_match,
         )
         self.schema = ObservationSchema(
-            self.env_id, self.scenario.max_instances, instance_fields(self.scenario.num_tiers),
+            self.env_id, self.scenario.max_instances,
+            instance_fields(self.scenario.num_tiers, caching, self.observes_prefix_match),
             self.context_entries(), self.mask_parts(), self.schema_constants(),
         )
         self.observation_space = spaces.Dict(
@@ -115,6 +121,11 @@ class ServingEnv(gym.Env):
 
     def context(self) -> np.ndarray:
         raise NotImplementedError
+
+    def routed_request(self) -> Sequence | None:
+        """The request the current decision routes (its cached prefix is observed per instance
+        with ``observes_prefix_match``); None by default."""
+        return None
 
     def slot_instance_ids(self) -> list[int | None]:
         """The instance id in each observation row (None: empty); by default deployment order."""
@@ -204,7 +215,7 @@ class ServingEnv(gym.Env):
     def observation(self) -> dict[str, np.ndarray]:
         assert self.cluster is not None
         return {
-            "instances": self.features.fill(self.cluster, self.slot_instance_ids()).copy(),
+            "instances": self.features.fill(self.cluster, self.slot_instance_ids(), self.routed_request()).copy(),
             "context": self.context(),
             "action_mask": self.action_masks().astype(np.float32).reshape(-1),
         }
@@ -221,13 +232,15 @@ class ServingEnv(gym.Env):
         }
 
     def episode_metrics(self) -> dict[str, float]:
-        """The episode's serving metrics (flat, stable names) for logging and Monitor."""
+        """The episode's serving metrics (flat, stable names) for logging and Monitor; with
+        prefix caching, the cache's (``simulator.metrics.prefix_cache``) too."""
         assert self.cluster is not None
         summary = summarize(
             self.cluster.outcomes, duration_s=self.cluster.events.now_s, cost_usd=self.cluster.cost_usd(),
             qoe_targets=self.scenario.qoe,
         )
-        return {k: float(v) for k, v in flat_metrics(summary).items() if isinstance(v, (int, float))}
+        metrics = {k: float(v) for k, v in flat_metrics(summary).items() if isinstance(v, (int, float))}
+        return metrics | prefix_cache_metrics(self.cluster.instances.values())
 
     def render(self) -> str | np.ndarray | None:
         """``ansi``: a text table of the instances; ``rgb_array``: ``envs.frame.cluster_frame``'s

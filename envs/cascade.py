@@ -21,7 +21,8 @@ from envs.schema import (
     ratio,
     with_observation_tables,
 )
-from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality
+from simulator.cascade import assign_cascade_quality
+from simulator.routers.cascade import JUDGE_LATENCY_S, CascadeRouter
 from simulator.cascade_quality import QUALITY_KINDS, SCORE_MAX
 from simulator.instance_arrays import RUNNING, WAITING
 from simulator.metrics.stats import mean_float64, percentile_linear

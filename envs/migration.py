@@ -10,7 +10,6 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.base import ServingEnv
-from envs.headroom import default_headroom_fractions
 from envs.observation import (
     COUNT_SCALE,
     FREENESS_SCALE,
@@ -31,11 +30,12 @@ from envs.schema import (
     signed_ratio,
     with_observation_tables,
 )
-from envs.tier import freest_instance
-from simulator.cluster import Cluster, Decision, Router
+from simulator.cluster import Decision
+from simulator.headroom import default_headroom_fractions
 from simulator.instance import Instance, Lifecycle, Role
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.request import Phase
+from simulator.routers import Router, make_router
 from simulator.sequence import Residency, Sequence
 
 LLUMNIX_POLLING_INTERVAL_S = 0.05  # Llumnix's migration polling interval (multitier-llumnix.txt §3.5)
@@ -54,7 +54,7 @@ def migration_context(max_instances: int, num_tiers: int, episode_requests: int)
               "the candidate's KV need: its prompt (+ generated) tokens if queued, else its KV"),
         Field("candidate_tier", "tier", linear(last_tier), "the candidate's tier", integer=True, scale_text="max(K − 1, 1)"),
         Field("freeness_full", "blocks/request", signed_ratio(FREENESS_SCALE),
-              "the slot's F_full with the paper's default headroom (``envs.headroom.freeness_full``)"),
+              "the slot's F_full with the paper's default headroom (``simulator.headroom.freeness_full``)"),
     )
     return (
         flag_field("phase_mode", "mode='phase'"),
@@ -97,16 +97,6 @@ def migration_candidate(instance: Instance, excluded: Collection[int] = ()) -> S
     return best
 
 
-def _least_loaded_router() -> Router:
-    def route(cluster: Cluster, seq: Sequence) -> int:
-        ids = cluster.routable_ids()
-        if not ids:
-            raise RuntimeError(f"no serving instance can take request {seq.request_id}")
-        return min(ids, key=lambda i: (cluster.instances[i].num_requests, i))
-
-    return route
-
-
 class MigrationEnv(ServingEnv):
     """Live-migrate requests between instances (the Llumnix rescheduling knob).
 
@@ -125,7 +115,7 @@ class MigrationEnv(ServingEnv):
     KV, to another instance. Arrivals are routed inside the env between decisions:
     round-robin (default), ``router="least_loaded"`` (fewest requests, ties to the
     lowest id) or ``router="llumnix"`` (K-tier Llumnix dispatch: the highest F_full under
-    the paper's default headroom, ``envs.tier.freest_instance``, multitier-llumnix.txt §3.4;
+    the paper's default headroom, ``simulator.routers.freeness``, multitier-llumnix.txt §3.4;
     with migration this is the paper's Llumnix global scheduler).
 
     ## Action space
@@ -219,15 +209,9 @@ class MigrationEnv(ServingEnv):
         self._candidates = None
 
     def cluster_options(self) -> dict[str, Any]:
-        router: Router | str
-        if self.router_name == "llumnix":
-            router = self._llumnix_dispatch
-        else:
-            router = "round_robin" if self.router_name == "round_robin" else _least_loaded_router()
+        options = {"headroom_fractions": self._default_headroom} if self.router_name == "llumnix" else {}
+        router: Router = make_router(self.router_name, **options)
         return {"router": router, "external_phase_decisions": self.mode == "phase"}
-
-    def _llumnix_dispatch(self, cluster: Cluster, seq: Sequence) -> int:
-        return freest_instance(cluster, seq, self._default_headroom)
 
     def on_reset(self) -> None:
         self._decision = None

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from envs.headroom import default_headroom_fractions, head_of_line_demand_blocks
 from envs.schema import IDENTITY, ColumnEncoder, Field, linear, ratio, signed_ratio
 from simulator.cluster import Cluster
+from simulator.headroom import default_headroom_fractions, head_of_line_demand_blocks
 from simulator.instance import Instance
 from simulator.instance_arrays import (
     BLOCK_SIZE,
@@ -38,6 +38,7 @@ from simulator.instance_arrays import (
     InstanceArrays,
 )
 from simulator.sequence import Residency
+from simulator.sequence import Sequence as SimSequence
 
 COUNT_SCALE = 16.0  # requests
 TOKEN_SCALE = 4096.0  # tokens
@@ -92,6 +93,16 @@ INSTANCE_FIELDS = (
     Field("kv_blocks_per_request", "blocks", ratio(KV_BLOCKS_SCALE), "M / B of eq. 1; +∞ (encoded 1) when B = 0"),
 )
 BASE_FEATURES = tuple(f.name for f in INSTANCE_FIELDS)
+PREFIX_CACHE_FIELDS = (
+    Field("cache_occupancy", "fraction", IDENTITY,
+          "KV blocks holding cached prefixes (held by requests or free) over all blocks (``simulator.prefix_cache``)"),
+    Field("prefix_hit_rate", "fraction", IDENTITY,
+          "prompt tokens found cached (GPU or host tier) over those its admissions asked for so far; 0 before any"),
+)
+PREFIX_MATCH_FIELD = Field(
+    "prefix_match_tokens", "tokens", ratio(TOKEN_SCALE),
+    "the routed request's prompt tokens this instance holds cached, GPU then host tier (what admitting it now "
+    "would not recompute, at most prompt - 1); 0 for no request or a phase change")
 
 
 def arrived_field(episode_requests: int) -> Field:
@@ -104,24 +115,31 @@ def cost_rate_field() -> Field:
     return Field("cost_rate", "USD/h", ratio(100.0), "what the cluster's GPUs cost per hour now")
 
 
-def instance_fields(num_tiers: int) -> tuple[Field, ...]:
-    """Every instance column: the base features, the per-tier request counts and the shares."""
+def instance_fields(num_tiers: int, prefix_caching: bool = False, prefix_match: bool = False) -> tuple[Field, ...]:
+    """Every instance column: the base features, the per-tier request counts and the shares;
+    with ``prefix_caching`` (a scenario whose instances cache prefixes) the cache's occupancy
+    and hit rate, and with ``prefix_match`` too (Routing-v0) the routed request's cached prefix."""
     tiers = tuple(count_field(f"tier_{k}", f"requests of tier {k}" + (" or lower" if k == num_tiers - 1 and k else ""))
                   for k in range(num_tiers))
     shares = (Field("request_share", "fraction", IDENTITY, "this instance's share of the requests in the cluster"),) + tuple(
         Field(f"tier_{k}_share", "fraction", IDENTITY, f"its share of the tier-{k} requests") for k in range(num_tiers)
     )
-    return INSTANCE_FIELDS + tiers + shares
+    cache = (PREFIX_CACHE_FIELDS + ((PREFIX_MATCH_FIELD,) if prefix_match else ())) if prefix_caching else ()
+    return INSTANCE_FIELDS + tiers + shares + cache
 
 
-def instance_fields_doc() -> tuple[Field, ...]:
-    """The instance columns for documentation: one entry per group of K per-tier columns."""
+def instance_fields_doc(prefix_match: bool = False) -> tuple[Field, ...]:
+    """The instance columns for documentation: one entry per group of K per-tier columns, then
+    the prefix-cache columns of scenarios that cache prefixes."""
+    cache = PREFIX_CACHE_FIELDS + ((PREFIX_MATCH_FIELD,) if prefix_match else ())
+    cache = tuple(Field(f.name, f.unit, f.encoding, f.description + " (scenarios with prefix caching)",
+                        integer=f.integer) for f in cache)
     return INSTANCE_FIELDS + (
         Field("tier_k", "requests", ratio(COUNT_SCALE), "requests of tier k, k < K (the last: that tier or lower)",
               integer=True, size_text="K"),
         Field("request_share", "fraction", IDENTITY, "this instance's share of the requests in the cluster"),
         Field("tier_k_share", "fraction", IDENTITY, "its share of the tier-k requests, k < K", size_text="K"),
-    )
+    ) + cache
 
 
 def squash(x: float, scale: float) -> float:
@@ -154,7 +172,7 @@ class InstanceLoad:
     """The load of some instances (``ids``) at this moment, from one gather of the cluster's
     arrays: queue lengths, KV in use (counting decode iterations finished but not applied yet),
     per-tier requests (the last tier counting every higher one), the batch B and head-of-line
-    demand of eq. 1-2 (``envs.headroom``), and the freeness they give."""
+    demand of eq. 1-2 (``simulator.headroom``), and the freeness they give."""
 
     def __init__(self, cluster: Cluster, ids: np.ndarray, num_tiers: int) -> None:
         arrays = cluster.arrays
@@ -205,11 +223,11 @@ class InstanceLoad:
         return value
 
     def freeness_normal(self) -> np.ndarray:
-        """F_normal (``envs.headroom.freeness_normal``): −∞ draining, +∞ with B = 0."""
+        """F_normal (``simulator.headroom.freeness_normal``): −∞ draining, +∞ with B = 0."""
         return self._freeness((self.used_blocks + self.head_of_line_blocks).astype(np.float64))
 
     def freeness_full(self, headroom_fractions: np.ndarray) -> np.ndarray:
-        """F_full (``envs.headroom.freeness_full``) under ``headroom_fractions``: each tier
+        """F_full (``simulator.headroom.freeness_full``) under ``headroom_fractions``: each tier
         present charges M · h_p once."""
         if self.beyond_tiers:
             raise ValueError(f"requests of a tier beyond the {len(headroom_fractions)} headroom fractions")
@@ -239,13 +257,18 @@ class InstanceFeatures:
         tpot_target_s: float | None,
         reasoning: bool,
         fresh_quantum_tokens: int = 500,
+        prefix_caching: bool = False,
+        prefix_match: bool = False,
     ) -> None:
         """``reasoning`` (or several tiers) turns on the per-request counts; without them
-        ``answering`` is simply the running + swapped requests and ``tier_0`` all requests."""
+        ``answering`` is simply the running + swapped requests and ``tier_0`` all requests.
+        ``prefix_caching`` / ``prefix_match`` add the prefix-cache columns (``instance_fields``)."""
         self.per_request_detail = reasoning or num_tiers > 1
         self.max_instances = max_instances
         self.num_tiers = num_tiers
-        self.fields = instance_fields(num_tiers)
+        self.prefix_caching = prefix_caching
+        self.prefix_match = prefix_caching and prefix_match
+        self.fields = instance_fields(num_tiers, prefix_caching, prefix_match)
         self.names = tuple(f.name for f in self.fields)
         self.column = {name: i for i, name in enumerate(self.names)}
         self.default_headroom = default_headroom_fractions(num_tiers)
@@ -263,9 +286,11 @@ class InstanceFeatures:
         self._layout_key: tuple[int, tuple[int | None, ...]] | None = None  # layout version and slots of _layout
         self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # ``_slot_layout``'s answer
 
-    def fill(self, cluster: Cluster, slots: Sequence[int | None] | None = None) -> np.ndarray:
+    def fill(self, cluster: Cluster, slots: Sequence[int | None] | None = None, request: SimSequence | None = None,
+             ) -> np.ndarray:
         """Row k describes instance ``slots[k]`` (an instance id, or None for an empty slot);
-        by default instance k of the cluster. Stopped instances leave their row empty."""
+        by default instance k of the cluster. Stopped instances leave their row empty.
+        ``request`` is the one being routed (its cached prefix per instance, with ``prefix_match``)."""
         arrays = cluster.arrays
         if arrays is None:
             raise ValueError("the cluster keeps no instance arrays: build it with track_arrays=True")
@@ -300,11 +325,13 @@ class InstanceFeatures:
         np.divide(load.total_blocks, load.batch, out=raw[column["kv_blocks_per_request"]], where=load.occupied)
         tiers = column["tier_0"]
         raw[tiers:tiers + k] = load.tier_requests.T
-        requests = raw[column["request_share"]:]  # request_share, tier_k_share: the counts, then divided
+        requests = raw[column["request_share"]:column["request_share"] + 1 + k]  # the shares: counts, then divided
         requests[0] = load.requests
         requests[1:] = load.tier_requests.T
         totals = np.add.reduce(requests, axis=1, keepdims=True)
         np.divide(requests, totals, out=requests, where=totals > 0)
+        if self.prefix_caching:
+            self._prefix_cache(cluster, ids, raw, load.total_blocks, request)
         self.load, self.slots = load, rows
         matrix = self.matrix
         matrix.fill(0.0)
@@ -314,6 +341,23 @@ class InstanceFeatures:
         elif count:
             matrix[rows] = self._encoder.encode(raw.T, np.empty((count, len(self.names)), dtype=np.float32))
         return matrix
+
+    def _prefix_cache(self, cluster: Cluster, ids: np.ndarray, raw: np.ndarray, total_blocks: np.ndarray,
+                      request: SimSequence | None) -> None:
+        """``cache_occupancy``, ``prefix_hit_rate`` and (with ``prefix_match``) ``prefix_match_tokens`` into ``raw``."""
+        column = self.column
+        instances = cluster.instances
+        match = self.prefix_match and request is not None and request.block_keys is not None and not request.kv_tokens
+        for row, instance_id in enumerate(ids.tolist()):
+            cache = instances[instance_id].prefix_cache
+            if cache is None:
+                continue
+            raw[column["cache_occupancy"], row] = cache.entry_blocks / total_blocks[row]
+            if cache.query_tokens:
+                raw[column["prefix_hit_rate"], row] = (cache.hit_tokens + cache.host_hit_tokens) / cache.query_tokens
+            if match:
+                gpu, host, _ = cache.match(request)
+                raw[column["prefix_match_tokens"], row] = (gpu + host) * request.block_tokens
 
     def _slot_layout(self, arrays: InstanceArrays, slots: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What stays fixed until an instance is added or changes lifecycle, or the slots change:

@@ -11,6 +11,7 @@ from envs.base import ServingEnv
 from envs.observation import COUNT_SCALE, TOKEN_SCALE, arrived_field, cost_rate_field, flag_field, instance_fields_doc
 from envs.schema import ONE_HOT, Entry, Field, MaskPart, observation_tables, ratio, with_observation_tables
 from simulator.cluster import Decision
+from simulator.sequence import Sequence
 
 
 def routing_context(num_tiers: int, max_instances: int, episode_requests: int) -> tuple[Entry, ...]:
@@ -75,6 +76,7 @@ class RoutingEnv(ServingEnv):
     """
 
     env_id = "servegym/Routing-v0"
+    observes_prefix_match = True
 
     def __init__(self, scenario: Any = "default", **kwargs: Any) -> None:
         super().__init__(scenario, **kwargs)
@@ -93,6 +95,11 @@ class RoutingEnv(ServingEnv):
 
     def on_reset(self) -> None:
         self._decision = None
+
+    def routed_request(self) -> Sequence | None:
+        """The arriving request (phase changes carry their KV and match nothing)."""
+        decision = self._decision
+        return decision.seq if decision is not None and decision.kind == "route" else None
 
     def advance(self) -> bool:
         assert self.cluster is not None
@@ -146,5 +153,6 @@ class RoutingEnv(ServingEnv):
 
 
 RoutingEnv.__doc__ = with_observation_tables(
-    RoutingEnv.__doc__, observation_tables(instance_fields_doc(), routing_context(1, 1, 1), routing_mask(1))
+    RoutingEnv.__doc__, observation_tables(instance_fields_doc(prefix_match=True), routing_context(1, 1, 1),
+                                           routing_mask(1))
 )

@@ -23,10 +23,9 @@ from envs.schema import (
     ratio,
     with_observation_tables,
 )
-from simulator.cluster import Cluster
 from simulator.instance import Lifecycle
 from simulator.instance_arrays import RUNNING, SWAPPED, WAITING
-from simulator.sequence import Sequence
+from simulator.routers.units import WeightedUnitRouter
 
 REMOVE, HOLD, ADD = 0, 1, 2
 KIND_FEATURES = ("serving", "starting", "draining")
@@ -181,7 +180,11 @@ class ScalingEnv(ServingEnv):
         return scaling_mask(len(self.scenario.scaling_units()), self.action_mode)
 
     def cluster_options(self) -> dict[str, Any]:
-        return {"router": self.route}
+        return {"router": WeightedUnitRouter(self._unit_weights)}
+
+    def _unit_weights(self) -> list[tuple[tuple[int, ...], float]]:
+        """The deployed units' instances and routing weights (``simulator.routers.units``)."""
+        return [(unit.instance_ids, self.units[unit.kind].routing_weight) for unit in self._deployed]
 
     def on_reset(self) -> None:
         assert self.cluster is not None
@@ -197,23 +200,6 @@ class ScalingEnv(ServingEnv):
         self._window_first_outcome = len(self.cluster.outcomes)
         self.cluster.advance(self._until_s)
         return self.cluster.pending_requests() == 0
-
-    def route(self, cluster: Cluster, seq: Sequence) -> int:
-        """The entry of the serving unit with the fewest outstanding requests per routing
-        weight, counting this one; lowest entry id on ties (the router between decisions)."""
-        best_id, best_load = -1, 0.0
-        instances = cluster.instances
-        for unit in self._deployed:
-            entry = instances[unit.instance_ids[0]]
-            if entry.lifecycle != Lifecycle.SERVING:
-                continue
-            outstanding = sum(instances[i].num_requests for i in unit.instance_ids)
-            load = (outstanding + 1) / self.units[unit.kind].routing_weight
-            if best_id < 0 or load < best_load:
-                best_id, best_load = entry.instance_id, load
-        if best_id < 0:
-            raise RuntimeError(f"no serving unit can take request {seq.request_id}")
-        return best_id
 
     # ----------------------------------------------------------------- state queries
     def unit_lifecycle(self, unit: DeployedUnit) -> Lifecycle:

@@ -27,9 +27,12 @@ from simulator.workloads import (
     load_azure_trace,
     sample_tiers,
 )
+from simulator.workloads.hash_traces import hash_trace_path, load_hash_trace, read_hash_trace
 
-TRACE_ARRIVALS = ("azure_conv", "azure_code")  # replayed from the Azure 2023 trace, not drawn
-TRACE_LENGTHS = "trace"  # with Azure arrivals: the trace's own lengths
+AZURE_ARRIVALS = ("azure_conv", "azure_code")  # replayed from the Azure 2023 trace, not drawn
+HASH_TRACE_ARRIVALS = ("mooncake_conversation", "mooncake_synthetic")  # Mooncake's traces, with block hashes
+TRACE_ARRIVALS = AZURE_ARRIVALS + HASH_TRACE_ARRIVALS
+TRACE_LENGTHS = "trace"  # with trace arrivals: the trace's own lengths
 
 
 def _number(name: str, value: Any, *, positive: bool) -> None:
@@ -83,9 +86,13 @@ class Workload:
     scaled to mean ``rate_rps``; ``piecewise``, the rates of ``arrival_options`` ``boundaries_s``
     / ``rates_rps``; more through ``register_arrival_process``), built with ``arrival_options``;
     or ``azure_conv`` / ``azure_code`` (the real Azure 2023 trace's arrival times rescaled to
-    ``rate_rps``, as cauchy.txt §4.1 does). ``lengths``
-    names a length sampler (``simulator.workloads.LENGTH_SAMPLER_NAMES``); with Azure arrivals
-    ``"trace"`` keeps the trace's own lengths.
+    ``rate_rps``, as cauchy.txt §4.1 does); or ``mooncake_conversation`` / ``mooncake_synthetic``
+    (Mooncake's traces with their prompts' block hashes, ``simulator.workloads.hash_traces``: an
+    episode is a window of consecutive requests starting at a row drawn uniformly from the
+    generator, its arrivals rescaled to mean ``rate_rps``; lengths and hashes are the trace's,
+    so ``lengths`` must be ``"trace"``). ``lengths`` names a length sampler
+    (``simulator.workloads.LENGTH_SAMPLER_NAMES``); with trace arrivals ``"trace"`` keeps the
+    trace's own lengths.
     ``slo_by_tier[k]`` is tier k's targets (one entry serves every tier); a mapping such as
     ``{"ttft_s": 1.0}`` (from YAML) becomes an ``SLO``. A field of the wrong type or out of
     range raises ``ValueError`` naming it and its value.
@@ -117,8 +124,11 @@ class Workload:
         known_lengths = [*LENGTH_SAMPLER_NAMES, TRACE_LENGTHS]
         if not isinstance(self.lengths, str) or self.lengths not in known_lengths:
             raise ValueError(f"unknown lengths {self.lengths!r}; known: {known_lengths}")
-        if self.lengths == TRACE_LENGTHS and not self.arrival.startswith("azure"):
-            raise ValueError(f"lengths 'trace' needs Azure arrivals (azure_conv, azure_code), got arrival {self.arrival!r}")
+        if self.lengths == TRACE_LENGTHS and self.arrival not in TRACE_ARRIVALS:
+            raise ValueError(f"lengths 'trace' needs trace arrivals {list(TRACE_ARRIVALS)}, got arrival {self.arrival!r}")
+        if self.arrival in HASH_TRACE_ARRIVALS and self.lengths != TRACE_LENGTHS:
+            raise ValueError(f"arrival {self.arrival!r} brings its lengths with its block hashes: lengths must be "
+                             f"'trace', got {self.lengths!r}")
         _of_type("lengths_options", self.lengths_options, Mapping, "a mapping of length-sampler options")
         _of_type("priorities", self.priorities, (str, type(None)), "a priority distribution name or None")
         _integer("num_tiers", self.num_tiers, 1)
@@ -137,6 +147,16 @@ class Workload:
 
     def sample(self, num_requests: int, rng: np.random.Generator) -> list[Request]:
         """``num_requests`` requests, the same for the same generator state."""
+        if self.arrival in HASH_TRACE_ARRIVALS:
+            rows = len(read_hash_trace(hash_trace_path(self.arrival)))
+            if num_requests > rows:
+                raise ValueError(f"{self.arrival} has only {rows} requests, {num_requests} asked")
+            first = int(rng.integers(rows - num_requests + 1))
+            requests = load_hash_trace(self.arrival, first_request=first, max_requests=num_requests,
+                                       target_rate_rps=self.rate_rps)
+            for request in self._with_tiers(requests, rng):
+                request.slo = self.slo(request.tier)
+            return requests
         if self.arrival in TRACE_ARRIVALS:
             requests = load_azure_trace(self.arrival, max_requests=num_requests, target_rate_rps=self.rate_rps)
             if len(requests) < num_requests:
@@ -145,11 +165,7 @@ class Workload:
                 sampled = length_sampler(self.lengths, **self.lengths_options).sample(num_requests, rng)
                 for request, prompt, output in zip(requests, sampled[0].tolist(), sampled[1].tolist()):
                     request.prompt_tokens, request.output_tokens = prompt, output
-            if self.priorities is not None:
-                tiers = sample_tiers(self.priorities, self.num_tiers, num_requests, rng)
-                for request, tier in zip(requests, tiers.tolist()):
-                    request.tier = tier
-            for request in requests:
+            for request in self._with_tiers(requests, rng):
                 request.slo = self.slo(request.tier)
             return requests
         arrivals = arrival_process(self.arrival, self.rate_rps, self.cv, **self.arrival_options)
@@ -157,6 +173,15 @@ class Workload:
             arrivals, length_sampler(self.lengths, **self.lengths_options), num_requests, rng,
             priorities=self.priorities, num_tiers=self.num_tiers, slo=self.slo,
         )
+
+
+    def _with_tiers(self, requests: list[Request], rng: np.random.Generator) -> list[Request]:
+        """``requests`` with tiers drawn from ``priorities`` (all tier 0 without)."""
+        if self.priorities is not None:
+            tiers = sample_tiers(self.priorities, self.num_tiers, len(requests), rng)
+            for request, tier in zip(requests, tiers.tolist()):
+                request.tier = tier
+        return requests
 
 
 def _slo(tier: int, targets: Mapping[str, Any] | SLO) -> SLO:
@@ -266,6 +291,11 @@ class Scenario:
     @property
     def num_tiers(self) -> int:
         return self.workload.num_tiers
+
+    @property
+    def prefix_caching(self) -> bool:
+        """Whether any instance it deploys caches prefixes."""
+        return any(group.config.resolved().prefix_caching for group in self.instances)
 
     @property
     def reasoning(self) -> bool:

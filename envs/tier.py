@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from envs.base import ServingEnv
-from envs.headroom import (
-    check_headroom_fractions,
-    default_headroom_fractions,
-    freeness_full,
-    head_of_line_demand_blocks,
-)
-from envs.observation import COUNT_SCALE, SERVING, arrived_field, count_field, instance_fields_doc
+from envs.observation import COUNT_SCALE, arrived_field, count_field, instance_fields_doc
 from envs.schema import (
     IDENTITY,
     Block,
@@ -27,86 +20,12 @@ from envs.schema import (
     ratio,
     with_observation_tables,
 )
-from simulator.cluster import Cluster
-from simulator.instance_arrays import KV_TOTAL_BLOCKS, KV_USED_BLOCKS, LIFECYCLE, RUNNING, SWAPPED, WAITING, WIDTH
+from simulator.headroom import check_headroom_fractions, default_headroom_fractions
 from simulator.outcome import RequestOutcome
-from simulator.sequence import Sequence
+from simulator.routers.freeness import FreestInstanceRouter
 
 HEADROOM_LEVELS = 5  # L: discrete levels per tier
 HEADROOM_CAP_FRACTION = 0.4  # h_cap: twice the paper's h_max = 0.2, so tier 0 may reserve more
-
-
-def freest_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndarray) -> int:
-    """Dispatch rule of multitier-llumnix.txt §3.4: the serving, non-draining instance that can
-    take ``seq`` (not decode-only, same model) with the highest F_full under
-    ``headroom_fractions`` (``envs.headroom.freeness_full``; from the cluster's arrays when it
-    keeps them, else instance by instance); ties go to the lowest instance id."""
-    return _freest_instance(cluster, seq, check_headroom_fractions(headroom_fractions))
-
-
-def _freest_instance(cluster: Cluster, seq: Sequence, fractions: np.ndarray) -> int:
-    """``freest_instance`` for ``fractions`` already checked (``TierEnv`` checks its budgets
-    when they are set, not at every arrival)."""
-    if cluster.arrays is None:
-        return _freest_instance_by_instance(cluster, seq, fractions)
-    ids = np.flatnonzero(cluster.accepting(seq)).tolist()
-    if not ids:
-        raise RuntimeError(f"no serving instance can take request {seq.request_id}")
-    freeness = serving_freeness_full(cluster, ids, fractions)
-    return ids[freeness.index(max(freeness))]
-
-
-def serving_freeness_full(cluster: Cluster, ids: list[int], headroom_fractions: np.ndarray) -> list[float]:
-    """F_full of the serving instances ``ids``, read entry by entry from the cluster's array
-    buffers: the float operations of ``InstanceLoad.freeness_full`` (so the same values, bit for
-    bit), without its ~25 numpy calls, which cost more than the arithmetic for the few
-    instances of a cluster and ran at every arrival."""
-    arrays = cluster.arrays
-    assert arrays is not None
-    instances, values, tier_values, tiers = cluster.instances, arrays.values, arrays.tier_values, arrays.tiers
-    fractions = headroom_fractions.tolist()
-    charged = any(fractions)
-    num_tiers = len(fractions)
-    result = []
-    for instance_id in ids:
-        start = instance_id * WIDTH
-        if values[start + LIFECYCLE] != SERVING:
-            raise ValueError(f"instance {instance_id} is not serving")
-        counts = tier_values[instance_id * tiers:(instance_id + 1) * tiers]
-        if any(counts[num_tiers:]):
-            raise ValueError(f"requests of a tier beyond the {num_tiers} headroom fractions")
-        running = values[start + RUNNING]
-        queued = values[start + WAITING] + values[start + SWAPPED] > 0
-        batch = running + queued
-        if batch == 0:
-            result.append(math.inf)
-            continue
-        instance = instances[instance_id]
-        usage_blocks = values[start + KV_USED_BLOCKS] + instance.unsynced_kv_blocks()
-        if queued:
-            usage_blocks += head_of_line_demand_blocks(instance)
-        usage = float(usage_blocks)
-        total = values[start + KV_TOTAL_BLOCKS]
-        if charged:
-            present = 0.0
-            for tier, fraction in enumerate(fractions):
-                if tier < tiers and counts[tier] > 0:
-                    present = present + fraction
-            usage = usage + total * present
-        result.append((total - usage) / batch)
-    return result
-
-
-def _freest_instance_by_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndarray) -> int:
-    best_id, best_freeness = -1, -math.inf
-    for instance_id in np.flatnonzero(cluster.accepting(seq)).tolist():
-        instance = cluster.instances[instance_id]
-        value = freeness_full(instance, headroom_fractions)
-        if best_id < 0 or value > best_freeness:
-            best_id, best_freeness = instance.instance_id, value
-    if best_id < 0:
-        raise RuntimeError(f"no serving instance can take request {seq.request_id}")
-    return best_id
 
 
 def tier_context(num_tiers: int, ttft_targets_s: tuple[float, ...], episode_requests: int) -> tuple[Entry, ...]:
@@ -138,7 +57,7 @@ class TierEnv(ServingEnv):
     ## Description
     Requests carry a priority tier (0 highest). Every arrival is dispatched inside the env by
     the K-tier Llumnix rule (multitier-llumnix.txt §3.4): to the serving instance with the
-    highest full freeness F_full (``envs.headroom``, eq. 1–4), where each tier p present on
+    highest full freeness F_full (``simulator.headroom``, eq. 1–4), where each tier p present on
     an instance charges a headroom budget H_p = M · h_p. The paper fixes h_p = 0.2 · e^(−λp);
     here the agent sets h_p. A step is one control interval (``scenario.control_interval_s``
     simulated seconds): the action sets the budgets, the simulation runs the interval. The
@@ -190,6 +109,8 @@ class TierEnv(ServingEnv):
             self.action_space = spaces.Box(0.0, HEADROOM_CAP_FRACTION, (tiers,), dtype=np.float32)
         else:
             self.action_space = spaces.MultiDiscrete([HEADROOM_LEVELS] * tiers)
+        self.router = FreestInstanceRouter(default_headroom_fractions(tiers))
+        """The cluster's router (``simulator.routers.freeness``) under the budgets in force."""
         self.headroom_fractions = default_headroom_fractions(tiers)
         self._next_control_s = 0.0
         self._arrived_before = 0
@@ -206,11 +127,7 @@ class TierEnv(ServingEnv):
         return tier_mask(self.scenario.num_tiers, self.continuous)
 
     def cluster_options(self) -> dict[str, Any]:
-        return {"router": self.dispatch_target}
-
-    def dispatch_target(self, cluster: Cluster, seq: Sequence) -> int:
-        """The cluster's router: ``freest_instance`` under the budgets in force."""
-        return _freest_instance(cluster, seq, self._headroom_fractions)
+        return {"router": self.router}
 
     @property
     def headroom_fractions(self) -> np.ndarray:
@@ -224,6 +141,7 @@ class TierEnv(ServingEnv):
             raise ValueError(f"{checked.size} headroom fractions for {self.scenario.num_tiers} tiers")
         checked.flags.writeable = False
         self._headroom_fractions = checked
+        self.router.set_headroom(checked)
 
     def on_reset(self) -> None:
         self.headroom_fractions = default_headroom_fractions(self.scenario.num_tiers)

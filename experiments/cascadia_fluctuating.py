@@ -97,7 +97,7 @@ from experiments.cascadia_reproduction import (
 )
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, mean_over_seeds, save_figure
 from experiments.headlines import Headline
-from simulator.cascade import CascadeRouter
+from simulator.routers.cascade import CascadeRouter
 from simulator.cluster import Cluster
 from simulator.fanout import iter_fan_out
 from simulator.outcome import RequestOutcome

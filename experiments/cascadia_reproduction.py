@@ -78,7 +78,8 @@ from envs.scenario import InstanceGroup
 from envs.scenarios.cascadia import CASCADIA_MODELS
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, mean_over_seeds, save_figure
 from experiments.headlines import Headline
-from simulator.cascade import CascadeRouter, assign_cascade_quality
+from simulator.cascade import assign_cascade_quality
+from simulator.routers.cascade import CascadeRouter
 from simulator.cascade_quality import TRACE_DIFFICULTY_MEAN
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig

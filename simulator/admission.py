@@ -26,21 +26,42 @@ def decode_slot_blocks(seq: Sequence, block_size: int) -> int:
     return -(-(seq.kv_tokens + 1) // block_size)
 
 
+def admission_plan(instance: Instance, seq: Sequence) -> tuple[int, int]:
+    """For the waiting ``seq``: (prompt tokens its prefill would compute, free blocks admitting
+    it would take), after the instance's prefix-cache hit when it has a cache."""
+    kv = instance.kv
+    full = blocks_for_tokens(seq.prefill_target_tokens, kv.block_size)
+    cache = kv.cache
+    if cache is None or seq.block_keys is None:
+        return seq.remaining_prefill_tokens, full
+    need, (gpu, host, _) = cache.admission_need(seq, full)
+    return seq.remaining_prefill_tokens - (gpu + host) * seq.block_tokens, need
+
+
 def admit(instance: Instance, seq: Sequence, now: float, watermark: bool = True) -> bool:
     """Give the waiting ``seq`` the blocks its prefill fills and move it to ``running``; False
-    (and nothing done) if they do not fit, above the watermark unless ``watermark`` is False."""
+    (and nothing done) if they do not fit, above the watermark unless ``watermark`` is False.
+    With a prefix cache it takes the cached blocks of its prefix (``simulator.prefix_cache``),
+    starts its prefill after them, and the host tier's part of them crosses the host link
+    before the next iteration."""
     kv = instance.kv
-    need = blocks_for_tokens(seq.prefill_target_tokens, kv.block_size)
+    need = full = blocks_for_tokens(seq.prefill_target_tokens, kv.block_size)
+    cache = kv.cache
+    if cache is not None:
+        need, found = cache.admission_need(seq, full)
     fits = kv.can_admit(need) if watermark else need <= kv.free_blocks
     if not fits:
         return False
-    kv.allocate(need)
+    if cache is None:
+        kv.allocate(need)
+        seq.blocks = need
     instance.waiting_ordered = take_from_queue(instance.waiting, seq, instance.waiting_ordered)
     instance.gate.leave(seq)
-    seq.blocks = need
     if seq.first_scheduled_s != seq.first_scheduled_s:
         seq.first_scheduled_s = now
     _run(instance, seq, now, WAITING)
+    if cache is not None:  # after _run: the arrays took the queued request out with its tokens as they were
+        instance.swap_tokens += cache.acquire(seq, full, found)
     return True
 
 
@@ -63,9 +84,8 @@ def preempt(instance: Instance, seq: Sequence) -> None:
     arrays = instance.arrays
     if arrays is not None:
         arrays.remove(instance.instance_id, seq, RUNNING)
-    instance.kv.release(seq.blocks)
+    instance.kv.free(seq)
     now = instance.events.now_s
-    seq.blocks = 0
     seq.num_preemptions += 1
     seq.preempted_since_s = now
     instance.memory_moved = True

@@ -1,7 +1,8 @@
 """A cluster of instances: GPU inventory, deployment lifecycle, routing, migration, PD transfer, cost.
 
-The cluster drives the event loop. Routing is a hook: ``router(cluster, seq) -> instance_id``
-(default: round-robin over serving instances). With ``router=None`` every arrival becomes a
+The cluster drives the event loop. Routing is a hook: ``router(cluster, seq) -> instance_id``,
+or the name of one in the router registry (``simulator.routers``; default: round-robin over
+serving instances). With ``router=None`` every arrival becomes a
 *decision* that ``advance`` returns to its caller (the Gymnasium env), which answers with
 ``dispatch``. Reasoning→answering transitions can likewise go to ``phase_router`` (PASCAL's
 placement at ``</think>``, pascal.txt §IV-B).
@@ -23,10 +24,11 @@ from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, ROLE, ROLE_COD
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.outcome import RequestOutcome
 from simulator.pipeline import create_instance
-from simulator.request import Phase, Request
+from simulator.prefix_keys import PrefixKeys
+from simulator.request import Phase, Request, check_block_hashes
+from simulator.routers import Router, make_router
 from simulator.sequence import Residency, Sequence
 
-Router = Callable[["Cluster", Sequence], int]
 PhaseRouter = Callable[["Cluster", Sequence, Instance], int | None]
 DecodeRouter = Callable[["Cluster", Sequence, Instance], int]
 CompletionHook = Callable[["Cluster", Instance, Sequence], bool]
@@ -54,20 +56,6 @@ class MigrationConfig:
 
     last_stage_max_blocks: int = 16
     max_stages: int = 3
-
-
-def _round_robin_router() -> Router:
-    state = {"next": 0}
-
-    def route(cluster: Cluster, seq: Sequence) -> int:
-        ids = cluster.routable_ids()
-        if not ids:
-            raise RuntimeError(f"no serving instance can take request {seq.request_id}")
-        choice = ids[state["next"] % len(ids)]
-        state["next"] += 1
-        return choice
-
-    return route
 
 
 class Cluster:
@@ -99,7 +87,7 @@ class Cluster:
         self.gpu_inventory = dict(gpu_inventory)
         self.gpus_in_use = {gpu: 0 for gpu in gpu_inventory}
         self.instances: dict[int, Instance] = {}
-        self.router: Router | None = _round_robin_router() if router == "round_robin" else router  # type: ignore[assignment]
+        self.router: Router | None = make_router(router) if isinstance(router, str) else router
         self.phase_router = phase_router
         self.decode_router = decode_router
         self.completion_hook = completion_hook
@@ -136,6 +124,8 @@ class Cluster:
         self.migrations_started = 0
         self.migrations_done = 0
         self.migrations_aborted = 0
+        self.prefix_keys = PrefixKeys()
+        """Chained block keys of the requests that carry ``block_hashes`` (``simulator.prefix_keys``)."""
         self.version = 0
         """Increases whenever a public method may change the state (deploy, drain, dispatch,
         place_answering, migrate, advance): what is derived from the state keeps it to know
@@ -322,12 +312,29 @@ class Cluster:
         """``request`` arrives now: to the router, or to the caller as a ``"route"`` decision."""
         self.arrived += 1
         seq = Sequence(request, self.record_token_curves)
+        if request.block_hashes is not None:
+            self.chain_keys(seq)
         if self.keep_sequences:
             self.arrived_sequences.append(seq)
         if self.router is None:
             self._decision = Decision("route", seq)
             return
         self.dispatch(seq, self.router(self, seq))
+
+    def chain_keys(self, seq: Sequence) -> None:
+        """Give ``seq`` the chained keys (``simulator.prefix_keys``) of its request's full hash
+        blocks: the hashes describe the prompt (then its last block may be partial and is left
+        out) or, when there are more than the prompt's, the prompt and output together."""
+        request = seq.request
+        blocks = request.block_hashes
+        if blocks is None:
+            return
+        size = blocks.block_tokens
+        prompt_blocks = -(-request.prompt_tokens // size)
+        described = request.prompt_tokens if len(blocks.hashes) <= prompt_blocks else (
+            request.prompt_tokens + request.output_tokens)
+        seq.block_keys = self.prefix_keys.chain(blocks)[:described // size]
+        seq.block_tokens = size
 
     def dispatch(self, seq: Sequence, instance_id: int) -> None:
         """Send a new request to an instance (the answer to a ``"route"`` decision)."""
@@ -336,6 +343,8 @@ class Cluster:
         refusal = self._refusal(instance, seq)
         if refusal is not None:
             raise ValueError(refusal)
+        if seq.block_keys is None and seq.request.block_hashes is not None:
+            self.chain_keys(seq)
         if self._decision is not None and self._decision.seq is seq:
             self._next_decision()
         seq.pd_handoff = instance.role == Role.PREFILL and self.decode_router is not None
@@ -348,6 +357,8 @@ class Cluster:
         instance = self._instance(instance_id)
         if instance.lifecycle != Lifecycle.SERVING:
             raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
+        if seq.block_keys is None and seq.request.block_hashes is not None:
+            self.chain_keys(seq)
         if self._decision is not None and self._decision.seq is seq:
             self._next_decision()
         seq.pd_handoff = False
@@ -557,3 +568,5 @@ def _validate_request(request: Request) -> None:
         )
     if request.tier < 0:
         raise ValueError(f"request {request.request_id}: tier must be >= 0, got {request.tier}")
+    if request.block_hashes is not None:
+        check_block_hashes(request)

@@ -32,6 +32,7 @@ from simulator.context import CONTEXT_REJECT_REASON, fit_to_context
 from simulator.events import EventQueue
 from simulator.instance_arrays import RUNNING, SWAPPED, WAITING, InstanceArrays
 from simulator.kv_blocks import KVBlockManager, blocks_for_tokens
+from simulator.prefix_cache import PrefixCache
 from simulator.queue_gate import QueueGate
 from simulator.queue_order import take_from_queue
 from simulator.request import Phase
@@ -78,6 +79,11 @@ class InstanceConfig:
     passes through all stages before the next starts); each microbatch holds at most
     ``max_batch_size // microbatches_in_flight`` sequences (Vidur's ``batch_size_cap //
     num_stages``). See ``simulator/pipeline.py``.
+
+    ``prefix_caching`` turns on automatic prefix caching (``simulator.prefix_cache``: requests
+    that carry ``block_hashes`` share the KV of equal prefixes); ``None`` takes the engine's
+    (vLLM V1: on). ``host_cache_gb`` (with it) keeps evicted prefixes in that many GB of host
+    memory, a second tier loaded over the GPUs' host links instead of recomputed.
     """
 
     gpu: str
@@ -97,6 +103,8 @@ class InstanceConfig:
     kv_blocks: int | None = None
     cpu_overhead_s: float | None = None
     microbatches_in_flight: int | None = None
+    prefix_caching: bool | None = None
+    host_cache_gb: float = 0.0
 
     @property
     def num_gpus(self) -> int:
@@ -108,29 +116,27 @@ class InstanceConfig:
         return self.pp if self.microbatches_in_flight is None else self.microbatches_in_flight
 
     def resolved(self) -> InstanceConfig:
-        """This config with the engine's batching defaults in the fields left at ``None``
-        (``hardware.engines``); a chunked-prefill scheduler taken from the engine chunks at the
-        engine's token budget. Validates the result."""
+        """This config with the engine's defaults in the fields left at ``None`` (batching, prefix
+        caching; ``hardware.engines``); a chunked-prefill scheduler taken from the engine chunks
+        at the engine's token budget. Validates the result."""
         self.validate()
         engine = get_engine(self.engine)
-        if self.scheduler is not None and self.max_batch_size is not None and self.max_batched_tokens is not None:
-            resolved = self
-        else:
-            batching = engine.batching(get_gpu(self.gpu))
-            options = self.scheduler_options
-            if self.scheduler is None and batching.scheduler == "sarathi" and "chunk_tokens" not in options:
-                budget = batching.max_num_batched_tokens if self.max_batched_tokens is None else self.max_batched_tokens
-                options = {**options, "chunk_tokens": budget}
-            resolved = replace(
-                self,
-                scheduler=batching.scheduler if self.scheduler is None else self.scheduler,
-                max_batch_size=batching.max_num_seqs if self.max_batch_size is None else self.max_batch_size,
-                max_batched_tokens=(
-                    batching.max_num_batched_tokens if self.max_batched_tokens is None else self.max_batched_tokens
-                ),
-                preemption=batching.preemption if self.preemption is None else self.preemption,
-                scheduler_options=options,
-            )
+        batching = engine.batching(get_gpu(self.gpu))
+        options = self.scheduler_options
+        if self.scheduler is None and batching.scheduler == "sarathi" and "chunk_tokens" not in options:
+            budget = batching.max_num_batched_tokens if self.max_batched_tokens is None else self.max_batched_tokens
+            options = {**options, "chunk_tokens": budget}
+        resolved = replace(
+            self,
+            scheduler=batching.scheduler if self.scheduler is None else self.scheduler,
+            max_batch_size=batching.max_num_seqs if self.max_batch_size is None else self.max_batch_size,
+            max_batched_tokens=(
+                batching.max_num_batched_tokens if self.max_batched_tokens is None else self.max_batched_tokens
+            ),
+            preemption=batching.preemption if self.preemption is None else self.preemption,
+            scheduler_options=options,
+            prefix_caching=engine.prefix_caching if self.prefix_caching is None else self.prefix_caching,
+        )
         resolved.validate()
         return resolved
 
@@ -164,6 +170,13 @@ class InstanceConfig:
                 f"InstanceConfig.max_batch_size={self.max_batch_size} is below the {self.pipeline_depth} microbatches "
                 "in flight: each microbatch needs at least one sequence"
             )
+        if self.prefix_caching is not None and not isinstance(self.prefix_caching, bool):
+            raise ValueError(f"InstanceConfig.prefix_caching must be True, False or None, got {self.prefix_caching!r}")
+        host = self.host_cache_gb
+        if isinstance(host, bool) or not isinstance(host, (int, float)) or not 0.0 <= host < float("inf"):
+            raise ValueError(f"InstanceConfig.host_cache_gb must be a finite number >= 0 (GB), got {host!r}")
+        if host and self.prefix_caching is False:
+            raise ValueError(f"InstanceConfig.host_cache_gb={host!r} needs prefix_caching=True (it holds evicted prefixes)")
         if not 0.0 < self.memory_utilization <= 1.0:
             raise ValueError(f"memory_utilization must be in (0, 1], got {self.memory_utilization}")
         if self.preemption not in (None, "recompute", "swap"):
@@ -222,6 +235,11 @@ class Instance:
         )
         blocks = capacity // config.block_size if config.kv_blocks is None else config.kv_blocks
         self.kv = KVBlockManager(blocks, config.block_size)
+        self.prefix_cache: PrefixCache | None = None
+        """Cached prefixes (``InstanceConfig.prefix_caching``), also reachable as ``kv.cache``."""
+        if config.prefix_caching:
+            host_tokens = int(config.host_cache_gb * 1e9 / self.model.kv_bytes_per_token)
+            self.prefix_cache = PrefixCache(self.kv, host_tokens // config.block_size)
         self.scheduler = make_scheduler(config.scheduler, **config.scheduler_options)
         self.preemption = config.preemption or self.scheduler.default_preemption
         self.planner = SegmentPlanner(
@@ -358,6 +376,8 @@ class Instance:
         if seq.prompt_tokens + seq.output_tokens > self.max_request_tokens:
             self.host.on_reject(seq, "exceeds_kv_capacity")
             return
+        if seq.block_keys is not None and self.prefix_cache is not None:
+            self.prefix_cache.check_block_tokens(seq)
         seq.instance_id = self.instance_id
         seq.residency = Residency.QUEUED
         if seq.generated_tokens == 0:
@@ -427,7 +447,7 @@ class Instance:
         if self.arrays is not None:
             self.arrays.leave(self.instance_id, seq, code)
         if seq.residency == Residency.RUNNING:
-            self.kv.release(seq.blocks)
+            self.kv.free(seq)
         seq.blocks = 0
         seq.residency = Residency.MOVING
 
@@ -532,8 +552,11 @@ class Instance:
             self.iterations += self._seg_len
         finished: list[Sequence] = []
         if self._seg_prefill:
+            cache = self.prefix_cache
             for seq, tokens in self._seg_prefill:
                 seq.kv_tokens += tokens
+                if cache is not None and seq.block_keys is not None:
+                    cache.register(seq)
                 if seq.kv_tokens == seq.prefill_target_tokens:
                     seq.on_tokens(now, now, 1, 0.0)
                     finished.append(seq)
@@ -578,8 +601,7 @@ class Instance:
             self.running.remove(seq)
             if self.arrays is not None:
                 self.arrays.leave(self.instance_id, seq, RUNNING)
-            self.kv.release(seq.blocks)
-            seq.blocks = 0
+            self.kv.free(seq)
             seq.phase = Phase.DONE
             self.host.on_complete(self, seq)
             return

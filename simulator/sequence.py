@@ -24,7 +24,9 @@ class Sequence:
 
     Invariant while decoding: ``kv_tokens == prompt_tokens + generated_tokens - 1`` (the last
     generated token's KV is appended by the next decode iteration). A prefill pass computes
-    ``prefill_target_tokens`` KV entries and emits one token.
+    ``prefill_target_tokens`` KV entries and emits one token; with a prefix-cache hit it starts
+    at ``kv_tokens`` = the cached tokens. ``blocks`` counts every GPU block it reads, its own and
+    those shared through the prefix cache (``cached_keys``).
     """
 
     __slots__ = (
@@ -32,7 +34,7 @@ class Sequence:
         "kv_tokens", "generated_tokens", "blocks", "residency", "phase", "demoted", "quantum_start_tokens",
         "instance_id", "first_scheduled_s", "first_token_s", "first_answer_token_s", "reasoning_end_s", "last_token_s",
         "max_tbt_s", "preempted_since_s", "preempted_s", "num_preemptions", "num_migrations", "token_curve",
-        "queue_order", "pd_handoff",
+        "queue_order", "pd_handoff", "block_keys", "block_tokens", "cached_keys",
     )
 
     def __init__(self, request: Request, record_token_curve: bool) -> None:
@@ -64,6 +66,13 @@ class Sequence:
         self.token_curve: list[tuple[float, int]] | None = [] if record_token_curve else None
         self.queue_order = 0
         self.pd_handoff = False
+        self.block_keys: tuple[int, ...] | None = None
+        """Chained keys of its blocks of ``block_tokens`` tokens (``simulator.prefix_keys``), set by
+        the cluster when the request carries ``block_hashes``; ``None``: it shares nothing."""
+        self.block_tokens = 0
+        self.cached_keys: list[int] | tuple[()] = ()
+        """The leading ``block_keys`` whose prefix-cache entries it references now
+        (``simulator.prefix_cache``): blocks shared, not its own."""
 
     @property
     def prefill_target_tokens(self) -> int:

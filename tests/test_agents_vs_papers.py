@@ -28,7 +28,7 @@ from experiments.agents_vs_papers.recipe import RECIPES_DIR, load_recipe, recipe
 from experiments.agents_vs_papers.report import headline_verdict, pick_best, scores, training_diagnostics
 from experiments.agents_vs_papers.runner import AGENT_LABEL, choose_heuristics, finished_run, recipe_config, usable_policies
 
-PAPER_SCENARIOS = ["cascadeserve", "cascadia", "cauchy", "multitier", "pascal"]
+PAPER_SCENARIOS = ["cascadeserve", "cascadia", "cauchy", "mooncake", "multitier", "pascal"]
 
 
 def test_one_recipe_per_paper_scenario_within_an_hour():

@@ -16,9 +16,9 @@ from agents.rollout import evaluate, run_episode
 from baselines.llumnix import freeness_from_features, nearest_levels
 from baselines.llumnix_migration import rebalance_pair
 from baselines.llumnix_scaling import band_decision
-from envs.headroom import freeness_full, freeness_normal
 from envs.observation import FREENESS_SCALE, signed_squash
 from envs.scaling import ADD, HOLD, REMOVE
+from simulator.headroom import freeness_full, freeness_normal
 
 TIER, ROUTING, MIGRATION, SCALING = (f"servegym/{n}-v0" for n in ("Tier", "Routing", "Migration", "Scaling"))
 SHORT = {"scenario": "multitier", "episode_requests": 300}

@@ -5,7 +5,8 @@ import pytest
 
 from hardware.latency import latency_model
 from hardware.gpus import get_gpu
-from simulator.cascade import JUDGE_LATENCY_S, CascadeRouter, assign_cascade_quality, expected_quality
+from simulator.cascade import assign_cascade_quality, expected_quality
+from simulator.routers.cascade import JUDGE_LATENCY_S, CascadeRouter
 from simulator.cascade_quality import stage_mean_scores
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig

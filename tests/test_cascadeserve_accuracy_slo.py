@@ -23,7 +23,7 @@ from baselines.cascadeserve.load_balancer import LoadBalancingError, balance_loa
 from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, PlanningProblem, plan_gears
 from baselines.cascadeserve.profiles import Device, ModelProfile
 from baselines.cascadeserve.workload_adaption import qps_ranges
-from simulator.cascade import CascadeRouter
+from simulator.routers.cascade import CascadeRouter
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request

@@ -11,7 +11,7 @@ from baselines.cascadia import rescheduling as rs
 from envs.scenario import InstanceGroup
 from envs.scenarios.cascadia import CASCADIA_MODELS
 from experiments.cascadia_reproduction import GPU, TRACES, trace_requests
-from simulator.cascade import CascadeRouter
+from simulator.routers.cascade import CascadeRouter
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig, Lifecycle
 from simulator.request import Request

@@ -13,9 +13,9 @@ import pytest
 import baselines
 import envs  # noqa: F401
 from agents.rollout import run_episode
-from baselines.cauchy.weighted_rr import SmoothWeightedRoundRobin
 from envs import make_scenario
 from envs.combo_scenario import ComboScenario, combo_scenario
+from simulator.routers.weighted_rr import SmoothWeightedRoundRobin
 from simulator.combo_cluster import ComboCluster
 from simulator.combos import Combo
 from simulator.request import Request

@@ -241,7 +241,7 @@ def test_routing_between_windows_is_least_outstanding():
     env.step(np.array([HOLD, HOLD]))
     loads = {i: inst.num_requests for i, inst in env.cluster.instances.items()}
     expected = min(loads, key=lambda i: (loads[i], i))
-    assert env.route(env.cluster, None) == expected
+    assert env.cluster.router(env.cluster, None) == expected
 
 
 def test_reference_tokens_per_usd_prices_each_window_against_the_reference():

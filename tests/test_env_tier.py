@@ -1,4 +1,4 @@
-"""K-tier headroom freeness (envs.headroom) and servegym/Tier-v0."""
+"""K-tier headroom freeness (simulator.headroom) and servegym/Tier-v0."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import envs  # noqa: F401  (registers the IDs)
-from envs.headroom import (
+from envs.tier import TierEnv
+from simulator.cluster import Cluster
+from simulator.headroom import (
     batch_size,
     check_headroom_fractions,
     decay_rate,
@@ -25,10 +27,9 @@ from envs.headroom import (
     tier_headroom_blocks,
     virtual_usage_blocks,
 )
-from envs.tier import TierEnv, freest_instance
-from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request
+from simulator.routers.freeness import freest_instance
 from simulator.sequence import Sequence
 
 MODEL = "Llama-3.1-8B"
@@ -155,7 +156,7 @@ def test_action_levels_set_headroom_and_the_router_uses_them():
     env = TierEnv(**SMALL)
     obs, info = env.reset(seed=0)
     np.testing.assert_allclose(env.headroom_fractions, default_headroom_fractions(3))
-    assert env.cluster.router == env.dispatch_target
+    assert env.cluster.router is env.router
     assert env.action_space == gym.spaces.MultiDiscrete([5, 5, 5])
     obs, _, _, _, info = env.step(np.array([4, 0, 2]))
     np.testing.assert_allclose(env.headroom_fractions, [0.4, 0.0, 0.2])

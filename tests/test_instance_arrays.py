@@ -10,10 +10,10 @@ import pytest
 
 import envs  # noqa: F401
 from envs.observation import InstanceFeatures, InstanceLoad
-from envs.tier import _freest_instance_by_instance, freest_instance, serving_freeness_full
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request
+from simulator.routers.freeness import _freest_instance_by_instance, freest_instance, serving_freeness_full
 from simulator.instance_arrays import (
     BLOCK_SIZE,
     KV_TOTAL_BLOCKS,

@@ -16,7 +16,7 @@ from baselines.cascadeserve.policy import gear_env_options
 from baselines.cascadeserve.profiles import Device, ModelProfile
 from envs.scenarios.cascadeserve import cascadeserve
 from hardware.latency import latency_model
-from simulator.cascade import CascadeRouter
+from simulator.routers.cascade import CascadeRouter
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import envs
-from envs.headroom import freeness_full, freeness_normal
 from envs.observation import freeness
 from envs.schema import Block, Field, ObservationSchema, ratio, signed_ratio
 from envs.random_policy import random_masked_action
+from simulator.headroom import freeness_full, freeness_normal
 
 ROUTING, TIER, MIGRATION, SCALING, CASCADE = (f"servegym/{n}-v0" for n in ("Routing", "Tier", "Migration", "Scaling", "Cascade"))
 

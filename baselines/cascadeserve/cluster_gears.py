@@ -1,6 +1,6 @@
 """CascadeServe's online gear switching (cascadeserve.txt §3 "Gear plan operation", §5) driving a
 simulator cluster directly, for experiments that serve a request list through
-``simulator.cascade.CascadeRouter`` rather than through servegym/Cascade-v0.
+``simulator.routers.cascade.CascadeRouter`` rather than through servegym/Cascade-v0.
 
 Every ``interval_s`` (100 ms, §3) the producer counts the arrivals of the last interval, looks
 up the gear of that QPS and sets its thresholds (and the stage requests enter, its cascade's
@@ -20,7 +20,7 @@ import numpy as np
 from baselines.cascadeserve.cascade_search import thresholds
 from baselines.cascadeserve.planner import GearPlan
 from baselines.cascadeserve.policy import ALPHA, keep_gear
-from simulator.cascade import CascadeRouter
+from simulator.routers.cascade import CascadeRouter
 from simulator.cluster import Cluster
 
 MEASUREMENT_INTERVAL_S = 0.1  # §3: "counting the number of queries arriving over a fixed interval (e.g., 100ms)"

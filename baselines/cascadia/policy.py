@@ -43,7 +43,8 @@ from baselines.cascadia.planner import CascadiaPlanner
 from baselines.cascadia.thresholds import QualityProfile
 from baselines.policy import Policy, register
 from envs.scenario import Scenario
-from simulator.cascade import SCORE_MAX, assign_cascade_quality
+from simulator.cascade import assign_cascade_quality
+from simulator.cascade_quality import SCORE_MAX
 
 
 def deployment_of(scenario: Scenario) -> tuple[tuple[ParallelismStrategy, ...], tuple[str, ...], str]:

@@ -1,6 +1,6 @@
 """Cascadia's re-scheduling under a shifting workload (cascadia.txt §4.4 "Re-scheduling",
 footnote 5, App. G), driving a running ``simulator.cluster.Cluster`` and its
-``simulator.cascade.CascadeRouter`` directly (Cascade-v0 keeps its deployment fixed).
+``simulator.routers.cascade.CascadeRouter`` directly (Cascade-v0 keeps its deployment fixed).
 
 (i) Monitor: every ``window_s`` the workload of the last window is recorded (``WorkloadStats``):
 arrival rate and mean prompt / output tokens over every arrival of the window, and, for
@@ -42,7 +42,7 @@ from baselines.cascadia.parallelism import ModelLatencyTable
 from baselines.cascadia.planner import CascadePlan, CascadiaPlanner
 from baselines.cascadia.thresholds import QualityProfile
 from envs.scenario import InstanceGroup
-from simulator.cascade import CascadeRouter
+from simulator.routers.cascade import CascadeRouter
 from simulator.cluster import Cluster
 from simulator.instance import Instance, InstanceConfig, Lifecycle
 from simulator.request import Request

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.cascade import SCORE_MAX
+from simulator.cascade_quality import SCORE_MAX
 from simulator.request import Request
 
 

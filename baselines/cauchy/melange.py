@@ -24,12 +24,12 @@ import numpy as np
 import pulp
 
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps, slo_attainment
-from baselines.cauchy.weighted_rr import SmoothWeightedRoundRobin
 from baselines.cauchy.workloads import DEFAULT_ENGINE, MODEL, CauchyWorkload, engine_options
 from hardware.gpus import get_gpu
-from simulator.cluster import Cluster, Router
-from simulator.instance import InstanceConfig, Lifecycle
-from simulator.sequence import Sequence
+from simulator.cluster import Cluster
+from simulator.instance import InstanceConfig
+from simulator.request import Request
+from simulator.routers.gpu_share import GpuShareRouter
 from simulator.workloads import length_sampler
 
 EDGES_TOKENS = (0, 256, 1024, 4096)  # lower edges of the length ranges; the last is open
@@ -190,19 +190,11 @@ def deploy_melange(
     return cluster
 
 
-def melange_router(plan: MelangePlan) -> Router:
-    """Bucket -> GPU type by smooth weighted RR on the plan's fractions -> fewest requests."""
-    turns = {b: (list(fr), SmoothWeightedRoundRobin(list(fr.values()))) for b, fr in plan.fractions.items()}
+def melange_router(plan: MelangePlan) -> GpuShareRouter:
+    """Bucket (its nearest planned one when the plan lacks it) -> GPU type by smooth weighted RR
+    on the plan's fractions -> fewest requests (``simulator.routers.gpu_share``)."""
+    def planned_bucket(request: Request) -> str:
+        bucket = bucket_of(request.prompt_tokens, request.output_tokens)
+        return bucket if bucket in plan.fractions else nearest_bucket(bucket, plan.fractions)
 
-    def route(cluster: Cluster, seq: Sequence) -> int:
-        bucket = bucket_of(seq.request.prompt_tokens, seq.request.output_tokens)
-        gpus, turn = turns[bucket if bucket in turns else nearest_bucket(bucket, turns)]
-        gpu = gpus[turn.pick()]
-        serving = [
-            i for i in cluster.instances.values() if i.lifecycle == Lifecycle.SERVING and i.gpu.name == gpu
-        ]
-        if not serving:
-            raise RuntimeError(f"Mélange plan sends bucket {bucket} to {gpu}, which has no serving instance")
-        return min(serving, key=lambda i: (i.num_requests, i.instance_id)).instance_id
-
-    return route
+    return GpuShareRouter(plan.fractions, planned_bucket)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from baselines.cauchy.weighted_rr import SmoothWeightedRoundRobin
 from baselines.policy import register
 from baselines.routing_classic import RoutingPolicy
 from envs.combo_scenario import ComboScenario
 from envs.schema import DecodedObservation
+from simulator.routers.weighted_rr import SmoothWeightedRoundRobin
 
 
 class ComboRoutingPolicy(RoutingPolicy):

@@ -10,6 +10,7 @@ from envs.scenarios.cascadia import cascadia
 from envs.scenarios.cauchy import cauchy, cauchy_dailymail, cauchy_longwriter
 from envs.scenarios.cauchy_autoscaling import cauchy_autoscaling
 from envs.scenarios.default import default
+from envs.scenarios.mooncake import mooncake
 from envs.scenarios.multitier import multitier
 from envs.scenarios.pascal import pascal
 
@@ -23,4 +24,5 @@ PRESETS: dict[str, Callable[[], Scenario]] = {
     "cauchy_autoscaling": cauchy_autoscaling,
     "cascadia": cascadia,
     "cascadeserve": cascadeserve,
+    "mooncake": mooncake,
 }

@@ -5,8 +5,12 @@ Cases (each runs in its own process so peak RSS is its own):
      memory utilisation 0.8, prompt 512 / output 128, Poisson 16 req/s, 10,000 requests, seed 42
   b  the Azure 2023 conv trace (19,366 requests) on 8 mixed-GPU instances of Llama-3.1-8B
   c  100,000 ShareGPT requests on 64 instances (A100-80GB / H100-80GB) of Llama-3.1-8B
+  d  the Mooncake conversation trace (12,031 requests with 512-token block hashes, rescaled to
+     2.5 req/s) on the ``mooncake`` scenario's 8 instances (4 A100-80GB + 4 L40S, Sarathi chunks
+     of 8,192 / 2,048), least-loaded routing, prefix caching with a 128 GB host tier
+  e  case d without prefix caching (the hashes are carried and ignored)
 
-    python -m experiments.benchmarks.simulator_speed [--cases a,b,c]
+    python -m experiments.benchmarks.simulator_speed [--cases a,b,c,d,e]
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.workloads import FixedLengths, PoissonArrivals, generate_requests, length_sampler, load_azure_trace
+from simulator.workloads.hash_traces import load_hash_trace
 
 
 def _cluster(pools: list[tuple[str, int]], model: str, memory_utilization: float) -> Cluster:
@@ -32,6 +37,18 @@ def _cluster(pools: list[tuple[str, int]], model: str, memory_utilization: float
             cluster.deploy(
                 InstanceConfig(gpu=gpu, model=model, scheduler="fcfs", max_batch_size=128, block_size=16,
                                memory_utilization=memory_utilization),
+                ready_now=True,
+            )
+    return cluster
+
+
+def _mooncake_cluster(prefix_caching: bool) -> Cluster:
+    cluster = Cluster({"A100-80GB": 4, "L40S": 4}, router="least_loaded")
+    for gpu, chunk_tokens in (("A100-80GB", 8192), ("L40S", 2048)):
+        for _ in range(4):
+            cluster.deploy(
+                InstanceConfig(gpu=gpu, model="Llama-3.1-8B", scheduler="sarathi", scheduler_options={"chunk_tokens": chunk_tokens},
+                               prefix_caching=prefix_caching, host_cache_gb=128.0 if prefix_caching else 0.0),
                 ready_now=True,
             )
     return cluster
@@ -48,8 +65,11 @@ def run_case(case: str) -> dict:
     elif case == "c":
         requests = generate_requests(PoissonArrivals(150.0), length_sampler("sharegpt"), 100_000, rng)
         cluster = _cluster([("A100-80GB", 32), ("H100-80GB", 32)], "Llama-3.1-8B", 0.9)
+    elif case in ("d", "e"):
+        requests = load_hash_trace("mooncake_conversation", target_rate_rps=2.5)
+        cluster = _mooncake_cluster(prefix_caching=case == "d")
     else:
-        raise ValueError(f"unknown case {case!r}; known: a, b, c")
+        raise ValueError(f"unknown case {case!r}; known: a, b, c, d, e")
     started = time.perf_counter()
     outcomes = cluster.run(requests)
     wall_s = time.perf_counter() - started

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from simulator.admission import admit, decode_slot_blocks, reserve_decode_slots, swap_in
+from simulator.admission import admission_plan, admit, decode_slot_blocks, reserve_decode_slots, swap_in
 from simulator.queue_order import order_queue
 from simulator.sequence import Sequence
 
@@ -80,8 +80,8 @@ class LocalScheduler:
     def schedule(self, instance: Instance, now: float) -> list[tuple[Sequence, int]]:
         """vLLM v0 (``Scheduler._schedule_default``): keep running requests; admit waiting ones
         in priority order into free memory for a prefill-only iteration of at most
-        ``max_batched_tokens`` prompt tokens (a longer prompt runs alone), none while a request
-        is swapped out; with none admitted, reserve the decode slots and swap back in what fits."""
+        ``max_batched_tokens`` prompt tokens to compute (a longer prompt runs alone; a
+        prefix-cache hit is not computed), none while a request is swapped out; with none admitted, reserve the decode slots and swap back in what fits."""
         prefills: list[tuple[Sequence, int]] = []
         waiting = instance.waiting
         if not instance.swapped and waiting:
@@ -89,9 +89,10 @@ class LocalScheduler:
             running = instance.running
             max_batch_size = instance.max_batch_size
             budget = instance.max_batched_tokens
+            cached = instance.kv.cache is not None
             while waiting and len(running) < max_batch_size:
                 seq = waiting[0]
-                tokens = seq.remaining_prefill_tokens
+                tokens = admission_plan(instance, seq)[0] if cached else seq.remaining_prefill_tokens
                 if prefills and tokens > budget:
                     break
                 if not admit(instance, seq, now):

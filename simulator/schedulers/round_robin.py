@@ -5,8 +5,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from simulator.admission import admit, decode_slot_blocks, preempt, reserve_decode_slots, swap_in
-from simulator.kv_blocks import blocks_for_tokens
+from simulator.admission import admission_plan, admit, decode_slot_blocks, preempt, reserve_decode_slots, swap_in
 from simulator.schedulers.base import LocalScheduler
 from simulator.sequence import Residency, Sequence
 
@@ -62,8 +61,7 @@ class RoundRobinScheduler(LocalScheduler):
             if len(chosen) >= instance.max_batch_size:
                 break
             if seq.residency == Residency.QUEUED:
-                need = blocks_for_tokens(seq.prefill_target_tokens, kv.block_size)
-                tokens = seq.remaining_prefill_tokens
+                tokens, need = admission_plan(instance, seq)
                 if (new_prefill and tokens > budget) or used + need > capacity - kv.watermark_blocks:
                     break
                 budget -= tokens

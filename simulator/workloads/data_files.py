@@ -22,6 +22,10 @@ AZURE_TRACE_FILES = {
     "azure_code": DATA_DIR / "azure2023" / "code.csv",
     "azure_conv": DATA_DIR / "azure2023" / "conv.csv",
 }
+MOONCAKE_TRACE_FILES = {
+    "mooncake_conversation": DATA_DIR / "mooncake" / "conversation_trace.jsonl.gz",
+    "mooncake_synthetic": DATA_DIR / "mooncake" / "synthetic_trace.jsonl.gz",
+}
 SERVEGEN_DIR = DATA_DIR / "servegen"
 SERVEGEN_RATE_WINDOW_S = 600.0
 

@@ -1,0 +1,46 @@
+"""``mooncake``: real multi-turn conversations that share prefixes, on a heterogeneous cluster
+with prefix caching, where routing decides what the caches hold."""
+
+from __future__ import annotations
+
+from envs.scenario import InstanceGroup, Scenario, Workload
+from simulator.instance import InstanceConfig
+from simulator.request import SLO
+
+MOONCAKE_CONVERSATION_RATE_RPS = 3.4  # 12,031 requests over 3,537 s: the trace's own mean rate
+MOONCAKE_ENGINE = "vidur-2024"
+"""The serving engine of every replica (``hardware.engines``)."""
+HOST_CACHE_GB = 128.0  # Mooncake §5.3.1: "approximately 1 TB of DRAM for local caching" per 8-GPU node
+
+
+def mooncake() -> Scenario:
+    """8 replicas of Llama-3.1-8B (4 x A100-80GB, 4 x L40S, vLLM FCFS) with automatic prefix
+    caching, serving windows of 1,000 consecutive requests of Mooncake's conversation trace
+    (Mooncake FAST'25 §5.2.1: sampled from Kimi's online service, prompt mean 12,035 tokens,
+    40 % of prefill tokens a reusable prefix per its Table 2; 37.3 % of full 512-token blocks
+    here), at the trace's own mean rate (3.4 req/s; each window rescaled to it). An episode's
+    window starts at a row drawn from the seed, so episodes differ. SLO: TTFT 5 s (the long
+    prompts' prefill alone takes 1-3 s on an L40S) and TPOT 100 ms, Mooncake's tightest TBT
+    threshold (§5.1: "TBT thresholds are set to 100 ms, 200 ms, and 300 ms").
+
+    Hit granularity is the trace's 512-token blocks (32 KV blocks of 16 tokens); the engine
+    profile is today's default (Vidur's 2024 vLLM profile) with prefix caching turned on, as
+    vLLM V1 has it by default."""
+    model = "Llama-3.1-8B"
+    return Scenario(
+        name="mooncake",
+        description="8 x Llama-3.1-8B with prefix caching on 4 A100-80GB + 4 L40S, Mooncake conversation trace",
+        reference="Mooncake FAST'25 conversation trace (§5.2.1, Table 2); servegym's own deployment",
+        instances=(
+            InstanceGroup(InstanceConfig(engine=MOONCAKE_ENGINE, gpu="A100-80GB", model=model, scheduler="sarathi",
+                                         scheduler_options={"chunk_tokens": 8192}, prefix_caching=True,
+                                         host_cache_gb=HOST_CACHE_GB), 4),
+            InstanceGroup(InstanceConfig(engine=MOONCAKE_ENGINE, gpu="L40S", model=model, scheduler="sarathi",
+                                         scheduler_options={"chunk_tokens": 2048}, prefix_caching=True,
+                                         host_cache_gb=HOST_CACHE_GB), 4),
+        ),
+        workload=Workload(arrival="mooncake_conversation", rate_rps=MOONCAKE_CONVERSATION_RATE_RPS, lengths="trace",
+                          slo_by_tier=(SLO(ttft_s=5.0, tbt_s=0.1),)),
+        episode_requests=2000,
+        control_interval_s=1.0,
+    )

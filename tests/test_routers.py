@@ -1,0 +1,55 @@
+"""The router registry (``simulator.routers``): names resolve to fresh routers, ``Cluster`` takes a
+name, bad names and options are refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.cluster import Cluster
+from simulator.instance import InstanceConfig
+from simulator.request import Request
+from simulator.routers import ROUTERS, make_router, register_router, router_names
+from simulator.routers.least_loaded import LeastLoadedRouter
+from simulator.routers.round_robin import RoundRobinRouter
+
+GPU, MODEL = "A100-80GB", "Llama-2-7B"
+
+
+def cluster_of(router: str, count: int = 3) -> Cluster:
+    cluster = Cluster({GPU: count}, router=router)
+    for _ in range(count):
+        cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL), ready_now=True)
+    return cluster
+
+
+def test_cluster_resolves_router_names_through_the_registry():
+    assert isinstance(cluster_of("round_robin").router, RoundRobinRouter)
+    assert isinstance(cluster_of("least_loaded").router, LeastLoadedRouter)
+    assert make_router("round_robin") is not make_router("round_robin")  # per-episode state
+
+
+def test_round_robin_cycles_and_least_loaded_takes_the_emptiest_lowest_id_first():
+    requests = [Request(i, 0.0, 100, 400) for i in range(5)]
+    outcomes = cluster_of("round_robin").run(requests)
+    assert [o.instance_id for o in sorted(outcomes, key=lambda o: o.request_id)] == [0, 1, 2, 0, 1]
+    outcomes = cluster_of("least_loaded").run([Request(i, 0.0, 100, 400) for i in range(5)])
+    assert [o.instance_id for o in sorted(outcomes, key=lambda o: o.request_id)] == [0, 1, 2, 0, 1]
+
+
+def test_bad_names_and_options_are_refused():
+    with pytest.raises(ValueError, match="unknown router 'nearest'; known: \\['least_loaded', 'llumnix', 'round_robin'"):
+        Cluster({GPU: 1}, router="nearest")
+    with pytest.raises(ValueError, match="router 'llumnix' cannot take options {}"):
+        make_router("llumnix")
+    with pytest.raises(ValueError, match="router 'round_robin' is already registered"):
+        register_router("round_robin", RoundRobinRouter)
+
+
+def test_a_registered_router_is_available_by_name():
+    register_router("always_last", lambda: (lambda cluster, seq: cluster.routable_ids()[-1]))
+    try:
+        assert "always_last" in router_names()
+        outcomes = cluster_of("always_last").run([Request(i, 0.0, 100, 10) for i in range(3)])
+        assert {o.instance_id for o in outcomes} == {2}
+    finally:
+        del ROUTERS["always_last"]
