@@ -15,6 +15,12 @@ An engine profile (``hardware/data/engines/<name>.yaml``) names
   ``max_num_batched_tokens`` and preemption, each either one value or ``{default: ...,
   large_gpu: ...}`` (vLLM's defaults depend on the GPU, ``large_gpu``);
 * ``prefix_caching``: whether the engine reuses the KV blocks of a cached prompt prefix;
+* ``frontend_ms``: the time a request spends in the engine's front end (HTTP server,
+  tokenization, the first token's way back), added to its time to first token;
+* ``all_reduce_latency_us``: the fixed cost of one tensor-parallel all-reduce on NVLink GPUs,
+  where the engine runs its own all-reduce kernels (vLLM's custom and fused all-reduces) instead
+  of NCCL; ``null`` keeps the kernel set's NCCL fit, as do GPUs linked by PCIe only. The
+  bandwidth term stays the kernel set's;
 * ``sources``: where every number comes from, and ``calibration``: how the fitted ones were fitted.
 
 ``python -m hardware --engines`` lists them. Which engine a deployment runs is a field of the
@@ -49,7 +55,8 @@ LARGE_GPU_MIN_GIB = 70.0
 """vLLM V1 picks its larger batching defaults on GPUs with at least 70 GiB that are not A100s
 (``EngineArgs._set_default_args_v1``: "For GPUs like H100 and MI300x, use larger default values")."""
 
-_TOP_KEYS = {"name", "summary", "kernels", "cpu", "batching", "prefix_caching", "sources", "calibration"}
+_TOP_KEYS = {"name", "summary", "kernels", "cpu", "batching", "prefix_caching", "frontend_ms", "all_reduce_latency_us",
+             "sources", "calibration"}
 _CPU_KEYS = {"fixed_ms", "per_sequence_ms"}
 _BATCHING_KEYS = {"scheduler", "max_num_seqs", "max_num_batched_tokens", "preemption"}
 
@@ -94,6 +101,8 @@ class EngineProfile:
     max_num_batched_tokens: GpuDependent
     preemption: str | None
     prefix_caching: bool
+    frontend_s: float
+    all_reduce_latency_s: float | None
     sources: tuple[str, ...]
     calibration: str
 
@@ -181,6 +190,11 @@ def parse_engine(data: object, where: str) -> EngineProfile:
         ),
         preemption=batching["preemption"],
         prefix_caching=data["prefix_caching"],
+        frontend_s=_ms_to_s(f"{where} frontend_ms", data["frontend_ms"]),
+        all_reduce_latency_s=(
+            None if data["all_reduce_latency_us"] is None
+            else _ms_to_s(f"{where} all_reduce_latency_us", data["all_reduce_latency_us"]) * 1e-3
+        ),
         sources=tuple(s.strip() for s in sources),
         calibration=data["calibration"].strip(),
     )
@@ -207,6 +221,11 @@ def load_engines(directory: Path) -> dict[str, EngineProfile]:
 @cache
 def _catalog() -> Mapping[str, EngineProfile]:
     return MappingProxyType(load_engines(ENGINE_DIR))
+
+
+def reload_engines() -> None:
+    """Read the engine files again (after a calibration rewrote one)."""
+    _catalog.cache_clear()
 
 
 def engine_names() -> list[str]:

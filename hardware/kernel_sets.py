@@ -11,10 +11,17 @@ memory-bound elementwise ops, attention, collectives, and the FP8 and grouped-Mo
   cuBLAS bf16 GEMMs, FP8 GEMMs at the FP8 tensor-core rate, grouped expert GEMMs, attention
   at the faster of PyTorch's flash and cuDNN back-ends per point (standing for the
   FlashAttention-3 kernels vLLM runs on Hopper), elementwise ops from the in-graph copy curve
-  (CUDA-graph launch cost), all measured inside CUDA graphs. Other families keep the
+  (CUDA-graph launch cost), all measured inside CUDA graphs; and int4 routed experts at the
+  efficiency of vLLM's fused Marlin MoE kernel, fitted to its published timings on an H20
+  (``marlin_moe_H20.csv``: flagos-ai/FlagGems PR #3375, four DeepSeek-V3 and Mixtral shapes;
+  43 % of the bandwidth on the experts it reads, 26 % of the fp16 peak, 36 us a call, against
+  78 % and 65 % for bf16 grouped GEMMs). Other families keep the
   ``vidur-2024`` efficiencies: the H100 GEMMs of both profiles agree within 5-20 %
-  (``docs/validation.md``), and no 2026 profile of those GPUs exists. Collectives stay on
-  Vidur's NCCL fits (one GPU per profiling machine).
+  (``docs/validation.md``), and no 2026 profile of those GPUs exists. Collectives keep Vidur's
+  NCCL fits (one GPU per profiling machine), except that GPUs linked only by PCIe (the GDDR
+  family) move the share of their link rate that Vidur's H100 profile moves over NVLink: Vidur's
+  only fit for that family is of an A40 pair whose copies reached 7 % of the NVLink bridge's
+  rate, i.e. went through host memory, which a PCIe peer-to-peer all-reduce does not.
 
 Each measured fit holds out whole models (attention: whole head shapes) and reports its error
 on them; the H200 profile is held out as a GPU (``measured_fit_report``).
@@ -31,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from hardware.gpus import GPUSpec, get_gpu
+from hardware.models import INT4_BYTES_PER_LINEAR_WEIGHT
 from hardware.profiles import (
     ACTIVATION_BYTES,
     AttentionCalibration,
@@ -63,6 +71,11 @@ HELD_OUT_DECODE_HEADS = ((4, 7), (40, 1))
 HELD_OUT_PREFILL_HEADS = ((28, 4), (40, 8))
 """(query heads, KV heads) of the prefill-attention shapes left out of the fit."""
 
+PCIE_FAMILIES = ("a40",)
+"""Families whose GPUs talk over PCIe (A10, A40, L40S, RTX 4090, RTX PRO 6000)."""
+PCIE_LINKS_FROM_FAMILY = "h100"
+"""Whose collective fit (fractions of the link rate) PCIe GPUs take under ``measured-2026``."""
+
 HEAD_DIM = 128
 FP8_PEAK_OVER_FP16 = 2.0
 """Dense FP8 tensor throughput over dense fp16 on Hopper (H100 SXM: 1,979 vs 989 TFLOP/s)."""
@@ -89,7 +102,8 @@ class KernelEfficiency:
     """One kernel set's operator model on one GPU.
 
     ``fp8`` is None where FP8 runs weight-only (half the weight bytes, fp16 compute);
-    ``grouped_gemm`` is None where routed experts run at the dense GEMM efficiency.
+    ``grouped_gemm`` (``int4_grouped_gemm``: with int4 weights) is None where routed experts run
+    at the dense GEMM efficiency; its overhead is per GEMM, two of them per MoE layer.
     """
 
     kernel_set: str
@@ -99,9 +113,11 @@ class KernelEfficiency:
     links: LinkEfficiency
     fp8: GemmEfficiency | None
     grouped_gemm: GemmEfficiency | None
+    int4_grouped_gemm: GemmEfficiency | None
 
 
-def _read(gpu_dir: str, name: str) -> dict[str, np.ndarray]:
+def read_profile(gpu_dir: str, name: str) -> dict[str, np.ndarray]:
+    """One profile CSV of ``hardware/data/kernels/<gpu_dir>`` as columns (numbers where they parse)."""
     with open(KERNEL_DIR / gpu_dir / name, newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     columns: dict[str, np.ndarray] = {}
@@ -138,13 +154,13 @@ def _fit_error(what: str, errors: np.ndarray, held_out: np.ndarray) -> FitError:
 # --- GEMMs --------------------------------------------------------------------------------------
 
 
-def _gemm_points(gpu_dir: str, kind: str) -> dict[str, np.ndarray]:
+def gemm_points(gpu_dir: str, kind: str) -> dict[str, np.ndarray]:
     """Distinct (m, n, k) GEMMs of a profile, with FLOPs and moved bytes (``kind``: bf16 or fp8)."""
     if kind == "bf16":
-        data = _read(gpu_dir, "gemm_bf16.csv")
+        data = read_profile(gpu_dir, "gemm_bf16.csv")
         weight_bytes, rows = 2.0, data["m"]
     else:
-        data = _read(gpu_dir, "gemm_quant.csv")
+        data = read_profile(gpu_dir, "gemm_quant.csv")
         keep = data["kind"] == "fp8"
         data = {key: value[keep] for key, value in data.items()}
         weight_bytes, rows = 1.0, data["m_run"]
@@ -172,7 +188,7 @@ def _scaled_peak(gpu: GPUSpec, factor: float) -> GPUSpec:
     return replace(gpu, fp16_tflops=gpu.fp16_tflops * factor)
 
 
-def _predict_gemms(points: dict[str, np.ndarray], efficiency: GemmEfficiency, gpu: GPUSpec) -> np.ndarray:
+def predict_gemms(points: dict[str, np.ndarray], efficiency: GemmEfficiency, gpu: GPUSpec) -> np.ndarray:
     return np.array([efficiency.time_s(f, b, gpu) for f, b in zip(points["flops"], points["bytes"])])
 
 
@@ -199,14 +215,14 @@ def _best_backend(data: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[st
     return {key: value[order] for key, value in data.items()}
 
 
-def _decode_points(gpu_dir: str) -> dict[str, np.ndarray]:
-    data = _best_backend(_read(gpu_dir, "attn_decode.csv"), ("kv_heads", "group", "batch", "context"))
+def decode_points(gpu_dir: str) -> dict[str, np.ndarray]:
+    data = _best_backend(read_profile(gpu_dir, "attn_decode.csv"), ("kv_heads", "group", "batch", "context"))
     data["kv_bytes"] = 2 * data["batch"] * data["context"] * data["kv_heads"] * data["head_dim"] * ACTIVATION_BYTES
     return data
 
 
-def _prefill_points(gpu_dir: str) -> dict[str, np.ndarray]:
-    data = _best_backend(_read(gpu_dir, "attn_prefill.csv"), ("q_heads", "kv_heads", "chunk", "kv_len", "causal"))
+def prefill_points(gpu_dir: str) -> dict[str, np.ndarray]:
+    data = _best_backend(read_profile(gpu_dir, "attn_prefill.csv"), ("q_heads", "kv_heads", "chunk", "kv_len", "causal"))
     chunk = data["chunk"]
     data["pairs"] = np.where(data["causal"] == 1, chunk * (chunk + 1) / 2, chunk * data["kv_len"])
     data["flops"] = 4.0 * data["q_heads"] * data["head_dim"] * data["pairs"]
@@ -229,11 +245,11 @@ def _least_squares(design: np.ndarray, measured: np.ndarray, held_out: np.ndarra
 
 def _fit_attention(gpu_dir: str, gpu: GPUSpec) -> tuple[AttentionCalibration, FitError, FitError]:
     bandwidth, peak = gpu.mem_bandwidth_gbps * 1e9, gpu.fp16_tflops * 1e12
-    decode = _decode_points(gpu_dir)
+    decode = decode_points(gpu_dir)
     decode_held = _held(decode, ("kv_heads", "group"), HELD_OUT_DECODE_HEADS)
     decode_design = np.stack([np.ones_like(decode["batch"]), decode["batch"], decode["kv_bytes"] / bandwidth], 1)
     fixed_s, per_sequence_s, inverse_fraction = _least_squares(decode_design, decode["seconds"], decode_held)
-    prefill = _prefill_points(gpu_dir)
+    prefill = prefill_points(gpu_dir)
     prefill_held = _held(prefill, ("q_heads", "kv_heads"), HELD_OUT_PREFILL_HEADS)
     prefill_design = np.stack([np.ones_like(prefill["chunk"]), prefill["flops"] / peak], 1)
     prefill_fixed_s, inverse_compute = _least_squares(prefill_design, prefill["seconds"], prefill_held)
@@ -261,8 +277,8 @@ def _fit_attention(gpu_dir: str, gpu: GPUSpec) -> tuple[AttentionCalibration, Fi
 # --- grouped expert GEMMs ----------------------------------------------------------------------
 
 
-def _moe_points(gpu_dir: str) -> dict[str, np.ndarray]:
-    data = _read(gpu_dir, "moe_grouped.csv")
+def moe_points(gpu_dir: str) -> dict[str, np.ndarray]:
+    data = read_profile(gpu_dir, "moe_grouped.csv")
     data["flops"] = gemm_flops(data["routed_rows"], data["k"], data["n"])
     data["bytes"] = data["experts_hit"] * gemm_bytes(0, data["k"], data["n"], 2.0) + gemm_bytes(
         data["routed_rows"], data["k"], data["n"], 0.0
@@ -284,6 +300,7 @@ class MeasuredFit:
     attention: AttentionCalibration
     fp8: GemmEfficiency
     grouped_gemm: GemmEfficiency
+    int4_grouped_gemm: GemmEfficiency
     errors: tuple[FitError, ...]
 
 
@@ -292,13 +309,13 @@ def fit_measured(family: str) -> MeasuredFit:
     """Fit the ``measured-2026`` operator model of ``family`` to its measured GPU's profile."""
     gpu_name = MEASURED_GPU_BY_FAMILY[family]
     gpu = get_gpu(gpu_name)
-    bf16 = _gemm_points(gpu_name, "bf16")
+    bf16 = gemm_points(gpu_name, "bf16")
     bf16_held = np.isin(bf16["model"], HELD_OUT_GEMM_MODELS)
     gemm = _fit_gemm(bf16, bf16_held, gpu, 1.0)
-    fp8 = _gemm_points(gpu_name, "fp8")
+    fp8 = gemm_points(gpu_name, "fp8")
     fp8_held = np.isin(fp8["model"], HELD_OUT_FP8_MODELS)
     fp8_efficiency = _fit_gemm(fp8, fp8_held, gpu, FP8_PEAK_OVER_FP16)
-    moe = _moe_points(gpu_name)
+    moe = moe_points(gpu_name)
     moe_held = np.isin(moe["model"], HELD_OUT_MOE_MODELS)
     grouped = _fit_gemm(moe, moe_held, gpu, 1.0)
     copy_bytes, copy_s = _copy_curve(gpu_name)
@@ -306,16 +323,39 @@ def fit_measured(family: str) -> MeasuredFit:
         np.ones_like(copy_bytes), copy_bytes, copy_s, gpu, "copy"
     )
     attention, decode_error, prefill_error = _fit_attention(gpu_name, gpu)
+    int4_grouped = fit_marlin_moe()
     errors = (
-        _fit_error("bf16 GEMM", _relative_errors(_predict_gemms(bf16, gemm, gpu), bf16["seconds"]), bf16_held),
-        _fit_error("FP8 GEMM", _relative_errors(_predict_gemms(fp8, fp8_efficiency, gpu), fp8["seconds"]), fp8_held),
-        _fit_error("grouped expert GEMM", _relative_errors(_predict_gemms(moe, grouped, gpu), moe["seconds"]),
+        _fit_error("bf16 GEMM", _relative_errors(predict_gemms(bf16, gemm, gpu), bf16["seconds"]), bf16_held),
+        _fit_error("FP8 GEMM", _relative_errors(predict_gemms(fp8, fp8_efficiency, gpu), fp8["seconds"]), fp8_held),
+        _fit_error("grouped expert GEMM", _relative_errors(predict_gemms(moe, grouped, gpu), moe["seconds"]),
                    moe_held),
         decode_error,
         prefill_error,
     )
     return MeasuredFit(gpu_name, gemm, elementwise_fraction, elementwise_overhead, attention, fp8_efficiency,
-                       grouped, errors)
+                       grouped, int4_grouped, errors)
+
+
+MARLIN_MOE_GPU = "H20-NVL"
+
+
+@cache
+def fit_marlin_moe() -> GemmEfficiency:
+    """Roofline efficiency of vLLM's fused Marlin MoE kernel (int4 routed experts, both GEMMs
+    of a layer in one call) from its published H20 timings; the call's overhead is split over
+    the two GEMMs the latency model charges."""
+    with open(KERNEL_DIR / "marlin_moe_H20.csv", newline="", encoding="utf-8") as handle:
+        rows = [{key: float(value) for key, value in row.items()} for row in csv.DictReader(handle)]
+    tokens, experts, hidden, width, top_k = (np.array([r[k] for r in rows]) for k in
+                                             ("tokens", "experts", "hidden", "expert_intermediate", "top_k"))
+    hit = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+    weights = hit * gemm_bytes(0, hidden, 3 * width, INT4_BYTES_PER_LINEAR_WEIGHT)
+    activations = gemm_bytes(tokens * top_k, hidden, 3 * width, 0.0) - tokens * top_k * hidden * ACTIVATION_BYTES
+    flops = gemm_flops(tokens * top_k, hidden, 3 * width)
+    seconds = np.array([r["seconds"] for r in rows])
+    compute, memory, overhead = fit_roofline(flops[:, None], (weights + activations)[:, None], seconds,
+                                             get_gpu(MARLIN_MOE_GPU))
+    return GemmEfficiency(compute, memory, overhead / 2)
 
 
 @cache
@@ -324,10 +364,16 @@ def kernel_efficiency(kernel_set: str, family: str) -> KernelEfficiency:
     if kernel_set not in KERNEL_SETS:
         raise ValueError(f"unknown kernel set {kernel_set!r}; known: {', '.join(KERNEL_SETS)}")
     links = link_efficiency(family)
-    if kernel_set == "vidur-2024" or family not in MEASURED_GPU_BY_FAMILY:
+    if kernel_set == "vidur-2024":
         return KernelEfficiency(
             kernel_set, f"Vidur 2024 {family} profile", compute_efficiency(family), attention_calibration(), links,
-            None, None,
+            None, None, None,
+        )
+    if family not in MEASURED_GPU_BY_FAMILY:
+        pcie_links = link_efficiency(PCIE_LINKS_FROM_FAMILY) if family in PCIE_FAMILIES else links
+        return KernelEfficiency(
+            kernel_set, f"Vidur 2024 {family} profile", compute_efficiency(family), attention_calibration(),
+            pcie_links, None, None, None,
         )
     fit = fit_measured(family)
     compute = ComputeEfficiency(
@@ -340,4 +386,4 @@ def kernel_efficiency(kernel_set: str, family: str) -> KernelEfficiency:
         embedding_overhead_s=fit.elementwise_overhead_s,
     )
     return KernelEfficiency(kernel_set, f"servegym 2026 {fit.gpu} profile", compute, fit.attention, links,
-                            fit.fp8, fit.grouped_gemm)
+                            fit.fp8, fit.grouped_gemm, fit.int4_grouped_gemm)

@@ -17,7 +17,7 @@ One iteration (continuous batching, optionally chunked prefill) costs, in second
   terms (``profiles.AttentionCalibration``, from Vidur's A100 fit).
 * TP: per-GPU work is split ``tp`` ways; two ring all-reduces of ``tokens * hidden * 2``
   bytes per layer over ``gpu.intra_node_link_gbps`` (latency + bandwidth fitted to Vidur's
-  all-reduce profile).
+  NCCL all-reduce profile; an engine with its own all-reduce kernels gives their latency).
 * PP: layers are split evenly into ``pp`` stages; one iteration (a microbatch) takes the sum
   of its stage times plus ``pp - 1`` activation send/recvs, which is what ``iteration_time_s``
   returns. ``stage_times_s`` splits that latency into what each stage's GPUs are busy with
@@ -46,12 +46,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from hardware.engines import DEFAULT_ENGINE, EngineProfile, get_engine
 from hardware.gpus import GPUSpec, get_gpu
-from hardware.kernel_sets import kernel_efficiency
+from hardware.kernel_sets import PCIE_FAMILIES, kernel_efficiency
 from hardware.models import (
     FP8_BYTES_PER_LINEAR_WEIGHT,
     FP16_BYTES,
@@ -212,6 +212,8 @@ class IterationLatencyModel:
         self.tp, self.pp, self.dtype = tp, pp, dtype
         self.kernels = kernel_efficiency(self.engine.kernels, self.gpu.profile_family)
         self._compute, self._links, self._attention = self.kernels.compute, self.kernels.links, self.kernels.attention
+        if self.engine.all_reduce_latency_s is not None and self.gpu.profile_family not in PCIE_FAMILIES:
+            self._links = replace(self._links, all_reduce_latency_s=self.engine.all_reduce_latency_s)
         weight_bytes = bytes_per_linear_weight(dtype)
         m = self.model
         attention = _attention_gemms(m, tp, weight_bytes)
@@ -248,8 +250,10 @@ class IterationLatencyModel:
 
     def _linear_s(self, gemm: _Gemm, tokens: int) -> float:
         flops, moved = gemm.flops(tokens), gemm.moved_bytes(tokens)
-        if gemm.experts > 1 and self.kernels.grouped_gemm is not None:
-            return self.kernels.grouped_gemm.time_s(flops, moved, self.gpu)
+        if gemm.experts > 1:
+            grouped = self.kernels.int4_grouped_gemm if self.dtype == "int4" else self.kernels.grouped_gemm
+            if grouped is not None:
+                return grouped.time_s(flops, moved, self.gpu)
         if gemm.weight_bytes_per_param == FP8_BYTES_PER_LINEAR_WEIGHT and self.kernels.fp8 is not None:
             return self.kernels.fp8.time_s(flops, moved, self.gpu)
         return float(self._compute.linear_time_s(flops, moved, self.gpu))

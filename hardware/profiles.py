@@ -466,7 +466,7 @@ class LinkFit:
     all_reduce_mape: float | None
 
 
-def _fit_latency_bandwidth(
+def fit_latency_bandwidth(
     moved_bytes: np.ndarray, measured_s: np.ndarray, link_gbps: float, what: str
 ) -> tuple[float, float, float]:
     """(alpha_s, bandwidth fraction) in ``measured ~ alpha + moved / (fraction * link)``, relative LS."""
@@ -495,13 +495,13 @@ def fit_links(gpu_family: str) -> LinkFit:
     network = NETWORK_BY_FAMILY[gpu_family]
     link_gbps = get_gpu(PROFILED_GPU_BY_FAMILY[gpu_family]).intra_node_link_gbps
     _, p2p_bytes, p2p_s = _network_points("send_recv", network)
-    p2p_latency, p2p_fraction, p2p_mape = _fit_latency_bandwidth(
+    p2p_latency, p2p_fraction, p2p_mape = fit_latency_bandwidth(
         p2p_bytes, p2p_s, link_gbps, f"{network} send_recv"
     )
     workers, buffer_bytes, all_reduce_s = _network_points("all_reduce", network)
     if len(workers):
         moved_bytes = 2.0 * (workers - 1) / workers * buffer_bytes
-        ar_latency, ar_fraction, ar_mape = _fit_latency_bandwidth(
+        ar_latency, ar_fraction, ar_mape = fit_latency_bandwidth(
             moved_bytes, all_reduce_s, link_gbps, f"{network} all_reduce"
         )
     else:

@@ -348,7 +348,11 @@ class Cluster:
         if self._decision is not None and self._decision.seq is seq:
             self._next_decision()
         seq.pd_handoff = instance.role == Role.PREFILL and self.decode_router is not None
-        instance.enqueue(seq)
+        frontend_s = instance.latency.engine.frontend_s
+        if frontend_s:
+            self.events.schedule(self.events.now_s + frontend_s, instance.enqueue, seq)
+        else:
+            instance.enqueue(seq)
 
     def dispatch_in_place(self, seq: Sequence, instance_id: int) -> None:
         """Run a request wholly on one instance whatever its role (Cauchy's opportunistic

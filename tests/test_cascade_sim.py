@@ -13,9 +13,11 @@ from simulator.instance import InstanceConfig
 from simulator.request import Request
 from simulator.workloads import FixedLengths, PoissonArrivals, generate_requests
 
+ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
+
 SMALL, LARGE = "Llama-3.1-8B", "Llama-3.1-70B"
-SMALL_CONFIG = InstanceConfig(gpu="H100-80GB", model=SMALL)
-LARGE_CONFIG = InstanceConfig(gpu="H100-80GB", model=LARGE, tp=4)
+SMALL_CONFIG = InstanceConfig(engine=ENGINE, gpu="H100-80GB", model=SMALL)
+LARGE_CONFIG = InstanceConfig(engine=ENGINE, gpu="H100-80GB", model=LARGE, tp=4)
 
 
 def cascade_cluster(thresholds, small=1, large=1):
@@ -31,7 +33,7 @@ def cascade_cluster(thresholds, small=1, large=1):
 def alone_stage_s(config: InstanceConfig, prompt: int, output: int) -> float:
     """One request alone on an instance: a prefill of the prompt, then output - 1 decode
     iterations of batch 1 whose context grows from prompt + 1."""
-    model = latency_model(config.gpu, config.model, config.tp)
+    model = latency_model(config.gpu, config.model, config.tp, engine=ENGINE)
     return model.prefill_time_s(prompt) + sum(model.decode_time_s(1, prompt + j) for j in range(1, output))
 
 
@@ -48,7 +50,7 @@ class TestStageTiming:
         assert outcome.e2e_s == pytest.approx(small_s + JUDGE_LATENCY_S + large_s, rel=1e-12)
         assert outcome.arrival_s == 2.0
         # The delivered answer is the large model's: its first token follows a fresh prefill.
-        large_prefill_s = latency_model("H100-80GB", LARGE, 4).prefill_time_s(300)
+        large_prefill_s = latency_model("H100-80GB", LARGE, 4, engine=ENGINE).prefill_time_s(300)
         assert outcome.ttft_s == pytest.approx(small_s + JUDGE_LATENCY_S + large_prefill_s, rel=1e-12)
         assert outcome.quality == 88.0
         assert outcome.instance_id == 1

@@ -13,7 +13,8 @@ from simulator.request import Request
 from simulator.sequence import Sequence
 
 GPU, MODEL = "A100-80GB", "Llama-2-7B"
-CONFIG = InstanceConfig(gpu=GPU, model=MODEL)
+ENGINE = "vidur-2024"  # the hand-computed times below use its latency model
+CONFIG = InstanceConfig(engine=ENGINE, gpu=GPU, model=MODEL)
 
 
 def test_startup_delay_is_weight_load_plus_provisioning():
@@ -40,7 +41,7 @@ def test_inventory_limits_deployments():
 def test_draining_finishes_requests_then_stops_and_cost_is_gpus_times_price_times_time_held():
     cluster = Cluster({GPU: 2, "H100-80GB": 2})
     a = cluster.deploy(CONFIG, ready_now=True)
-    b = cluster.deploy(InstanceConfig(gpu="H100-80GB", model=MODEL, tp=2), ready_now=True)
+    b = cluster.deploy(InstanceConfig(engine=ENGINE, gpu="H100-80GB", model=MODEL, tp=2), ready_now=True)
     cluster.submit([Request(0, 0.0, 500, 200)])  # round-robin: goes to instance a
     cluster.advance(0.5)
     cluster.drain(a)
@@ -101,13 +102,13 @@ def test_queued_request_migrates_immediately():
 def test_disaggregated_prefill_decode_transfer_adds_the_kv_transfer_time():
     prompt, output = 800, 50
     cluster = Cluster({GPU: 1, "H100-80GB": 1}, decode_router=lambda c, s, i: 1)
-    cluster.deploy(InstanceConfig(gpu="H100-80GB", model=MODEL, role=Role.PREFILL), ready_now=True)
-    cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL, role=Role.DECODE), ready_now=True)
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu="H100-80GB", model=MODEL, role=Role.PREFILL), ready_now=True)
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model=MODEL, role=Role.DECODE), ready_now=True)
     [outcome] = cluster.run([Request(0, 0.0, prompt, output)])
-    prefill_s = latency_model("H100-80GB", MODEL).prefill_time_s(prompt)
+    prefill_s = latency_model("H100-80GB", MODEL, engine=ENGINE).prefill_time_s(prompt)
     link = min(get_gpu(GPU).host_link_gbps, get_gpu("H100-80GB").host_link_gbps)
     transfer_s = kv_transfer_time_s(get_model(MODEL), prompt, link)
-    decode = latency_model(GPU, MODEL)
+    decode = latency_model(GPU, MODEL, engine=ENGINE)
     t = prefill_s + transfer_s
     for i in range(1, output):
         t = t + decode.decode_time_s(1, prompt + i)
@@ -127,7 +128,7 @@ def test_phase_router_moves_reasoning_requests_at_the_end_of_thinking():
     curve = dict((tokens, t) for t, tokens in outcome.token_curve)
     # token 101 (first answer token) comes after the transfer plus one decode iteration
     gap = outcome.first_answer_token_s - curve[100]
-    assert gap == pytest.approx(transfer_s + latency_model(GPU, MODEL).decode_time_s(1, 300), rel=1e-9)
+    assert gap == pytest.approx(transfer_s + latency_model(GPU, MODEL, engine=ENGINE).decode_time_s(1, 300), rel=1e-9)
 
 
 def test_external_routing_decisions_pause_the_simulation():
@@ -162,10 +163,11 @@ def test_accepting_is_one_rule_for_dispatch_masks_and_routable_ids():
     of the request's model; the same answer from the instance arrays and without them."""
     for track in (False, True):
         cluster = Cluster({"A100-80GB": 4}, track_arrays=track)
-        serving = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B"), ready_now=True)
-        prefill = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B", role=Role.PREFILL), ready_now=True)
-        decode = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B", role=Role.DECODE), ready_now=True)
-        starting = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B"))
+        serving = cluster.deploy(InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-2-7B"), ready_now=True)
+        prefill = cluster.deploy(InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-2-7B", role=Role.PREFILL),
+                                 ready_now=True)
+        decode = cluster.deploy(InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-2-7B", role=Role.DECODE), ready_now=True)
+        starting = cluster.deploy(InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-2-7B"))
         seq = Sequence(Request(0, 0.0, 10, 10), False)
         assert cluster.accepting(seq).tolist() == [True, True, False, False]
         assert cluster.accepting(seq, new_request=False).tolist() == [True, False, True, False]
@@ -181,9 +183,22 @@ def test_accepting_is_one_rule_for_dispatch_masks_and_routable_ids():
         cluster.advance()  # the starting instance has loaded its weights
         assert cluster.accepting(seq).tolist() == [True, True, False, True]
         cluster.drain(serving)  # empty: stops at once
-        added = cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-2-7B"), ready_now=False)
+        added = cluster.deploy(InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-2-7B"), ready_now=False)
         assert cluster.accepting(seq).tolist() == [False, True, False, True, False]
         mask = cluster.accepting(seq)
         mask[:] = True  # a caller's copy: the next answer is unchanged
         assert cluster.routable_ids() == [prefill, starting]
         assert added == 4
+
+
+def test_add_arrival_extends_a_stream_and_refuses_a_fixed_list():
+    cluster = Cluster({"A100-80GB": 1})
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-2-7B"), ready_now=True)
+    cluster.submit(iter([Request(0, 0.0, 50, 3)]))
+    cluster.add_arrival(Request(1, 0.5, 50, 3))
+    outcomes = cluster.run()
+    assert sorted(o.request_id for o in outcomes) == [0, 1] and outcomes[-1].arrival_s == 0.5
+    fixed = Cluster({"A100-80GB": 1})
+    fixed.submit([Request(0, 0.0, 50, 3)])
+    with pytest.raises(ValueError, match="add_arrival needs a stream"):
+        fixed.add_arrival(Request(1, 0.5, 50, 3))

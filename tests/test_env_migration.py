@@ -20,6 +20,8 @@ from simulator.instance import InstanceConfig
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.request import SLO, Request
 
+ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
+
 MODEL = "Llama-3.1-8B"
 SMALL = dict(episode_requests=200)
 REASONING = dict(episode_requests=40, lengths="servegen_deepseek_r1", rate_rps=2.0, slo_by_tier=(SLO(ttft_s=60.0),))
@@ -51,7 +53,7 @@ def scripted(requests: list[tuple[float, int, int, int]], configs: list[Instance
     return ScriptedScenario(**fields, script=script)
 
 
-A100 = InstanceConfig(gpu="A100-80GB", model=MODEL)
+A100 = InstanceConfig(engine=ENGINE, gpu="A100-80GB", model=MODEL)
 NOOP = np.array([3, 3])  # max_instances = 3 below
 
 

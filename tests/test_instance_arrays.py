@@ -33,6 +33,8 @@ from simulator.instance_arrays import (
 )
 from envs.random_policy import random_masked_action
 
+ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
+
 CASES = [
     ("servegym/Routing-v0", "pascal", {"rate_rps": 8.0}),  # swap preemption, reasoning, phase changes
     ("servegym/Routing-v0", "multitier", {}),  # four tiers, priority scheduler
@@ -113,7 +115,7 @@ def test_vectorised_dispatch_equals_the_instance_by_instance_rule():
 
 
 def test_clusters_keep_arrays_only_when_asked_and_bad_capacity_raises():
-    config = InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B")
+    config = InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-3.1-8B")
     plain = Cluster({"A100-80GB": 1})
     plain.deploy(config, ready_now=True)
     assert plain.arrays is None and plain.instances[0].unsynced_kv_blocks() == 0
@@ -132,7 +134,7 @@ def test_clusters_keep_arrays_only_when_asked_and_bad_capacity_raises():
 def test_observation_follows_lifecycle_changes_and_slot_order():
     """The rows kept between fills (presence, lifecycle, role, hardware) change when an
     instance is deployed, starts, drains or stops, and when the slots change."""
-    config = InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B")
+    config = InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-3.1-8B")
     cluster = Cluster({"A100-80GB": 3}, router=None, track_arrays=True)
     for _ in range(2):
         cluster.deploy(config, ready_now=True)

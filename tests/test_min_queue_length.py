@@ -21,20 +21,22 @@ from simulator.instance import InstanceConfig
 from simulator.request import Request
 from simulator.workloads import PoissonArrivals, generate_requests, length_sampler
 
+ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
+
 GPU, MODEL, PROMPT = "A100-80GB", "Llama-2-7B", 100
 
 
 def gated_cluster(length: int, max_wait_s: float, instances: int = 1) -> Cluster:
     cluster = Cluster({GPU: instances})
     for _ in range(instances):
-        instance_id = cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL), ready_now=True)
+        instance_id = cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model=MODEL), ready_now=True)
         cluster.instances[instance_id].set_min_queue_length(length, max_wait_s)
     return cluster
 
 
 def batch_prefill_s(batch: int) -> float:
     """One prefill iteration of ``batch`` prompts of PROMPT tokens (``SegmentPlanner.mixed_iteration_s``)."""
-    return latency_model(GPU, MODEL).iteration_time_s(batch * PROMPT, batch * PROMPT * (PROMPT + 1) / 2, 0, 0)
+    return latency_model(GPU, MODEL, engine=ENGINE).iteration_time_s(batch * PROMPT, batch * PROMPT * (PROMPT + 1) / 2, 0, 0)
 
 
 def test_three_waiting_requests_wait_for_the_timeout_then_prefill_together():
@@ -64,7 +66,7 @@ def test_every_request_completes_and_length_one_is_bit_identical_to_no_gate():
         requests = generate_requests(PoissonArrivals(8.0), length_sampler("sharegpt"), 150, np.random.default_rng(1))
         cluster = Cluster({GPU: 2})
         for _ in range(2):
-            instance_id = cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL, memory_utilization=0.3), ready_now=True)
+            instance_id = cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model=MODEL, memory_utilization=0.3), ready_now=True)
             if length is not None:
                 cluster.instances[instance_id].set_min_queue_length(length, 0.2)
         return sorted(cluster.run(requests), key=lambda o: o.request_id)

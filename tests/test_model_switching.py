@@ -22,8 +22,10 @@ from simulator.instance import InstanceConfig
 from simulator.request import Request
 from tests.test_cascadeserve import observation
 
+ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
+
 SMALL, LARGE = "Llama-3.1-8B", "Llama-3.1-70B"
-LARGE_CONFIG = InstanceConfig(gpu="H100-80GB", model=LARGE, tp=4)
+LARGE_CONFIG = InstanceConfig(engine=ENGINE, gpu="H100-80GB", model=LARGE, tp=4)
 
 
 def toy_problem(latency_slo_s: float, qps_max: float = 60.0) -> PlanningProblem:
@@ -59,13 +61,13 @@ def test_every_gear_serves_one_model_and_higher_qps_gets_a_cheaper_one():
 def test_router_entry_stage_serves_a_later_model_alone():
     router = CascadeRouter([SMALL, LARGE], [75.0])
     cluster = Cluster({"H100-80GB": 5}, **router.cluster_options())
-    cluster.deploy(InstanceConfig(gpu="H100-80GB", model=SMALL), ready_now=True)
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu="H100-80GB", model=SMALL), ready_now=True)
     cluster.deploy(LARGE_CONFIG, ready_now=True)
     router.set_entry_stage(1)
     # Would be accepted at the small model (99 >= 75); entering the large one, it is served there
     # alone: one stage, no judge, the large model's score.
     (outcome,) = cluster.run([Request(0, 1.0, 300, 1, quality_by_model={SMALL: 99.0, LARGE: 42.0})])
-    large = latency_model("H100-80GB", LARGE, 4)
+    large = latency_model("H100-80GB", LARGE, 4, engine=ENGINE)
     assert outcome.instance_id == 1 and outcome.quality == 42.0
     assert outcome.e2e_s == pytest.approx(large.prefill_time_s(300), rel=1e-12)
     for bad in (2, -1, True):

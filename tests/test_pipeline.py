@@ -14,11 +14,13 @@ from simulator.pipeline import PipelinedInstance, create_instance
 from simulator.request import SLO, Request
 from simulator.workloads import FixedLengths, PoissonArrivals, generate_requests, length_sampler
 
+ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
+
 GPU = "A100-80GB"
 
 
 def _cluster(pools: int, pipelined: bool, coalesce: bool = False, gpu: str = GPU, **config) -> Cluster:
-    cfg = InstanceConfig(gpu=gpu, **config)
+    cfg = InstanceConfig(engine=ENGINE, gpu=gpu, **config)
     cluster = Cluster({gpu: pools * cfg.num_gpus}, coalesce=coalesce, record_token_curves=True)
     for _ in range(pools):
         cluster.deploy(cfg, ready_now=True)
@@ -67,7 +69,7 @@ def test_one_microbatch_in_flight_is_bit_identical_to_the_instance(config, monke
 
 def test_two_microbatches_overlap_in_the_stages_by_hand():
     # Two one-token requests at t=0; max_batch_size 2 over 2 microbatches = 1 sequence each.
-    lat = latency_model(GPU, "Llama-2-13B", pp=2)
+    lat = latency_model(GPU, "Llama-2-13B", pp=2, engine=ENGINE)
     latency_s = lat.prefill_time_s(512)
     stage0_s, stage1_s = lat.stage_times_s(512, 1, latency_s)
     assert stage0_s > stage1_s  # stage 0 also carries the CPU overhead, embedding and send
@@ -84,7 +86,7 @@ def test_two_microbatches_overlap_in_the_stages_by_hand():
 
 
 def test_steady_state_spacing_is_the_slowest_stage():
-    lat = latency_model(GPU, "Llama-2-13B", pp=4)
+    lat = latency_model(GPU, "Llama-2-13B", pp=4, engine=ENGINE)
     latency_s = lat.prefill_time_s(512)
     slowest_s = max(lat.stage_times_s(512, 1, latency_s))
     requests = [Request(i, 0.0, 512, 1) for i in range(40)]
@@ -101,7 +103,7 @@ def test_a_lone_request_gains_nothing_from_pipelining():
     # Each decode step needs the previous token, so one sequence is never in two microbatches.
     prompt, output = 300, 20
     [outcome] = _cluster(1, pipelined=True, model="Llama-2-13B", pp=2).run([Request(0, 0.0, prompt, output)])
-    lat = latency_model(GPU, "Llama-2-13B", pp=2)
+    lat = latency_model(GPU, "Llama-2-13B", pp=2, engine=ENGINE)
     t = lat.iteration_time_s(prompt, prompt * (prompt + 1) / 2, 0, 0)
     for i in range(1, output):
         t = t + lat.decode_time_s(1, prompt + i)
@@ -126,7 +128,7 @@ def test_a_request_migrates_off_a_pipelined_instance():
     requests = [Request(i, 0.0, 200, 400) for i in range(6)]
     cluster = Cluster({GPU: 4}, router=lambda c, seq: 0)
     for _ in range(2):
-        cluster.deploy(InstanceConfig(gpu=GPU, model="Llama-2-7B", pp=2), ready_now=True)
+        cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model="Llama-2-7B", pp=2), ready_now=True)
     cluster.submit(requests)
     cluster.advance(until_s=1.0)
     source = cluster.instances[0]
@@ -142,7 +144,7 @@ def test_a_request_migrates_off_a_pipelined_instance():
 def _throughput_rps(tp: int, pp: int, **config) -> float:
     requests = generate_requests(PoissonArrivals(50.0), FixedLengths(1600, 16), 400, np.random.default_rng(1))
     cluster = Cluster({"H100-80GB": 4})
-    cluster.deploy(InstanceConfig(gpu="H100-80GB", model="Llama-3-70B", tp=tp, pp=pp, **config), ready_now=True)
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu="H100-80GB", model="Llama-3-70B", tp=tp, pp=pp, **config), ready_now=True)
     cluster.run(requests)
     return len(requests) / cluster.events.now_s
 
@@ -175,12 +177,12 @@ def test_pp_outruns_tp_on_long_prompts_and_short_outputs_as_cascadia_measured():
 )
 def test_bad_pipeline_and_overhead_configs_raise_naming_the_field(field, bad, message):
     with pytest.raises(ValueError, match=message):
-        InstanceConfig(gpu=GPU, model="Llama-2-7B", pp=2, **{field: bad}).validate()
+        InstanceConfig(engine=ENGINE, gpu=GPU, model="Llama-2-7B", pp=2, **{field: bad}).validate()
 
 
 def test_factory_pipelines_only_when_more_than_one_microbatch_flies():
     def make(**config):
-        return create_instance(0, InstanceConfig(gpu=GPU, model="Llama-2-7B", **config), Cluster({GPU: 4}).events, None)
+        return create_instance(0, InstanceConfig(engine=ENGINE, gpu=GPU, model="Llama-2-7B", **config), Cluster({GPU: 4}).events, None)
 
     assert type(make()) is Instance
     assert type(make(pp=2, microbatches_in_flight=1)) is Instance

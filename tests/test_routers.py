@@ -12,13 +12,15 @@ from simulator.routers import ROUTERS, make_router, register_router, router_name
 from simulator.routers.least_loaded import LeastLoadedRouter
 from simulator.routers.round_robin import RoundRobinRouter
 
+ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
+
 GPU, MODEL = "A100-80GB", "Llama-2-7B"
 
 
 def cluster_of(router: str, count: int = 3) -> Cluster:
     cluster = Cluster({GPU: count}, router=router)
     for _ in range(count):
-        cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL), ready_now=True)
+        cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model=MODEL), ready_now=True)
     return cluster
 
 

@@ -12,6 +12,8 @@ from simulator.instance import InstanceConfig
 from simulator.request import Request
 from simulator.sequence import Sequence
 
+ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
+
 GPU = "A100-80GB"
 
 
@@ -30,7 +32,7 @@ def test_rule_on_one_sequence_rejects_caps_or_leaves_it():
 
 def test_cluster_rejects_a_prompt_over_the_context_at_arrival_and_caps_an_overflowing_output():
     cluster = Cluster({GPU: 1})
-    cluster.deploy(InstanceConfig(gpu=GPU, model="Llama-2-7B"), ready_now=True)
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model="Llama-2-7B"), ready_now=True)
     outcomes = cluster.run([Request(0, 0.5, 4097, 5), Request(1, 1.0, 4000, 500), Request(2, 2.0, 100, 10)])
     by_id = {o.request_id: o for o in outcomes}
     assert len(outcomes) == 3 and cluster.pending_requests() == 0
@@ -46,8 +48,8 @@ def test_the_rule_uses_the_context_of_the_instance_a_request_is_sent_to():
     small, large = get_model("OpenLlama-3B").context_tokens, get_model("Llama-2-7B").context_tokens
     assert (small, large) == (2048, 4096)
     cluster = Cluster({GPU: 2}, router=lambda cluster, seq: seq.request_id % 2)
-    cluster.deploy(InstanceConfig(gpu=GPU, model="OpenLlama-3B"), ready_now=True)
-    cluster.deploy(InstanceConfig(gpu=GPU, model="Llama-2-7B"), ready_now=True)
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model="OpenLlama-3B"), ready_now=True)
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model="Llama-2-7B"), ready_now=True)
     outcomes = {o.request_id: o for o in cluster.run([Request(0, 0.0, 3000, 50), Request(1, 0.0, 3000, 2000)])}
     assert outcomes[0].rejected_reason == CONTEXT_REJECT_REASON  # 3000 > 2048 on OpenLlama-3B
     assert outcomes[1].completed and outcomes[1].output_tokens == 4096 - 3000  # capped on Llama-2-7B

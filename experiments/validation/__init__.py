@@ -1,0 +1,1 @@
+"""Sim-to-real validation of the engine profiles (``python -m experiments.validation``)."""
