@@ -86,8 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--microbatches-in-flight", type=int,
                         help="with --pp > 1: microbatches in the pipeline at once (default: pp; 1 = one batch "
                              "through all stages at a time)")
-    parser.add_argument("--prefix-caching", action="store_true",
-                        help="automatic prefix caching (requests that carry block hashes share cached prefixes)")
+    parser.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction,
+                        help="automatic prefix caching on or off (requests that carry block hashes share cached "
+                             "prefixes; default: the engine's)")
     parser.add_argument("--host-cache-gb", type=float, default=0.0,
                         help="with --prefix-caching: GB of host memory per instance keeping evicted prefixes")
     parser.add_argument("--router", default="round_robin", choices=router_names(), help="global router")
@@ -138,8 +139,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ValueError("--lengths fixed takes its lengths from --prompt-tokens and --output-tokens; give those instead")
     if args.requests is not None and args.requests <= 0:
         raise ValueError(f"--requests must be > 0, got {args.requests}")
-    if args.host_cache_gb and not args.prefix_caching:
-        raise ValueError(f"--host-cache-gb {args.host_cache_gb:g} needs --prefix-caching (it keeps evicted prefixes)")
+    if args.host_cache_gb and args.prefix_caching is False:
+        raise ValueError(f"--host-cache-gb {args.host_cache_gb:g} needs prefix caching (it keeps evicted prefixes), "
+                         "not --no-prefix-caching")
 
 
 def _simulate(args: argparse.Namespace) -> int:

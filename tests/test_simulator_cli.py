@@ -168,6 +168,6 @@ def test_prefix_caching_on_a_mooncake_trace_reports_the_caches_hits(tmp_path, ca
 
 
 def test_a_host_tier_without_prefix_caching_is_refused(capsys):
-    assert main([*SMALL, "--host-cache-gb", "8"]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "python -m simulator: error: --host-cache-gb 8 needs --prefix-caching (it keeps evicted prefixes)")
+    assert main([*SMALL, "--host-cache-gb", "8", "--no-prefix-caching"]) == 2
+    assert capsys.readouterr().err.strip() == ("python -m simulator: error: --host-cache-gb 8 needs prefix caching "
+                                               "(it keeps evicted prefixes), not --no-prefix-caching")
