@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from baselines.policy import register
-from baselines.routing_classic import RoutingPolicy, first_minimum
+from baselines.routing_classic import RoutingPolicy, SeededRouting, first_minimum
 from envs.schema import DecodedObservation
 
 
@@ -138,23 +138,13 @@ class LlmdScorers(CacheAwarePolicy):
 
 
 @register
-class ProductionStackPrefixAware(CacheAwarePolicy):
+class ProductionStackPrefixAware(SeededRouting, CacheAwarePolicy):
     """The vLLM production stack's prefix-aware routing (vllm-project/production-stack
     ``src/vllm_router/routers/routing_logic.py``, ``PrefixAwareRouter``): among the instances
-    with the longest prefix match, one at random (all of them when none matches); no load
-    term. The generator is ``np.random.default_rng(seed)``, rebuilt at every episode start."""
+    with the longest prefix match, one at random (all of them when none matches, ``seed``'s
+    generator rebuilt at every episode start); no load term."""
 
     name = "production_stack_prefix"
-
-    def __init__(self, env: gym.Env, seed: int = 0) -> None:
-        super().__init__(env)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.seed = int(seed)
-        self.rng = np.random.default_rng(self.seed)
-
-    def reset(self) -> None:
-        self.rng = np.random.default_rng(self.seed)
 
     def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
         match = np.where(valid, view.instances["prefix_match_tokens"], -1.0)

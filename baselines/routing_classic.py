@@ -91,6 +91,13 @@ class RoutingPolicy(Policy):
         return int(slots[order[0]])
 
 
+def check_seed(seed: object) -> int:
+    """``seed`` as an int if it is a non-negative integer, else raise naming it."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 def first_minimum(values: np.ndarray, candidates: np.ndarray) -> int:
     """The lowest slot among ``candidates`` where ``values`` is smallest."""
     slots = np.flatnonzero(candidates)
@@ -118,22 +125,24 @@ class RoundRobinRouting(RoutingPolicy):
         return choice
 
 
-@register
-class RandomRouting(RoutingPolicy):
-    """Uniformly random valid instance. The generator is ``np.random.default_rng(seed)``, rebuilt
-    at every episode start, so an episode's choices depend only on ``seed`` and the episode."""
-
-    name = "random"
+class SeededRouting(RoutingPolicy):
+    """A router that draws: its generator is ``np.random.default_rng(seed)``, rebuilt at every
+    episode start, so an episode's choices depend only on ``seed`` and the episode."""
 
     def __init__(self, env: gym.Env, seed: int = 0) -> None:
         super().__init__(env)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.seed = int(seed)
+        self.seed = check_seed(seed)
         self.rng = np.random.default_rng(self.seed)
 
     def reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
+
+
+@register
+class RandomRouting(SeededRouting):
+    """Uniformly random valid instance (``SeededRouting``'s generator)."""
+
+    name = "random"
 
     def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
         return int(self.rng.choice(np.flatnonzero(valid)))

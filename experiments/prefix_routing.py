@@ -22,7 +22,7 @@ import numpy as np
 import baselines
 import envs  # noqa: F401  (registers the IDs)
 from agents.rollout import run_episode
-from envs.scenarios.mooncake import MOONCAKE_CONVERSATION_RATE_RPS
+from envs.scenarios.mooncake import MOONCAKE_CONVERSATION_RATE_RPS, MOONCAKE_RATE_RPS
 
 LEAST_LOADED = "least_outstanding"
 ROUTERS = (LEAST_LOADED, "round_robin", "sglang_cache_aware", "dynamo_kv", "llmd_scorers", "production_stack_prefix")
@@ -64,7 +64,7 @@ def table(rate_rps: float, results: dict[str, dict[str, list[float]]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.prefix_routing", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="10000,10001,10002")
-    parser.add_argument("--rates", default=f"2.5,{MOONCAKE_CONVERSATION_RATE_RPS}")
+    parser.add_argument("--rates", default=f"{MOONCAKE_RATE_RPS},{MOONCAKE_CONVERSATION_RATE_RPS}")
     parser.add_argument("--out", default="docs/prefix_routing", help="path without suffix (.md, .json)")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]

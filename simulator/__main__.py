@@ -33,7 +33,9 @@ from hardware.models import get_model
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.metrics import format_table, summarize, to_json_dict
+from simulator.metrics.prefix_cache import PREFIX_CACHE_METRICS, prefix_cache_metrics
 from simulator.request import SLO, Request
+from simulator.routers import router_names
 from simulator.schedulers import SCHEDULERS
 from simulator.workloads import (
     FixedLengths,
@@ -44,6 +46,8 @@ from simulator.workloads import (
     load_trace_csv,
     stream_requests,
 )
+from simulator.workloads.data_files import MOONCAKE_TRACE_FILES
+from simulator.workloads.hash_traces import load_hash_trace
 
 
 def _instances(text: str, default_gpu: str | None) -> list[tuple[str, int]]:
@@ -82,10 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--microbatches-in-flight", type=int,
                         help="with --pp > 1: microbatches in the pipeline at once (default: pp; 1 = one batch "
                              "through all stages at a time)")
+    parser.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction,
+                        help="automatic prefix caching on or off (requests that carry block hashes share cached "
+                             "prefixes; default: the engine's)")
+    parser.add_argument("--host-cache-gb", type=float, default=0.0,
+                        help="with --prefix-caching: GB of host memory per instance keeping evicted prefixes")
+    parser.add_argument("--router", default="round_robin", choices=router_names(), help="global router")
     workload = parser.add_mutually_exclusive_group(required=True)
     workload.add_argument("--rate", type=float, help="arrival rate, requests per second")
-    workload.add_argument("--trace", help="trace CSV (arrival_s,prompt_tokens,output_tokens[,reasoning_tokens,tier]) "
-                                          "or azure_code / azure_conv")
+    workload.add_argument("--trace", help="trace CSV (arrival_s,prompt_tokens,output_tokens[,reasoning_tokens,tier]), "
+                                          "azure_code / azure_conv, mooncake_conversation / mooncake_synthetic, "
+                                          "or a Mooncake-format JSONL (.jsonl, .jsonl.gz) with block hashes")
     parser.add_argument("--cv", type=float, help="Gamma arrivals with this inter-arrival CV (default Poisson)")
     parser.add_argument("--lengths", help="length dataset (default sharegpt; see simulator.workloads.LENGTH_SAMPLER_NAMES)")
     parser.add_argument("--prompt-tokens", type=int, help="fixed prompt length (with --output-tokens)")
@@ -128,6 +139,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ValueError("--lengths fixed takes its lengths from --prompt-tokens and --output-tokens; give those instead")
     if args.requests is not None and args.requests <= 0:
         raise ValueError(f"--requests must be > 0, got {args.requests}")
+    if args.host_cache_gb and args.prefix_caching is False:
+        raise ValueError(f"--host-cache-gb {args.host_cache_gb:g} needs prefix caching (it keeps evicted prefixes), "
+                         "not --no-prefix-caching")
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -141,6 +155,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.trace:
         if args.trace in ("azure_code", "azure_conv"):
             requests = load_azure_trace(args.trace, max_requests=args.requests)
+        elif args.trace in MOONCAKE_TRACE_FILES or args.trace.endswith((".jsonl", ".jsonl.gz")):
+            requests = load_hash_trace(args.trace, max_requests=args.requests)
         else:
             requests = load_trace_csv(args.trace)[: args.requests]
         for request in requests:
@@ -162,7 +178,7 @@ def _simulate(args: argparse.Namespace) -> int:
     inventory: dict[str, int] = {}
     for gpu, count in pools:
         inventory[gpu] = inventory.get(gpu, 0) + count * args.tp * args.pp
-    cluster = Cluster(inventory, keep_sequences=False)
+    cluster = Cluster(inventory, router=args.router, keep_sequences=False)
     for gpu, count in pools:
         for _ in range(count):
             cluster.deploy(
@@ -170,7 +186,7 @@ def _simulate(args: argparse.Namespace) -> int:
                     gpu=gpu, model=args.model, tp=args.tp, pp=args.pp, engine=args.engine, scheduler=args.scheduler,
                     block_size=args.block_size, memory_utilization=args.memory_utilization,
                     max_batch_size=args.max_batch_size, microbatches_in_flight=args.microbatches_in_flight,
-                    **overhead,
+                    prefix_caching=args.prefix_caching, host_cache_gb=args.host_cache_gb, **overhead,
                 ),
                 ready_now=True,
             )
@@ -178,13 +194,15 @@ def _simulate(args: argparse.Namespace) -> int:
     outcomes = cluster.run(requests)
     wall_s = time.perf_counter() - started
     summary = summarize(outcomes, duration_s=cluster.events.now_s, cost_usd=cluster.cost_usd())
-    counts = {"context_truncated": cluster.context_truncated}
+    counts: dict[str, float] = {"context_truncated": cluster.context_truncated}
+    counts |= {name: value for name, value in prefix_cache_metrics(cluster.instances.values()).items()
+               if name in PREFIX_CACHE_METRICS}
     print(format_table(summary, counts))
     print(f"\nsimulated {cluster.arrived} requests ({cluster.events.now_s:.1f} simulated s) in {wall_s:.2f} wall s "
           f"= {cluster.arrived / wall_s:,.0f} requests per wall-second")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({**to_json_dict(summary), **counts}, handle, indent=2)
+            json.dump({**to_json_dict(summary), **{k: None if v != v else v for k, v in counts.items()}}, handle, indent=2)
     return 0
 
 

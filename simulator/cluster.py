@@ -574,3 +574,6 @@ def _validate_request(request: Request) -> None:
         raise ValueError(f"request {request.request_id}: tier must be >= 0, got {request.tier}")
     if request.block_hashes is not None:
         check_block_hashes(request)
+    session = request.session_id
+    if session is not None and (isinstance(session, bool) or not isinstance(session, int)):
+        raise ValueError(f"request {request.request_id}: session_id must be an integer or None, got {session!r}")

@@ -81,7 +81,8 @@ class Request:
     ``reasoning_tokens`` are reasoning (``<think>`` ... ``</think>``) and the rest answer.
     ``tier`` is the priority tier, 0 the highest. ``model`` names the model that must serve it
     (``None``: any instance). Cascade attributes are optional. ``block_hashes`` gives the
-    prompt's prefix identity for prefix caching (``None``: it shares nothing).
+    prompt's prefix identity for prefix caching (``None``: it shares nothing); ``session_id``
+    the conversation it is a turn of (``None``: none known), for session-affinity routing.
     Timing fields are filled by the simulator (seconds, simulation clock; NaN = not yet).
     """
 
@@ -96,6 +97,7 @@ class Request:
     difficulty: float = 0.0
     quality_by_model: dict[str, float] | None = None
     block_hashes: BlockHashes | None = None
+    session_id: int | None = None
 
     def __post_init__(self) -> None:
         """``arrival_s`` is a number in [0, ``MAX_ARRIVAL_S``]; ``block_hashes`` (when given)

@@ -1,4 +1,5 @@
-"""Accounting invariants of an instance's prefix cache (``simulator.prefix_cache``), for tests."""
+"""Accounting invariants of an instance's prefix cache (``simulator.prefix_cache``) and a
+trace's reusable share by brute force, for tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections import Counter
 
 from simulator.instance import Instance
 from simulator.sequence import Residency
+from simulator.workloads.hash_traces import read_hash_trace
 
 
 def accounting_errors(instance: Instance) -> list[str]:
@@ -68,3 +70,24 @@ def accounting_errors(instance: Instance) -> list[str]:
     if both:
         errors.append(f"keys on the GPU and the host at once: {sorted(both)}")
     return errors
+
+
+def reusable_share_tokens(path, context_tokens: int) -> tuple[int, int]:
+    """(prompt tokens that an unlimited cache finds, prompt tokens queried) over a Mooncake trace
+    in arrival order, by brute force on the raw ids: a request's leading full blocks whose
+    prefixes an earlier (admitted) request computed, at most prompt - 1 tokens."""
+    trace = read_hash_trace(path)
+    seen: set[tuple[int, ...]] = set()
+    hits = queried = 0
+    for prompt, ids in zip(trace.prompt_tokens.tolist(), trace.hashes):
+        if prompt > context_tokens:
+            continue
+        full = prompt // 512
+        prefixes = [tuple(ids[:i + 1]) for i in range(full)]
+        found = 0
+        while found < min(full, (prompt - 1) // 512) and prefixes[found] in seen:
+            found += 1
+        hits += found * 512
+        queried += prompt
+        seen.update(prefixes)
+    return hits, queried

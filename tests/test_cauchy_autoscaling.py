@@ -336,12 +336,12 @@ def test_arrivals_go_to_the_unit_with_fewest_requests_per_goodput():
     env.reset(seed=0)
     entries = [u.instance_ids[0] for u in env._deployed]
     assert [env.units[u.kind].name for u in env._deployed] == [first.name, second.name]
-    assert env.route(env.cluster, None) == entries[1]  # (0 + 1) / goodput is lowest for the second
+    assert env.cluster.router(env.cluster, None) == entries[1]  # (0 + 1) / goodput is lowest for the second
     # with n requests queued on the second, the first wins once (n + 1) / g2 > 1 / g1
     n = int(goodputs[second.name] / goodputs[first.name])
     for request_id in range(n):
         env.cluster.instances[entries[1]].waiting.append(SimpleNamespace(request_id=request_id))  # queued, not run
-    assert env.route(env.cluster, None) == entries[0]
+    assert env.cluster.router(env.cluster, None) == entries[0]
 
 
 @pytest.mark.parametrize("system", ["cauchy_autoscaler", "cauchy_aggregated"])

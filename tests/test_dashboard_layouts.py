@@ -50,3 +50,16 @@ def test_iqm_bars_draw_one_bar_per_policy_with_its_interval():
     (axes,) = figure.axes
     assert [patch.get_height() for patch in axes.patches] == [0.5, 0.9]  # NaN policy left out
     assert [label.get_text() for label in axes.get_xticklabels()] == ["a", "b"]
+
+
+def test_per_instance_prefix_cache_metrics_get_one_chart_each():
+    from agents.dashboard import metric_names, training_layout
+
+    metrics = {"slo_attainment": 0.9, "prefix_cache_hit_rate": 0.3, "prefix_hit_rate_i1": 0.2, "prefix_hit_rate_i0": 0.4,
+               "prefix_cached_blocks_i0": 10.0, "prefix_miss_tokens_i0": 5.0}
+    names = metric_names(metrics)
+    assert names == ["slo_attainment", "prefix_cache_hit_rate", "prefix_hit_rate_i0", "prefix_hit_rate_i1",
+                     "prefix_cached_blocks_i0"]
+    serving = training_layout(names, with_evaluation=False)["train: serving metrics of training episodes (x: env steps)"]
+    assert serving["prefix_hit_rate per instance"] == ["Multiline", ["^serving/prefix_hit_rate_i\\d+$"]]
+    assert "prefix_hit_rate_i0" not in serving and "prefix_cache_hit_rate" in serving

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prefix_cache_checks import accounting_errors
+from prefix_cache_checks import accounting_errors, reusable_share_tokens
 from simulator.admission import admit, preempt
 from simulator.cluster import Cluster
 from simulator.events import EventQueue
@@ -15,7 +15,7 @@ from simulator.instance import Instance, InstanceConfig, Role
 from simulator.prefix_keys import PrefixKeys
 from simulator.request import BlockHashes, Request
 from simulator.sequence import Sequence
-from simulator.workloads.hash_traces import hash_trace_path, load_hash_trace, read_hash_trace
+from simulator.workloads.hash_traces import hash_trace_path, load_hash_trace
 
 ENGINE = "vidur-2024"  # prefix caching off unless a test turns it on
 GPU, MODEL = "A100-80GB", "Llama-2-7B"
@@ -39,27 +39,6 @@ def test_chained_keys_name_whole_prefixes():
     assert not set(other_parent) & set(first)  # block 8 after 6 is not block 8 after 7
     assert not set(other_size) & set(first)
     assert len(keys) == 3 + 1 + 3 + 3
-
-
-def reusable_share_tokens(path, context_tokens: int) -> tuple[int, int]:
-    """(prompt tokens that an unlimited cache finds, prompt tokens queried) over a Mooncake trace
-    in arrival order, by brute force on the raw ids: a request's leading full blocks whose
-    prefixes an earlier (admitted) request computed, at most prompt - 1 tokens."""
-    trace = read_hash_trace(path)
-    seen: set[tuple[int, ...]] = set()
-    hits = queried = 0
-    for prompt, ids in zip(trace.prompt_tokens.tolist(), trace.hashes):
-        if prompt > context_tokens:
-            continue
-        full = prompt // 512
-        prefixes = [tuple(ids[:i + 1]) for i in range(full)]
-        found = 0
-        while found < min(full, (prompt - 1) // 512) and prefixes[found] in seen:
-            found += 1
-        hits += found * 512
-        queried += prompt
-        seen.update(prefixes)
-    return hits, queried
 
 
 @pytest.mark.parametrize("name", ["mooncake_conversation", "mooncake_synthetic"])

@@ -12,7 +12,7 @@ import pytest
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.workloads.arrivals import PoissonArrivals
-from simulator.workloads.hash_traces import load_hash_trace, read_hash_trace
+from simulator.workloads.hash_traces import hash_trace_path, load_hash_trace, read_hash_trace
 from simulator.workloads.prefix_sharing import (
     FEW_SHOT_GSM8K,
     SGLANG_SHARED_PREFIX,
@@ -137,3 +137,27 @@ def test_generators_refuse_bad_specs():
         SharedPromptSpec(groups=0, prompts_per_group=1, prefix_tokens=1, question_tokens=1, output_tokens=1)
     with pytest.raises(ValueError, match="SessionSpec.max_turns 2 is below min_turns 3"):
         VLLM_MULTI_TURN.__class__(**{**VLLM_MULTI_TURN.__dict__, "min_turns": 3, "max_turns": 2})
+
+
+def test_a_mooncake_workload_draws_a_window_per_seed_at_the_stated_rate():
+    from envs.scenario import Workload
+
+    workload = Workload(arrival="mooncake_conversation", rate_rps=2.0, lengths="trace")
+    first, again = (workload.sample(300, np.random.default_rng(5)) for _ in range(2))
+    other = workload.sample(300, np.random.default_rng(6))
+    assert [r.block_hashes for r in first] == [r.block_hashes for r in again]
+    assert [r.block_hashes for r in first] != [r.block_hashes for r in other]
+    assert (len(first) - 1) / first[-1].arrival_s == pytest.approx(2.0, rel=1e-12)
+    with pytest.raises(ValueError, match="brings its lengths with its block hashes: lengths must be 'trace'"):
+        Workload(arrival="mooncake_conversation", lengths="sharegpt")
+    with pytest.raises(ValueError, match="mooncake_synthetic has only 3993 requests, 5000 asked"):
+        Workload(arrival="mooncake_synthetic", lengths="trace").sample(5000, np.random.default_rng(0))
+
+
+def test_the_capacity_replay_reaches_the_reusable_share_and_grows_with_capacity():
+    from experiments.prefix_cache_capacity import hit_rate
+    from prefix_cache_checks import reusable_share_tokens
+
+    hits, queried = reusable_share_tokens(hash_trace_path("mooncake_synthetic"), 10**9)  # every prompt counted
+    rates = [hit_rate("mooncake_synthetic", capacity) for capacity in (1e5, 1e6, 1e7, 1e9)]
+    assert rates == sorted(rates) and rates[-1] == hits / queried

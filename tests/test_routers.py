@@ -11,6 +11,7 @@ from simulator.request import Request
 from simulator.routers import ROUTERS, make_router, register_router, router_names
 from simulator.routers.least_loaded import LeastLoadedRouter
 from simulator.routers.round_robin import RoundRobinRouter
+from simulator.routers.session import SessionAffinityRouter
 
 ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
 
@@ -39,7 +40,7 @@ def test_round_robin_cycles_and_least_loaded_takes_the_emptiest_lowest_id_first(
 
 
 def test_bad_names_and_options_are_refused():
-    with pytest.raises(ValueError, match="unknown router 'nearest'; known: \\['least_loaded', 'llumnix', 'round_robin'"):
+    with pytest.raises(ValueError, match="unknown router 'nearest'; known: \\['least_loaded', 'llumnix', 'round_robin', 'session_affinity'"):
         Cluster({GPU: 1}, router="nearest")
     with pytest.raises(ValueError, match="router 'llumnix' cannot take options {}"):
         make_router("llumnix")
@@ -55,3 +56,24 @@ def test_a_registered_router_is_available_by_name():
         assert {o.instance_id for o in outcomes} == {2}
     finally:
         del ROUTERS["always_last"]
+
+
+def test_session_affinity_keeps_a_conversation_on_one_instance_and_balances_the_rest():
+    cluster = cluster_of("session_affinity", count=4)
+    turns = [Request(i, 10.0 * i, 100, 5, session_id=i % 6) for i in range(30)]
+    turns += [Request(30 + i, 400.0 + i, 100, 400) for i in range(4)]  # no session: fewest requests
+    outcomes = {o.request_id: o.instance_id for o in cluster.run(turns)}
+    by_session: dict[int, set[int]] = {}
+    for request in turns[:30]:
+        by_session.setdefault(request.session_id, set()).add(outcomes[request.request_id])
+    assert all(len(instances) == 1 for instances in by_session.values())
+    assert len({next(iter(s)) for s in by_session.values()}) > 1  # six sessions do not all hash to one instance
+    assert sorted(outcomes[30 + i] for i in range(4)) == [0, 1, 2, 3]
+
+
+def test_a_session_moves_only_when_its_instance_leaves():
+    router = SessionAffinityRouter()
+    before = {session: router.owner(session, [0, 1, 2, 3]) for session in range(200)}
+    after = {session: router.owner(session, [0, 1, 3]) for session in range(200)}
+    moved = [session for session in range(200) if before[session] != after[session]]
+    assert moved and all(before[session] == 2 for session in moved)

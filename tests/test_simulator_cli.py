@@ -148,3 +148,26 @@ def test_a_trace_runs_whole_unless_requests_limits_it(tmp_path):
     assert main(["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--trace", str(trace), "--requests", "7",
                  "--json", str(out)]) == 0
     assert strict_json(out.read_text())["output_tokens"] == sum(10 + i for i in range(7))
+
+
+def test_prefix_caching_on_a_mooncake_trace_reports_the_caches_hits(tmp_path, capsys):
+    out = tmp_path / "metrics.json"
+    argv = ["--gpu", "A100-80GB", "--model", "Llama-3.1-8B", "--instances", "2", "--trace", "mooncake_conversation",
+            "--requests", "60", "--prefix-caching", "--host-cache-gb", "16", "--router", "least_loaded",
+            "--json", str(out)]
+    assert main(argv) == 0
+    rows = table_rows(capsys.readouterr().out)
+    metrics = strict_json(out.read_text())
+    assert metrics["completed"] == 60 and 0 < metrics["prefix_cache_hit_rate"] < 1
+    assert metrics["prefix_cache_query_tokens"] == metrics["prefix_cache_hit_tokens"] + metrics[
+        "prefix_cache_host_hit_tokens"] + metrics["prefix_cache_miss_tokens"]
+    assert rows["prefix_cache_hit_rate"] == f"{metrics['prefix_cache_hit_rate']:.4g}"
+    without_host = [a for a in argv if a not in ("--host-cache-gb", "16")]
+    assert main(without_host) == 0  # without the host tier the hits can only be the GPU's
+    assert strict_json(out.read_text())["prefix_cache_host_hit_tokens"] == 0
+
+
+def test_a_host_tier_without_prefix_caching_is_refused(capsys):
+    assert main([*SMALL, "--host-cache-gb", "8", "--no-prefix-caching"]) == 2
+    assert capsys.readouterr().err.strip() == ("python -m simulator: error: --host-cache-gb 8 needs prefix caching "
+                                               "(it keeps evicted prefixes), not --no-prefix-caching")

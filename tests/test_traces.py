@@ -177,8 +177,8 @@ def test_shipped_servegen_reasoning_data_matches_published_figures():
 
 def test_shipped_data_stays_small_and_credited():
     total_bytes = sum(p.stat().st_size for p in DATA_DIR.rglob("*") if p.is_file())
-    assert total_bytes < 3_500_000  # the whole shipped data budget
-    for folder in ("lengths", "azure2023", "servegen", "routellm"):
+    assert total_bytes < 4_500_000  # the whole shipped data budget (Mooncake's two gzipped traces: 1.08 MB)
+    for folder in ("lengths", "azure2023", "servegen", "routellm", "mooncake"):
         assert (DATA_DIR / folder / "README.md").is_file()
         assert any(p.name.startswith("LICENSE") for p in (DATA_DIR / folder).iterdir())
 

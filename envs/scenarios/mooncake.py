@@ -8,24 +8,30 @@ from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
 MOONCAKE_CONVERSATION_RATE_RPS = 3.4  # 12,031 requests over 3,537 s: the trace's own mean rate
+MOONCAKE_RATE_RPS = 2.5  # the scenario's rate: at 3.4 req/s this cluster saturates under every router
 MOONCAKE_ENGINE = "vidur-2024"
 """The serving engine of every replica (``hardware.engines``)."""
 HOST_CACHE_GB = 128.0  # Mooncake §5.3.1: "approximately 1 TB of DRAM for local caching" per 8-GPU node
 
 
 def mooncake() -> Scenario:
-    """8 replicas of Llama-3.1-8B (4 x A100-80GB, 4 x L40S, vLLM FCFS) with automatic prefix
-    caching, serving windows of 1,000 consecutive requests of Mooncake's conversation trace
+    """8 replicas of Llama-3.1-8B (4 x A100-80GB, 4 x L40S) with automatic prefix caching, serving windows of 2,000 consecutive requests of Mooncake's conversation trace
     (Mooncake FAST'25 §5.2.1: sampled from Kimi's online service, prompt mean 12,035 tokens,
     40 % of prefill tokens a reusable prefix per its Table 2; 37.3 % of full 512-token blocks
-    here), at the trace's own mean rate (3.4 req/s; each window rescaled to it). An episode's
-    window starts at a row drawn from the seed, so episodes differ. SLO: TTFT 5 s (the long
-    prompts' prefill alone takes 1-3 s on an L40S) and TPOT 100 ms, Mooncake's tightest TBT
-    threshold (§5.1: "TBT thresholds are set to 100 ms, 200 ms, and 300 ms").
+    over the whole trace, 26-29 % within a 2,000-request window), each window rescaled to a
+    mean of 2.5 req/s: at the trace's own 3.4 req/s this cluster saturates under every router
+    (``MOONCAKE_CONVERSATION_RATE_RPS``; ``rate_rps=3.4`` runs it). An episode's window starts
+    at a row drawn from the seed, so episodes differ. SLO: TTFT 5 s (a long prompt's prefill
+    alone takes 1-3 s on an L40S) and TPOT 100 ms, Mooncake's tightest TBT threshold (§5.1:
+    "TBT thresholds are set to 100 ms, 200 ms, and 300 ms").
 
-    Hit granularity is the trace's 512-token blocks (32 KV blocks of 16 tokens); the engine
-    profile is today's default (Vidur's 2024 vLLM profile) with prefix caching turned on, as
-    vLLM V1 has it by default."""
+    Engine: ``vidur-2024`` (``MOONCAKE_ENGINE``, Vidur's 2024 vLLM kernels, the profile every
+    measurement of docs/prefix_caching.md used) with vLLM V1's batching set by hand: prefix
+    caching on, chunked prefill (Sarathi) with 8,192-token chunks on the A100-80GB and 2,048 on
+    the L40S (vLLM's API-server ``max_num_batched_tokens`` on GPUs of at least / under 70 GB).
+    Hit granularity is the trace's 512-token blocks (32 KV
+    blocks of 16 tokens). Host tier: 128 GB of DRAM per instance for evicted prefixes, loaded
+    over PCIe (Mooncake §5.3.1: about 1 TB of DRAM per 8-GPU node)."""
     model = "Llama-3.1-8B"
     return Scenario(
         name="mooncake",
@@ -39,7 +45,7 @@ def mooncake() -> Scenario:
                                          scheduler_options={"chunk_tokens": 2048}, prefix_caching=True,
                                          host_cache_gb=HOST_CACHE_GB), 4),
         ),
-        workload=Workload(arrival="mooncake_conversation", rate_rps=MOONCAKE_CONVERSATION_RATE_RPS, lengths="trace",
+        workload=Workload(arrival="mooncake_conversation", rate_rps=MOONCAKE_RATE_RPS, lengths="trace",
                           slo_by_tier=(SLO(ttft_s=5.0, tbt_s=0.1),)),
         episode_requests=2000,
         control_interval_s=1.0,

@@ -18,11 +18,13 @@ from simulator.routers.base import Router, fewest_requests
 from simulator.routers.freeness import FreestInstanceRouter
 from simulator.routers.least_loaded import LeastLoadedRouter
 from simulator.routers.round_robin import RoundRobinRouter
+from simulator.routers.session import SessionAffinityRouter
 
 ROUTERS: dict[str, Callable[..., Router]] = {
     "round_robin": RoundRobinRouter,
     "least_loaded": LeastLoadedRouter,
     "llumnix": FreestInstanceRouter,
+    "session_affinity": SessionAffinityRouter,
 }
 
 

@@ -155,7 +155,8 @@ the conversation rate (one new conversation every 10 s) is ours, set per experim
 def session_requests(spec: SessionSpec, num_conversations: int, rng: np.random.Generator, *,
                      block_tokens: int = VLLM_BLOCK_TOKENS) -> list[Request]:
     """Every turn of ``num_conversations`` conversations, sorted by arrival (ids 0..n-1 in that
-    order); each turn's ``block_hashes`` cover its prompt and answer."""
+    order); each turn's ``block_hashes`` cover its prompt and answer, its ``session_id`` is its
+    conversation's index."""
     num_conversations = count("num_conversations", num_conversations, minimum=1)
     block_tokens = count("block_tokens", block_tokens, minimum=1)
     starts_s = np.cumsum(rng.exponential(1.0 / spec.conversation_rate_rps, num_conversations))
@@ -163,8 +164,8 @@ def session_requests(spec: SessionSpec, num_conversations: int, rng: np.random.G
     mu = math.log(spec.context_mean_tokens * spec.context_median_ratio)
     counter = [0]
     common = _own_hashes(counter, spec.common_prefix_tokens // block_tokens)
-    turns: list[tuple[float, int, int, tuple[int, ...]]] = []
-    for start_s in starts_s.tolist():
+    turns: list[tuple[float, int, int, tuple[int, ...], int]] = []
+    for conversation, start_s in enumerate(starts_s.tolist()):
         context = min(int(round(rng.lognormal(mu, sigma))), spec.context_max_tokens)
         num_turns = int(rng.integers(spec.min_turns, spec.max_turns + 1))
         messages = rng.integers(spec.message_min_tokens, spec.message_max_tokens + 1, num_turns).tolist()
@@ -178,10 +179,11 @@ def session_requests(spec: SessionSpec, num_conversations: int, rng: np.random.G
         for turn, (message, answer) in enumerate(zip(messages, answers)):
             prompt = history + message
             covered = -(-(prompt + answer) // block_tokens)
-            turns.append((arrival_s, prompt, answer, tuple(hashes[:covered])))
+            turns.append((arrival_s, prompt, answer, tuple(hashes[:covered]), conversation))
             history = prompt + answer
             if turn < num_turns - 1:
                 arrival_s += gaps_s[turn]
     turns.sort(key=lambda turn: turn[0])
-    return [Request(request_id, arrival, prompt, answer, block_hashes=BlockHashes(block_tokens, hashes))
-            for request_id, (arrival, prompt, answer, hashes) in enumerate(turns)]
+    return [Request(request_id, arrival, prompt, answer, block_hashes=BlockHashes(block_tokens, hashes),
+                    session_id=conversation)
+            for request_id, (arrival, prompt, answer, hashes, conversation) in enumerate(turns)]
