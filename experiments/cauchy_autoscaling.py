@@ -21,7 +21,7 @@ about 10 times Table 3's 2.32 req/s, which matches LongWriter lengths, not Share
 at the paper's QPS a plan holds few GPUs). The engine variant (``--engines``) is the paper's QPS
 with every instance batching as vLLM v0.6.5 does by default for this model, chunked prefill at
 512 tokens (``baselines.cauchy.workloads.ENGINES``; §4.1 names v0.6.5 but not whether chunking
-was on), planned from goodputs profiled under it (``cauchy_goodput_vllm_0.6.5_default.json``);
+was on), planned from goodputs profiled under it (``cauchy_goodput_vllm-0.6-chunked.json``);
 every other setup batches without chunking. Both run through
 ``agents.rollout.evaluate``, on the same seeds, so the same requests arrive for both.
 
@@ -44,7 +44,7 @@ draining instances). Outputs under ``--out`` (default ``results/cauchy_autoscali
 ``fig10_gpus_<load>.png`` and ``tensorboard/<system>/``.
 
     python -m experiments.cauchy_autoscaling [--quick] [--out DIR] [--seeds 0 1 2] [--workers 2] [--address auto|HOST:PORT]
-        [--load-scales 1 4] [--engines prefill_first vllm_0.6.5_default]
+        [--load-scales 1 4] [--engines vllm-0.6 vllm-0.6-chunked]
 
 Episodes fan out over Ray tasks (``simulator.fanout``; ``--workers 1`` runs them here, without Ray).
 

@@ -39,7 +39,7 @@ the first arrival until the last request ends. Outputs under ``--out`` (default
 ``results.json``, PNG figures and ``tensorboard/<system>/`` runs.
 
     python -m experiments.cauchy_reproduction [--quick] [--out DIR] [--seeds 0 1 2] [--load-scales 1 4]
-        [--engines prefill_first vllm_0.6.5_default]
+        [--engines vllm-0.6 vllm-0.6-chunked]
 """
 
 from __future__ import annotations

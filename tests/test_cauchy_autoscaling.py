@@ -155,9 +155,9 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     setups = list(results["setups"].values())
     # the paper setup, the load variant, then the engine variant at the paper's QPS
-    engine = "vllm_0.6.5_default"
+    engine = "vllm-0.6-chunked"
     assert [(s["load_scale"], s["engine"]) for s in setups] == [
-        (fig10.PAPER_LOAD_SCALE, "prefill_first"), (fig10.LOAD_SCALE, "prefill_first"), (fig10.PAPER_LOAD_SCALE, engine)]
+        (fig10.PAPER_LOAD_SCALE, "vllm-0.6"), (fig10.LOAD_SCALE, "vllm-0.6"), (fig10.PAPER_LOAD_SCALE, engine)]
     for setup in setups:
         mean_rps = LONGWRITER.target_rps * setup["load_scale"]
         plan = mean_load_plan(LONGWRITER, mean_rps, engine=setup["engine"])
@@ -206,8 +206,8 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
     assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == sorted(fig10.ALL_SYSTEMS)
 
 
-ENGINE_CHECK = {"cnn_dailymail": {"<1xH800-SXM,1xA800-PCIe>": {"prefill_first": 47.26, "vllm_0.6.5_default": 36.44},
-                                  "<1xA800-PCIe>": {"prefill_first": 7.34, "vllm_0.6.5_default": 14.05}}}
+ENGINE_CHECK = {"cnn_dailymail": {"<1xH800-SXM,1xA800-PCIe>": {"vllm-0.6": 47.26, "vllm-0.6-chunked": 36.44},
+                                  "<1xA800-PCIe>": {"vllm-0.6": 7.34, "vllm-0.6-chunked": 14.05}}}
 
 
 def cell(p90_s: float, tokens_per_usd: float = 1e6, e2e_s: float = 5.0, ttft_s: float = 0.5, tbt_s: float = 0.02,
@@ -269,7 +269,7 @@ def test_fig6_fig7_rows_compare_autoscaled_cauchy_with_static_melange():
     assert rows["Cauchy mean TTFT below Mélange"].ours == pytest.approx(50.0 * (-19.0 + 0.5))
     assert "TTFT 2.000 vs 0.100 s (Cauchy* 0.050 s)" in e2e.cause and "above Mélange's (DailyMail)" in e2e.cause
     assert "Every request completes on every side" in e2e.cause
-    assert ("prefill_first -> vllm_0.6.5_default: DailyMail <1xH800-SXM,1xA800-PCIe> 47.3 -> 36.4, <1xA800-PCIe> 7.3 -> 14.1"
+    assert ("vllm-0.6 -> vllm-0.6-chunked: DailyMail <1xH800-SXM,1xA800-PCIe> 47.3 -> 36.4, <1xA800-PCIe> 7.3 -> 14.1"
             in e2e.cause)
     assert all(r.setup.startswith("paper setup") and "static Mélange" in r.setup for r in rows.values())
     for row in rows.values():
@@ -413,9 +413,9 @@ def test_engine_check_reads_the_paper_setup_combos_from_both_tables():
 
 
 def test_the_engine_variant_runs_at_the_paper_qps_only():
-    settings = fig10.Settings((1.0, 4.0), 6.0, 144.0, (0,), ("longwriter",), ("prefill_first", "vllm_0.6.5_default"))
-    assert settings.setups() == [(1.0, "prefill_first"), (4.0, "prefill_first"), (1.0, "vllm_0.6.5_default")]
-    assert dataclasses.replace(settings, load_scales=(4.0,)).setups() == [(4.0, "prefill_first")]
+    settings = fig10.Settings((1.0, 4.0), 6.0, 144.0, (0,), ("longwriter",), ("vllm-0.6", "vllm-0.6-chunked"))
+    assert settings.setups() == [(1.0, "vllm-0.6"), (4.0, "vllm-0.6"), (1.0, "vllm-0.6-chunked")]
+    assert dataclasses.replace(settings, load_scales=(4.0,)).setups() == [(4.0, "vllm-0.6")]
     labels = [fig10.setup_label(scale, engine) for scale, engine in settings.setups()]
     assert labels[0].startswith("paper setup") and labels[1].startswith("variant: 4 x")
     assert labels[2].startswith("variant: §4.1 mean QPS") and "chunked prefill, 512-token budget" in labels[2]
@@ -423,15 +423,15 @@ def test_the_engine_variant_runs_at_the_paper_qps_only():
 
 def test_an_engine_scenario_deploys_every_unit_with_the_engine():
     workload = get_workload("longwriter")
-    plan = mean_load_plan(workload, workload.target_rps, engine="vllm_0.6.5_default")
+    plan = mean_load_plan(workload, workload.target_rps, engine="vllm-0.6-chunked")
     scenario = autoscaling_scenario(workload, plan_counts(plan), azure_profile(), workload.target_rps, 60.0,
-                                    engine="vllm_0.6.5_default")
+                                    engine="vllm-0.6-chunked")
     assert scenario.instance_options == {"engine": CAUCHY_ENGINE, "scheduler": "sarathi",
                                          "scheduler_options": {"chunk_tokens": 512}}
     assert all(config.scheduler == "sarathi" for unit in scenario.scaling_units() for config in unit.configs)
     cluster = scenario.build_cluster()
     assert all(instance.scheduler.chunked_prefill_tokens == 512 for instance in cluster.instances.values())
     assert scenario.combo_goodput_rps == tuple(
-        engine_goodput_table("vllm_0.6.5_default").combo_goodputs("longwriter")[c.name] for c in scenario.combos)
-    melange = deploy_melange(melange_plan(workload, "vllm_0.6.5_default"), INVENTORY, engine="vllm_0.6.5_default")
+        engine_goodput_table("vllm-0.6-chunked").combo_goodputs("longwriter")[c.name] for c in scenario.combos)
+    melange = deploy_melange(melange_plan(workload, "vllm-0.6-chunked"), INVENTORY, engine="vllm-0.6-chunked")
     assert all(instance.scheduler.chunked_prefill_tokens == 512 for instance in melange.instances.values())

@@ -120,11 +120,11 @@ def test_the_chunked_engine_holds_an_aggregated_instance_to_its_tbt_target_at_a_
     512-token chunks beside the decodes (vLLM 0.6.5's default here) the same rate meets it."""
     combo, workload, search = Combo("A800-PCIe", 1), get_workload("cnn_dailymail"), GoodputSearch(backlog_horizons=0.0)
     assert combo_slo_attainment(combo, workload, 10.0, search) < 0.9
-    assert combo_slo_attainment(combo, workload, 10.0, search, engine="vllm_0.6.5_default") >= 0.99
+    assert combo_slo_attainment(combo, workload, 10.0, search, engine="vllm-0.6-chunked") >= 0.99
 
 
 def test_an_engine_sets_every_instance_scheduler():
-    cluster = ComboCluster(INVENTORY, instance_options=engine_options("vllm_0.6.5_default"))
+    cluster = ComboCluster(INVENTORY, instance_options=engine_options("vllm-0.6-chunked"))
     cluster.deploy_combo(Combo(H800, 1, H20, 2), MODEL, ready_now=True)
     schedulers = [instance.scheduler for instance in cluster.instances.values()]
     assert len(schedulers) == 3 and all(isinstance(s, SarathiScheduler) and s.chunked_prefill_tokens == 512 for s in schedulers)
@@ -147,7 +147,7 @@ def test_bad_engine_options_raise():
 
 def test_a_combo_is_recognised_from_instances_that_share_an_engine():
     combo = Combo(H800, 1, H20, 2)
-    configs = combo.instance_configs(MODEL, **engine_options("vllm_0.6.5_default"))
+    configs = combo.instance_configs(MODEL, **engine_options("vllm-0.6-chunked"))
     assert combo_of_configs(configs) == combo
     mixed = [configs[0], *combo.instance_configs(MODEL)[1:]]
     with pytest.raises(ValueError, match="are not the instances of"):

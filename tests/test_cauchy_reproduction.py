@@ -131,9 +131,9 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
     runs = sorted(p.name for p in (tmp_path / "tensorboard").iterdir())
     assert "Cauchy" in runs and "Cauchy_star" in runs and "Melange" in runs and "cauchy_gwrr" in runs
     results = json.loads((tmp_path / "results.json").read_text())
-    engine = "vllm_0.6.5_default"  # the engine variant runs at the paper's QPS after the load variant
+    engine = "vllm-0.6-chunked"  # the engine variant runs at the paper's QPS after the load variant
     assert [(s["load_scale"], s["engine"]) for s in results["setups"].values()] == [
-        (1.0, "prefill_first"), (repro.LOAD_SCALE, "prefill_first"), (1.0, engine)]
+        (1.0, "vllm-0.6"), (repro.LOAD_SCALE, "vllm-0.6"), (1.0, engine)]
     tags = {tag for tag, _, _ in repro.tensorboard_scalars(results)["Cauchy"]}
     assert any(t.startswith("fig7/1x/") for t in tags) and any(t.startswith(f"fig7/1x_{engine}/") for t in tags)
     for setup in results["setups"].values():
@@ -148,7 +148,7 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
     rows = repro.headlines(results)
     first = len(repro.FIG67_CLAIMS)  # Fig. 8's first row: Fig. 6 / 7's paper setup is experiments.cauchy_autoscaling's
     assert len(rows) == 3 * len(repro.CLAIMS) + len(repro.TABLE3_CLAIMS)
-    assert "engine vllm_0.6.5_default" in rows[2 * len(repro.CLAIMS) + first].setup
+    assert "engine vllm-0.6-chunked" in rows[2 * len(repro.CLAIMS) + first].setup
     assert rows[first].setup.startswith("paper setup") and "variant" in rows[len(repro.CLAIMS) + first].setup
     assert rows[0].setup.startswith("variant: every plan held static (no autoscaling) for the first 5 s")
     for row in rows:

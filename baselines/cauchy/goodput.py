@@ -8,9 +8,9 @@ Regenerate (22 minutes on 2 cores, measured while another 2-worker job shared th
     python -m baselines.cauchy.goodput --workers 2 [--address auto|HOST:PORT]
 
 Combos are profiled with Cauchy's own opportunistic instance scheduler (§3.4.2), every
-instance batching as vLLM v0 without chunked prefill; ``--engine vllm_0.6.5_default`` profiles
+instance batching as vLLM v0 without chunked prefill; ``--engine vllm-0.6-chunked`` profiles
 the table of the other engine (``baselines.cauchy.workloads.ENGINES``), which only the
-reproductions' labelled engine variants read (``cauchy_goodput_vllm_0.6.5_default.json``).
+reproductions' labelled engine variants read (``cauchy_goodput_vllm-0.6-chunked.json``).
 """
 
 from __future__ import annotations

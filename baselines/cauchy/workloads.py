@@ -14,27 +14,21 @@ from simulator.workloads import PARAMETRIC_PRESETS
 MODEL = CAUCHY_MODEL
 INVENTORY = {gpu: GPUS_PER_TYPE for gpu in CAUCHY_GPUS}  # §4.1: 8 H800 + 8 A800 + 8 H20
 
-# How every instance batches (the ``InstanceConfig`` fields that differ from the defaults).
-# §4.1 runs "vLLM v0.6.5" and does not say whether chunked prefill was on. "prefill_first" is
-# vLLM v0 without chunking (prefill-only iterations ahead of decodes,
-# ``simulator.schedulers.base``): what the planners' table and every Cauchy result use, except
-# the labelled engine variants of ``experiments.cauchy_autoscaling`` and ``cauchy_reproduction``.
-# "vllm_0.6.5_default" is what v0.6.5 picks by itself for this model: chunked prefill with a
-# 512-token budget per iteration (``simulator.schedulers.sarathi``), since its
-# ``EngineArgs.create_engine_config`` turns chunking on when max_model_len exceeds 32K (Llama-3.1-8B's
-# is 131,072) and ``SchedulerConfig`` then defaults ``max_num_batched_tokens`` to 512.
-ENGINES: dict[str, dict[str, Any]] = {
-    "prefill_first": {"engine": CAUCHY_ENGINE},
-    "vllm_0.6.5_default": {"engine": CAUCHY_ENGINE, "scheduler": "sarathi", "scheduler_options": {"chunk_tokens": 512}},
-}
-DEFAULT_ENGINE = "prefill_first"
+ENGINES = (CAUCHY_ENGINE, "vllm-0.6-chunked")
+"""The engine profiles (``hardware.engines``) Cauchy's instances can run. §4.1 runs "vLLM v0.6.5"
+and does not say whether chunked prefill was on: ``vllm-0.6`` batches prefill-only iterations
+ahead of decodes (``simulator.schedulers.base``), what the planners' table and every Cauchy
+result use except the labelled engine variants of ``experiments.cauchy_autoscaling`` and
+``cauchy_reproduction``; ``vllm-0.6-chunked`` is what v0.6.5 picks by itself for this model
+(chunked prefill with a 512-token budget, as max_model_len exceeds 32K)."""
+DEFAULT_ENGINE = CAUCHY_ENGINE
 
 
 def engine_options(engine: str) -> dict[str, Any]:
     """The ``InstanceConfig`` options of ``engine``; ValueError listing the known engines."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; known: {list(ENGINES)}")
-    return {key: dict(value) if isinstance(value, dict) else value for key, value in ENGINES[engine].items()}
+    return {"engine": engine}
 
 
 @dataclass(frozen=True)

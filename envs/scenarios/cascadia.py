@@ -7,8 +7,9 @@ from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
 # cascadia.txt §4.1: DeepSeek-dist-7B, DeepSeek-dist-70B, DeepSeek-671B (AWQ INT4), smallest first.
-CASCADIA_ENGINE = "vidur-2024"
-"""The serving engine every Cascadia replica runs (``hardware.engines``)."""
+CASCADIA_ENGINE = "vllm-v1"
+"""The serving engine every Cascadia replica runs (``hardware.engines``): the paper's baselines run
+on SGLang (§4.1) and it names no engine of its own, so a current engine; servegym profiles vLLM's."""
 CASCADIA_MODELS = ("DeepSeek-R1-Distill-Qwen-7B", "DeepSeek-R1-Distill-Llama-70B", "DeepSeek-R1-671B")
 
 

@@ -8,8 +8,8 @@ from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
 CAUCHY_MODEL = "Llama-3.1-8B"  # §4.1: every experiment
-CAUCHY_ENGINE = "vidur-2024"
-"""The serving engine every Cauchy instance runs (``hardware.engines``)."""
+CAUCHY_ENGINE = "vllm-0.6"
+"""The serving engine every Cauchy instance runs (``hardware.engines``): §4.1 serves with vLLM v0.6.5."""
 CAUCHY_GPUS = ("H800-SXM", "A800-PCIe", "H20-NVL")
 GPUS_PER_TYPE = 8
 STARTUP_S = 90.0  # §3.5.1: provisioning, container start, model load, network

@@ -9,8 +9,9 @@ from simulator.request import SLO
 
 MOONCAKE_CONVERSATION_RATE_RPS = 3.4  # 12,031 requests over 3,537 s: the trace's own mean rate
 MOONCAKE_RATE_RPS = 2.5  # the scenario's rate: at 3.4 req/s this cluster saturates under every router
-MOONCAKE_ENGINE = "vidur-2024"
-"""The serving engine of every replica (``hardware.engines``)."""
+MOONCAKE_ENGINE = "vllm-v1"
+"""The serving engine of every replica (``hardware.engines``): a current vLLM, whose prefix
+caching the scenario is about."""
 HOST_CACHE_GB = 128.0  # Mooncake §5.3.1: "approximately 1 TB of DRAM for local caching" per 8-GPU node
 
 
@@ -25,10 +26,9 @@ def mooncake() -> Scenario:
     alone takes 1-3 s on an L40S) and TPOT 100 ms, Mooncake's tightest TBT threshold (§5.1:
     "TBT thresholds are set to 100 ms, 200 ms, and 300 ms").
 
-    Engine: ``vidur-2024`` (``MOONCAKE_ENGINE``, Vidur's 2024 vLLM kernels, the profile every
-    measurement of docs/prefix_caching.md used) with vLLM V1's batching set by hand: prefix
-    caching on, chunked prefill (Sarathi) with 8,192-token chunks on the A100-80GB and 2,048 on
-    the L40S (vLLM's API-server ``max_num_batched_tokens`` on GPUs of at least / under 70 GB).
+    Engine: ``vllm-v1`` (``MOONCAKE_ENGINE``) with its own batching: prefix caching on, chunked
+    prefill with vLLM V1's 2,048-token budget on both GPU types (its 8,192 needs 70 GiB and not
+    an A100).
     Hit granularity is the trace's 512-token blocks (32 KV
     blocks of 16 tokens). Host tier: 128 GB of DRAM per instance for evicted prefixes, loaded
     over PCIe (Mooncake §5.3.1: about 1 TB of DRAM per 8-GPU node)."""
@@ -38,11 +38,9 @@ def mooncake() -> Scenario:
         description="8 x Llama-3.1-8B with prefix caching on 4 A100-80GB + 4 L40S, Mooncake conversation trace",
         reference="Mooncake FAST'25 conversation trace (§5.2.1, Table 2); servegym's own deployment",
         instances=(
-            InstanceGroup(InstanceConfig(engine=MOONCAKE_ENGINE, gpu="A100-80GB", model=model, scheduler="sarathi",
-                                         scheduler_options={"chunk_tokens": 8192}, prefix_caching=True,
+            InstanceGroup(InstanceConfig(engine=MOONCAKE_ENGINE, gpu="A100-80GB", model=model,
                                          host_cache_gb=HOST_CACHE_GB), 4),
-            InstanceGroup(InstanceConfig(engine=MOONCAKE_ENGINE, gpu="L40S", model=model, scheduler="sarathi",
-                                         scheduler_options={"chunk_tokens": 2048}, prefix_caching=True,
+            InstanceGroup(InstanceConfig(engine=MOONCAKE_ENGINE, gpu="L40S", model=model,
                                          host_cache_gb=HOST_CACHE_GB), 4),
         ),
         workload=Workload(arrival="mooncake_conversation", rate_rps=MOONCAKE_RATE_RPS, lengths="trace",

@@ -18,8 +18,9 @@ from simulator.request import SLO
 # KV pool of 78,248 instead of 102,553 tokens per instance.)
 PASCAL_RATES_RPS: dict[str, float] = {"low": 1.0, "medium": 2.0, "high": 4.0}
 
-PASCAL_ENGINE = "vidur-2024"
-"""The serving engine of every replica (``hardware.engines``)."""
+PASCAL_ENGINE = "vllm-0.6"
+"""The serving engine of every replica (``hardware.engines``): §III's measurements and the
+simulator PASCAL validated against ran vLLM 0.6.1."""
 
 
 def pascal(rate: str = "medium") -> Scenario:
