@@ -42,6 +42,8 @@ def test_docs_site_builds_with_warnings_as_errors(tmp_path):
     completed = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                                cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
+    envs_page = (tmp_path / "site" / "envs" / "index.html").read_text()
+    assert envs_page.count("Observation tables") >= 5 and "kv_used_fraction" in envs_page  # generated from the schema
     references = (tmp_path / "site" / "references" / "index.html").read_text()
     assert all(paper.title.split(":")[0] in references for paper in PAPERS.values())
 
