@@ -19,9 +19,17 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
 from stable_baselines3.common.vec_env import VecNormalize
+from torch.utils.tensorboard import SummaryWriter
 
-from agents.config import vecnormalize_path
-from agents.dashboard import EPISODE_METRICS, higher_is_better, metric_names, serving_scalars, training_layout
+from agents.config import sanitize, vecnormalize_path
+from agents.dashboard import (
+    EPISODE_METRICS,
+    REFERENCE_LABEL,
+    higher_is_better,
+    metric_names,
+    serving_scalars,
+    training_layout,
+)
 from agents.rollout import run_episode
 from baselines import make as make_policy
 
@@ -144,6 +152,7 @@ class BaselineEvalCallback(BaseCallback):
         self.sign = 1.0 if higher_is_better(metric) else -1.0
         self.best = max((self.sign * entry[AGENT_LABEL][metric] for entry in self.history), default=-math.inf)
         self.baseline_means: dict[str, dict[str, float]] | None = None
+        self._reference_writers: dict[str, SummaryWriter] = {}
 
     def _on_training_start(self) -> None:
         self.evaluate()
@@ -173,6 +182,7 @@ class BaselineEvalCallback(BaseCallback):
             for name in [*metric_names(values), *EPISODE_METRICS]:
                 if name in values and not math.isnan(values[name]):
                     self.logger.record(f"eval/{label}/{name}", values[name])
+        self._write_reference_lines()
         if self.sign * agent_means[self.metric] > self.best:
             self.best = self.sign * agent_means[self.metric]
             save_model(self.model, self.run_dir / "best_model.zip")
@@ -181,6 +191,25 @@ class BaselineEvalCallback(BaseCallback):
         self.history_path.write_text(json.dumps(self.history, indent=1, allow_nan=True))
         self.logger.dump(self.num_timesteps)
         return means
+
+
+    def _write_reference_lines(self) -> None:
+        """Each heuristic's levels as ``eval/reference/<metric>`` at this step in its own run,
+        ``run_dir/reference_lines/<heuristic>/``: the training layout's charts draw one coloured,
+        named line per run (the same values as the run's ``eval/<heuristic>/<metric>``)."""
+        for name, values in (self.baseline_means or {}).items():
+            if name not in self._reference_writers:
+                self._reference_writers[name] = SummaryWriter(str(self.run_dir / "reference_lines" / sanitize(name)))
+            writer = self._reference_writers[name]
+            for metric in [*metric_names(values), *EPISODE_METRICS]:
+                if metric in values and not math.isnan(values[metric]):
+                    writer.add_scalar(f"eval/{REFERENCE_LABEL}/{metric}", values[metric], global_step=self.num_timesteps)
+            writer.flush()
+
+    def _on_training_end(self) -> None:
+        for writer in self._reference_writers.values():
+            writer.close()
+        self._reference_writers.clear()
 
 
 def mean_metrics(episodes: Sequence[Mapping[str, float]]) -> dict[str, float]:

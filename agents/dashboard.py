@@ -1,17 +1,18 @@
 """What training and evaluation show on TensorBoard and in PNGs: stable serving-metric tags,
-per-tier SLO attainment, custom-scalars layouts (training and evaluation apart, one chart per
-metric the scenario has) and the comparison plots of ``agents.evaluate``."""
+per-tier SLO attainment, the training run's custom-scalars layout (one chart per metric the
+scenario has) and the episode plots of ``agents.evaluate`` (the interval charts are
+``agents.interval_plot``'s)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from agents.statistics import Interval
+from agents.interval_plot import policy_colors
 from simulator.metrics import flat_metrics, summarize, summarize_by
 from simulator.metrics.prefix_cache import INSTANCE_SUFFIX
 from simulator.outcome import RequestOutcome
@@ -41,6 +42,12 @@ TIER_PREFIX = "slo_attainment_tier"
 INSTANCE_CACHE_METRICS = ("prefix_hit_rate", "prefix_cached_blocks")
 # What ``agents.rollout.run_episode`` adds to the env's metrics.
 EPISODE_METRICS = ("return", "invalid_actions")
+# The comparison chart's panels besides the headline metric, where the scenario has them.
+KEY_METRICS = ("slo_attainment", "ttft_p99_s", "e2e_p99_s", "goodput_rps", "cost_usd", "quality_mean")
+# The label of the heuristics' reference lines in the training layout (``eval/reference/<metric>``).
+REFERENCE_LABEL = "reference"
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 
 
 # Episode metrics where less is better (besides every ``*_s`` latency or duration).
@@ -107,8 +114,10 @@ def training_layout(metrics: Sequence[str], with_evaluation: bool) -> dict[str, 
     """Custom-scalars layout of a training run, for the serving ``metrics`` its episodes report
     (no empty chart for a metric the scenario lacks): the serving metrics of training episodes,
     the per-tier attainments together in one chart, and with periodic evaluation one chart per
-    metric (and return, invalid actions) with the agent's learning curve and the heuristics'
-    levels as reference lines."""
+    metric (and return, invalid actions) with the agent's learning curve (``eval/agent/<metric>``
+    of the run) and each heuristic's level as a reference line: ``eval/reference/<metric>`` of
+    the run ``reference_lines/<heuristic>`` (one run each, so each line has its colour and the
+    run list names it)."""
     tiers = tier_metrics(metrics)
     per_instance = set(instance_cache_metrics(metrics))
     serving = {name: ["Multiline", [f"^serving/{name}$"]] for name in metrics
@@ -118,87 +127,56 @@ def training_layout(metrics: Sequence[str], with_evaluation: bool) -> dict[str, 
     for metric in INSTANCE_CACHE_METRICS:
         if any(name.startswith(metric + INSTANCE_SUFFIX) for name in per_instance):
             serving[f"{metric} per instance"] = ["Multiline", [f"^serving/{metric}{INSTANCE_SUFFIX}\\d+$"]]
-    layout = {"train: serving metrics of training episodes (x: env steps)": serving}
+    layout = {}
     if with_evaluation:
-        layout["train: periodic evaluation, agent vs heuristics (x: env steps)"] = {
-            name: ["Multiline", [f"^eval/[^/]+/{name}$"]] for name in (*metrics, *EPISODE_METRICS)}
+        layout["periodic evaluation on held-out seeds: agent vs heuristics (x: env steps)"] = {
+            f"{name} ({'higher' if higher_is_better(name) else 'lower'} is better)":
+                ["Multiline", [f"^eval/(agent|{REFERENCE_LABEL})/{name}$"]] for name in (*metrics, *EPISODE_METRICS)}
+    layout["serving metrics of training episodes (x: env steps)"] = serving
     return layout
 
 
-def evaluation_layout(metrics: Sequence[str]) -> dict[str, dict[str, list]]:
-    """Custom-scalars layout of ``agents.evaluate``: one chart per metric, each policy one run
-    with its IQM over the evaluation episodes as a single point (``compare/<metric>``)."""
-    return {"eval: IQM per policy (one point per policy)": {name: ["Multiline", [f"^compare/{name}$"]] for name in metrics}}
-
-
-def iqm_bars_figure(intervals: Mapping[str, Interval], metric: str) -> Figure:
-    """One bar per policy: its IQM of ``metric`` with the 95% bootstrap interval as the error bar."""
-    names = [name for name, interval in intervals.items() if not math.isnan(interval.value)]
-    figure = Figure(figsize=(max(6.4, 0.9 * len(names)), 4.2), layout="constrained")
+def plot_ttft_cdf(ttft_s_by_policy: Mapping[str, np.ndarray], path: Path, ttft_slo_s: float | None = None,
+                  agents: Collection[str] = ()) -> None:
+    """Empirical CDF of per-request TTFT (completed requests, every seed), one line per policy
+    (agents in warm colours; line styles differ, so identical policies' lines both show)."""
+    figure = Figure(figsize=(9.0, 4.8), layout="constrained")
     axes = figure.add_subplot()
-    values = np.array([intervals[name].value for name in names])
-    errors = np.array([[values[i] - intervals[n].low, intervals[n].high - values[i]] for i, n in enumerate(names)]).reshape(-1, 2).T
-    axes.bar(np.arange(len(names)), values, yerr=errors, capsize=4, color=[f"C{i % 10}" for i in range(len(names))])
-    axes.set_xticks(np.arange(len(names)), names, rotation=30, ha="right", fontsize="small")
-    axes.set_ylabel(f"{metric} (IQM, 95% CI)")
-    axes.grid(axis="y", alpha=0.3)
-    return figure
-
-
-def plot_ttft_cdf(ttft_s_by_policy: Mapping[str, np.ndarray], path: Path, ttft_slo_s: float | None = None) -> None:
-    """Empirical CDF of per-request TTFT (completed requests, every seed), one line per policy."""
-    figure = Figure(figsize=(6.4, 4.2), layout="constrained")
-    axes = figure.add_subplot()
-    for policy, ttft_s in ttft_s_by_policy.items():
+    colors = policy_colors(list(ttft_s_by_policy), agents)
+    for index, (policy, ttft_s) in enumerate(ttft_s_by_policy.items()):
         values = np.sort(np.asarray(ttft_s, dtype=float))
         if values.size:
-            axes.step(values, np.arange(1, values.size + 1) / values.size, where="post", label=policy)
+            axes.step(values, np.arange(1, values.size + 1) / values.size, where="post", label=policy,
+                      color=colors[policy], linestyle=LINE_STYLES[index % len(LINE_STYLES)],
+                      linewidth=2.2 if policy in agents else 1.5)
     if ttft_slo_s is not None:
         axes.axvline(ttft_slo_s, color="black", linestyle="--", linewidth=1, label=f"TTFT SLO {ttft_slo_s:g} s")
     if all(np.min(v) > 0 for v in ttft_s_by_policy.values() if len(v)):
         axes.set_xscale("log")
+    axes.set_title("Time to first token of every completed request (further left and steeper is better)")
     axes.set_xlabel("TTFT (s)")
     axes.set_ylabel("fraction of completed requests")
     axes.set_ylim(0, 1)
     axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
+    axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.savefig(path, dpi=120)
 
 
-def plot_tier_bars(attainment: Mapping[str, Mapping[int, Interval]], path: Path) -> None:
-    """Grouped bars of SLO attainment per priority tier, one bar per policy: the IQM over its
-    episodes, error bars the 95% bootstrap interval. ``attainment[policy][tier]``."""
-    policies = list(attainment)
-    tiers = sorted({tier for by_tier in attainment.values() for tier in by_tier})
-    figure = Figure(figsize=(max(6.4, 1.2 * len(tiers) * max(len(policies), 1)), 4.2), layout="constrained")
+def plot_cost_vs_slo(points: Mapping[str, Sequence[tuple[float, float]]], path: Path, agents: Collection[str] = ()) -> None:
+    """Each episode's (cost, SLO attainment), one colour and marker per policy; the large marker
+    is the mean (marker shapes differ, so identical policies' points both show)."""
+    figure = Figure(figsize=(9.0, 4.8), layout="constrained")
     axes = figure.add_subplot()
-    width = 0.8 / max(len(policies), 1)
-    for index, policy in enumerate(policies):
-        missing = Interval(math.nan, math.nan, math.nan, 0, 0)
-        intervals = [attainment[policy].get(tier, missing) for tier in tiers]
-        means = [interval.value for interval in intervals]
-        errors = np.nan_to_num([[i.value - i.low for i in intervals], [i.high - i.value for i in intervals]])
-        axes.bar(np.arange(len(tiers)) + (index - (len(policies) - 1) / 2) * width, means, width, yerr=errors,
-                 capsize=3, label=policy)
-    axes.set_xticks(np.arange(len(tiers)), [f"tier {tier}" for tier in tiers])
-    axes.set_ylabel("SLO attainment")
-    axes.set_ylim(0, 1.05)
-    axes.grid(axis="y", alpha=0.3)
-    axes.legend(fontsize="small")
-    figure.savefig(path, dpi=120)
-
-
-def plot_cost_vs_slo(points: Mapping[str, Sequence[tuple[float, float]]], path: Path) -> None:
-    """Each episode's (cost, SLO attainment), one colour per policy; the large marker is the mean."""
-    figure = Figure(figsize=(6.4, 4.2), layout="constrained")
-    axes = figure.add_subplot()
+    colors = policy_colors(list(points), agents)
     for index, (policy, pairs) in enumerate(points.items()):
         cost_usd, attainment = np.asarray(pairs, dtype=float).reshape(-1, 2).T
-        color = f"C{index % 10}"
-        axes.scatter(cost_usd, attainment, color=color, alpha=0.5, s=18)
-        axes.scatter([np.mean(cost_usd)], [np.mean(attainment)], color=color, s=90, edgecolors="black", label=policy)
-    axes.set_xlabel("episode cost (USD)")
-    axes.set_ylabel("SLO attainment")
+        marker = MARKERS[index % len(MARKERS)]
+        axes.scatter(cost_usd, attainment, color=colors[policy], marker=marker, alpha=0.45, s=20)
+        axes.scatter([np.mean(cost_usd)], [np.mean(attainment)], color=colors[policy], marker=marker,
+                     s=150 if policy in agents else 100, edgecolors="black", label=policy)
+    axes.set_title("Cost and SLO attainment of each episode (large marker: the mean; up and left is better)")
+    axes.set_xlabel("episode GPU cost (USD)")
+    axes.set_ylabel("SLO attainment (fraction of requests)")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
+    axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.savefig(path, dpi=120)

@@ -15,8 +15,9 @@ with one run per training seed. Statistics follow Agarwal et al. (NeurIPS 2021) 
 evaluation seeds with a 95% stratified-bootstrap interval, and each agent's probability of
 improvement over each heuristic on ``--metric``. Written to ``--out`` (default
 ``results/eval/{env}__{scenario}``): ``table.md`` (printed first), ``table.csv``,
-``improvement.csv``, ``episodes.csv`` (every episode), ``performance_profile.png``,
-``ttft_cdf.png``, ``tier_slo.png``, ``cost_vs_slo.png`` and TensorBoard runs under ``tb/``.
+``improvement.csv``, ``episodes.csv`` (every episode), ``comparison.png`` (every policy's IQM
+and interval on the key metrics), ``performance_profile.png``, ``ttft_cdf.png``, ``tier_slo.png``
+(with priority tiers), ``cost_vs_slo.png`` and TensorBoard runs under ``tb/``.
 ``--out`` is checked to be writable before any episode runs. Bad input prints one line
 ``agents.evaluate: error: ...`` and exits with status 2.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import math
 import shutil
 import sys
@@ -35,9 +37,15 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+from gymnasium.envs.registration import load_env_creator
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
 
 import envs
 from agents.callbacks import AgentPolicy
@@ -56,18 +64,18 @@ from agents.config import (
 )
 from agents.dashboard import (
     EPISODE_METRICS,
-    evaluation_layout,
+    KEY_METRICS,
     higher_is_better,
-    iqm_bars_figure,
     metric_names,
     plot_cost_vs_slo,
-    plot_tier_bars,
     plot_ttft_cdf,
     tier_metrics,
 )
+from agents.interval_plot import interval_figure
 from agents.rollout import play_episode
 from agents.statistics import (
     BOOTSTRAP_REPS,
+    CONFIDENCE,
     Interval,
     iqm_by_metric,
     plot_performance_profile,
@@ -82,6 +90,8 @@ MODE_TEXT = {
     "stochastic": "stochastic (each trained policy samples its action; sampling seeded by the episode seed)",
 }
 HEADLINE_METRIC = "slo_attainment"
+# Base font size of the comparison images on TensorBoard, whose cards show them at ~500 px wide.
+TENSORBOARD_FONT_SIZE = 17
 
 
 @dataclass(frozen=True)
@@ -89,7 +99,8 @@ class PolicyResult:
     """One policy's episodes (one per evaluation seed, in seed order) and the TTFT of every
     completed request. ``policy`` names what aggregates over training seeds (a baseline's name,
     or ``{algo}_{model file stem}`` with ``[det]`` / ``[stoch]`` when both modes run);
-    ``train_seed`` and ``mode`` are None for heuristics."""
+    ``train_seed``, ``mode`` and ``train_reward`` (the reward it was trained with) are None for heuristics; ``reward`` is the
+    evaluation env's, whose sum over an episode is the ``return`` metric."""
 
     label: str
     policy: str
@@ -97,6 +108,8 @@ class PolicyResult:
     ttft_s: np.ndarray
     train_seed: int | None = None
     mode: str | None = None
+    train_reward: str | None = None
+    reward: str | None = None
 
     @property
     def is_agent(self) -> bool:
@@ -182,20 +195,32 @@ def evaluate_policies(
             suffix = f"[{MODE_TAGS[mode]}]" if len(modes) > 1 else ""
             label = _unique(f"{config.algo}_s{config.seed}_{Path(spec).stem}{suffix}", labels)
             group = f"{config.algo}_{Path(spec).stem}{suffix}"
-            results.append(_run(env, policy, seeds, label, group, config.seed, mode))
+            results.append(_run(env, policy, seeds, label, group, config.seed, mode,
+                                config.env_kwargs.get("reward", default_reward(env_id))))
     for env in envs_by_flatness.values():
         env.close()
     return results
 
 
+def default_reward(env_id: str) -> str:
+    """The reward ``env_id`` uses when ``reward=`` is not given (its class's default)."""
+    creator = load_env_creator(gym.spec(env_id).entry_point)
+    for klass in creator.__mro__:
+        parameter = inspect.signature(klass.__init__).parameters.get("reward")
+        if parameter is not None:
+            return parameter.default
+    raise ValueError(f"{env_id} takes no reward argument")
+
+
 def _run(env: gym.Env, policy: Any, seeds: Sequence[int], label: str, group: str, train_seed: int | None,
-         mode: str | None) -> PolicyResult:
+         mode: str | None, train_reward: str | None = None) -> PolicyResult:
     episodes, ttft_s = [], []
     for seed in seeds:
         episode = play_episode(env, policy, seed, deterministic=mode != "stochastic")
         episodes.append(episode.metrics)
         ttft_s.extend(o.first_token_s - o.arrival_s for o in episode.outcomes if o.completed)
-    return PolicyResult(label, group, episodes, np.array(ttft_s, dtype=float), train_seed, mode)
+    return PolicyResult(label, group, episodes, np.array(ttft_s, dtype=float), train_seed, mode, train_reward,
+                        env.unwrapped.reward_name)
 
 
 def policy_runs(results: Sequence[PolicyResult]) -> dict[str, list[PolicyResult]]:
@@ -258,11 +283,51 @@ def mode_line(results: Sequence[PolicyResult]) -> str:
             + ". Heuristics are unaffected by the mode.")
 
 
+def reward_line(results: Sequence[PolicyResult]) -> str:
+    """The sentence naming the reward whose episode sum the ``return`` row shows, and each agent
+    trained with another reward."""
+    rewards = list(dict.fromkeys(r.reward for r in results if r.reward is not None))
+    if not rewards:
+        return ""
+    line = f"`return`: the episode's sum of the evaluation env's reward `{'`, `'.join(rewards)}`, for every policy"
+    others = {r.policy: r.train_reward for r in results if r.is_agent and r.train_reward not in rewards}
+    if others:
+        line += " (" + "; ".join(f"`{p}` was trained with reward `{w}`" for p, w in others.items()) + ")"
+    return line + "."
+
+
+def identical_policies(results: Sequence[PolicyResult]) -> list[list[str]]:
+    """Groups of two or more policies whose episodes are identical in every metric on every
+    evaluation seed (and every training seed): their table columns are the same."""
+    groups: dict[str, list[str]] = {}
+    for policy, members in policy_runs(results).items():
+        key = repr([[sorted(episode.items()) for episode in member.episodes] for member in members])
+        groups.setdefault(key, []).append(policy)
+    return [group for group in groups.values() if len(group) > 1]
+
+
+def identical_line(results: Sequence[PolicyResult]) -> str:
+    """The sentence saying which columns are identical and why (empty when none are)."""
+    groups = identical_policies(results)
+    if not groups:
+        return ""
+    named = "; ".join(" and ".join(f"`{p}`" for p in group) for group in groups)
+    return (f"Identical columns: {named} played every evaluation episode to the same outcome (every metric equal on "
+            "every seed): on these workloads their rules chose the same instances.")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[str]) -> list[str]:
+    """A markdown table (``pandas.DataFrame.to_markdown``), cells as text."""
+    frame = pd.DataFrame([[str(cell) for cell in row] for row in rows], columns=list(header))
+    return frame.to_markdown(index=False, disable_numparse=True, colalign=tuple(align)).splitlines()
+
+
 def markdown_table(results: Sequence[PolicyResult], seeds: Sequence[int], table: dict[str, dict[str, Interval]],
                    pairs: dict[tuple[str, str], Interval], metric: str = HEADLINE_METRIC) -> str:
-    """The report: mode, seeds, IQM [95% CI] per metric (rows) and policy (columns) (``table``:
-    ``aggregate``), each trained run's mean ``metric`` over the evaluation seeds, and each
-    agent's probability of improvement over each heuristic on ``metric`` (``pairs``: ``improvements``)."""
+    """The report: mode, reward, seeds, IQM [95% CI] per metric (rows) and policy (columns)
+    (``table``: ``aggregate``), which columns are identical, each trained run's mean ``metric``
+    over the evaluation seeds, and each agent's probability of improvement over each heuristic
+    on ``metric`` (``pairs``: ``improvements``)."""
     runs = policy_runs(results)
     policies = list(runs)
     trained = {p: [m.train_seed for m in members] for p, members in runs.items() if members[0].is_agent}
@@ -273,24 +338,25 @@ def markdown_table(results: Sequence[PolicyResult], seeds: Sequence[int], table:
         + "".join(f"; `{p}`: training seeds {', '.join(map(str, s))}" for p, s in trained.items()) + ".",
         f"Cells: IQM over training seeds x evaluation seeds [95% stratified-bootstrap interval over both, "
         f"rliable, {BOOTSTRAP_REPS:,} resamples] (Agarwal et al., NeurIPS 2021).",
-        "",
-        "| metric | " + " | ".join(policies) + " |",
-        "|---|" + "---:|" * len(policies),
     ]
-    lines += [f"| {name} | " + " | ".join(str(table[p][name]) for p in policies) + " |" for name in table_metrics(results)]
+    lines += [text for text in (reward_line(results), identical_line(results)) if text]
+    lines.append("")
+    lines += _table(["metric", *policies], [[name, *(table[p][name] for p in policies)] for name in table_metrics(results)],
+                    ["left", *["right"] * len(policies)])
     agent_runs = [r for r in results if r.is_agent]
     if agent_runs and metric in table_metrics(results):
-        lines += ["", "Per training run, mean over the evaluation seeds:", "",
-                  f"| run | training seed | {metric} | return |", "|---|---:|---:|---:|"]
-        lines += [f"| {r.label} | {r.train_seed} | {_mean(r, metric):.4g} | {_mean(r, 'return'):.4g} |" for r in agent_runs]
+        lines += ["", "Per training run, mean over the evaluation seeds:", ""]
+        lines += _table(["run", "training seed", metric, "return"],
+                        [[r.label, r.train_seed, f"{_mean(r, metric):.4g}", f"{_mean(r, 'return'):.4g}"] for r in agent_runs],
+                        ["left", "right", "right", "right"])
         heuristics = [p for p in policies if not runs[p][0].is_agent]
         if heuristics:
             lines += ["", f"Probability of improvement P(agent better than heuristic) on {metric} "
                           f"({'higher' if higher_is_better(metric) else 'lower'} is better) [95% interval]; "
-                          "above 0.5 favours the agent:", "",
-                      "| agent | " + " | ".join(f"vs {h}" for h in heuristics) + " |",
-                      "|---|" + "---:|" * len(heuristics)]
-            lines += [f"| {a} | " + " | ".join(str(pairs[(a, h)]) for h in heuristics) + " |" for a in trained]
+                          "above 0.5 favours the agent:", ""]
+            lines += _table(["agent", *(f"vs {h}" for h in heuristics)],
+                            [[a, *(pairs[(a, h)] for h in heuristics)] for a in trained],
+                            ["left", *["right"] * len(heuristics)])
     return "\n".join(lines) + "\n"
 
 
@@ -348,35 +414,74 @@ def write_report(results: Sequence[PolicyResult], seeds: Sequence[int], out_dir:
                     for r in results for seed, episode in zip(seeds, r.episodes)]
     _write_csv(out_dir / "episodes.csv", episode_rows, list(dict.fromkeys(k for row in episode_rows for k in row)))
     runs = policy_runs(results)
+    agents = [p for p, members in runs.items() if members[0].is_agent]
     plot_ttft_cdf({p: np.concatenate([m.ttft_s for m in members]) for p, members in runs.items()},
-                  out_dir / "ttft_cdf.png", ttft_slo_s)
+                  out_dir / "ttft_cdf.png", ttft_slo_s, agents)
     tiers = tier_metrics(table_metrics(results))
-    plot_tier_bars({p: {tier: intervals[p][name] for tier, name in tiers.items()} for p in intervals}, out_dir / "tier_slo.png")
+    if tiers:
+        comparison_figure(results, intervals, [tiers[t] for t in sorted(tiers)],
+                          "SLO attainment per priority tier").savefig(out_dir / "tier_slo.png", dpi=110)
+    if metric in table_metrics(results):
+        comparison_figure(results, intervals, comparison_metrics(table_metrics(results), metric),
+                          "Every policy on the key metrics").savefig(out_dir / "comparison.png", dpi=110)
     plot_cost_vs_slo({p: [(e["cost_usd"], e["slo_attainment"]) for m in members for e in m.episodes]
-                      for p, members in runs.items()}, out_dir / "cost_vs_slo.png")
-    _write_tensorboard(out_dir / "tb", intervals, table, metric)
+                      for p, members in runs.items()}, out_dir / "cost_vs_slo.png", agents)
+    _write_tensorboard(out_dir / "tb", results, intervals, table, metric)
     return table
 
 
-def _write_tensorboard(tb_dir: Path, intervals: dict[str, dict[str, Interval]], table: str, metric: str) -> None:
-    """``tb/<policy>/``: each metric's IQM as ``compare/<metric>`` (one point, step 0);
-    ``tb/comparison/``: the layout, the report as text and the IQM bars of ``metric``."""
+def comparison_metrics(metrics: Sequence[str], headline: str) -> list[str]:
+    """The headline metric, then those of ``KEY_METRICS`` the table has: the comparison chart's panels."""
+    return [headline, *(m for m in KEY_METRICS if m in metrics and m != headline)]
+
+
+def comparison_figure(results: Sequence[PolicyResult], intervals: dict[str, dict[str, Interval]],
+                      metrics: Sequence[str], title: str = "") -> Figure:
+    """``agents.interval_plot.interval_figure`` of ``metrics``, the trained agents highlighted;
+    with a ``title``, a note on what the bars are under it."""
+    agents = [p for p, members in policy_runs(results).items() if members[0].is_agent]
+    note = f"IQM over training x held-out seeds, {CONFIDENCE:.0%} bootstrap interval; best on top" if title else ""
+    return interval_figure(intervals, metrics, {m: higher_is_better(m) for m in metrics}, agents=agents, title=title,
+                           note=note)
+
+
+def _write_tensorboard(tb_dir: Path, results: Sequence[PolicyResult], intervals: dict[str, dict[str, Interval]],
+                       table: str, metric: str) -> None:
+    """``tb/comparison/``: images ``comparison/<k>_<metric>``, every policy's IQM and interval on
+    the headline metric (k = 1) and each other key metric the table has (TensorBoard's landing
+    page: the first group of cards), and the report as text; ``tb/<policy>/``: each metric's IQM as ``iqm/<metric>`` and the policy's
+    HPARAMS row (kind, mode, training seeds) with those metrics as columns."""
     if tb_dir.exists():
         shutil.rmtree(tb_dir)
     metrics = list(next(iter(intervals.values())))
+    runs = policy_runs(results)
+    ordered = [metric, *(m for m in metrics if m != metric)] if metric in metrics else metrics
     for policy, by_metric in intervals.items():
         writer = SummaryWriter(str(tb_dir / sanitize(policy)))
-        for name, interval in by_metric.items():
-            if not math.isnan(interval.value):
-                writer.add_scalar(f"compare/{name}", interval.value, global_step=0)
+        values = {f"iqm/{name}": by_metric[name].value for name in ordered if not math.isnan(by_metric[name].value)}
+        for tag, value in values.items():
+            writer.add_scalar(tag, value, global_step=0)
+        members = runs[policy]
+        row = {"policy_name": policy, "kind": "agent" if members[0].is_agent else "heuristic", "mode": members[0].mode or "",
+               "training_seeds": ",".join(str(m.train_seed) for m in members if m.train_seed is not None)}
+        for summary in hparams(row, values):
+            writer.file_writer.add_summary(summary)
         writer.close()
     writer = SummaryWriter(str(tb_dir / "comparison"))
-    writer.add_custom_scalars(evaluation_layout(metrics))
     writer.add_text("comparison", table, global_step=0)
     if metric in metrics:
-        writer.add_figure(f"compare_bars/{metric}", iqm_bars_figure({p: m[metric] for p, m in intervals.items()}, metric),
-                          global_step=0)
+        for index, name in enumerate(comparison_metrics(metrics, metric), start=1):
+            with plt.rc_context({"font.size": TENSORBOARD_FONT_SIZE}):
+                figure = comparison_figure(results, intervals, [name])
+            writer.add_image(f"comparison/{index}_{name}", _png_array(figure), global_step=0, dataformats="HWC")
     writer.close()
+
+
+def _png_array(figure: Figure) -> np.ndarray:
+    """``figure`` rendered as an RGB array (what ``SummaryWriter.add_image`` takes)."""
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
 
 
 def _mean(result: PolicyResult, metric: str) -> float:
@@ -475,8 +580,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     report = build_report(results, seeds, args.metric)
     print(report.table, flush=True)
     write_report(results, seeds, out_dir, _ttft_slo_s(args.env, args.scenario, env_kwargs), args.metric, report)
-    print(f"written to {out_dir}: table.md, table.csv, improvement.csv, episodes.csv, performance_profile.png, "
-          "ttft_cdf.png, tier_slo.png, cost_vs_slo.png, tb/")
+    print(f"written to {out_dir}: table.md, table.csv, improvement.csv, episodes.csv, comparison.png, "
+          "performance_profile.png, ttft_cdf.png, tier_slo.png, cost_vs_slo.png, tb/")
     return 0
 
 

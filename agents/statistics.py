@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import scipy.stats
 from matplotlib.figure import Figure
@@ -162,14 +163,17 @@ def plot_performance_profile(scores_by_policy: Mapping[str, np.ndarray], path: P
         profiles, bands = rly.create_performance_profile(
             matrices, taus, custom_profile_func=lambda s, t: better(s.reshape(-1, 1), t).mean(axis=0),
             task_bootstrap=True, reps=reps, confidence_interval_size=CONFIDENCE)
-    figure = Figure(figsize=(6.4, 4.2), layout="constrained")
+    figure = Figure(figsize=(9.0, 4.8), layout="constrained")
     axes = figure.add_subplot()
-    colors = {name: f"C{index % 10}" for index, name in enumerate(matrices)}
+    palette = matplotlib.colormaps["tab10" if len(matrices) <= 10 else "tab20"].colors
+    colors = {name: palette[index % len(palette)] for index, name in enumerate(matrices)}
     plot_utils.plot_performance_profiles(
         profiles, taus, performance_profile_cis=bands, ax=axes, colors=colors,
         xlabel=f"{metric} (tau)", ylabel=f"fraction of episodes with {metric} {'>' if higher_is_better else '<'} tau",
         labelsize="medium", ticklabelsize="small")
-    axes.legend(fontsize="small")
+    axes.set_title(f"Performance profile of {metric} ({'higher' if higher_is_better else 'lower'} is better; "
+                   f"bands: {CONFIDENCE:.0%} interval)", fontsize="medium")
+    axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.savefig(path, dpi=120)
 
 

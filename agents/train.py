@@ -397,11 +397,12 @@ def _hparams(config: TrainConfig) -> dict[str, Any]:
 
 
 def _hparam_metrics(config: TrainConfig) -> dict[str, float]:
-    """The HPARAMS tab's metric columns: training episodes' SLO attainment and return and, with
-    periodic evaluation, the held-out evaluation's SLO attainment and evaluation metric."""
-    metrics = {"serving/slo_attainment": 0.0, "rollout/ep_rew_mean": 0.0}
+    """The HPARAMS tab's metric columns: with periodic evaluation, the held-out evaluation's SLO
+    attainment and evaluation metric first; then the training episodes' SLO attainment and return."""
+    metrics = {}
     if config.eval_freq > 0:
         metrics.update({"eval/agent/slo_attainment": 0.0, f"eval/agent/{config.eval_metric}": 0.0})
+    metrics.update({"serving/slo_attainment": 0.0, "rollout/ep_rew_mean": 0.0})
     return metrics
 
 

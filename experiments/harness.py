@@ -23,6 +23,7 @@ from typing import Any
 
 import matplotlib
 import numpy as np
+import pandas as pd
 
 matplotlib.use("Agg")  # figures go to files; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
@@ -126,18 +127,15 @@ def run_name(system: str) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    """A markdown table's lines: the header, the ``|---|`` separator and one line per row, each
-    cell as ``str`` of it; a row of another width than the header raises."""
-    lines = [_table_line(header), "|" + "---|" * len(header)]
+    """A markdown table's lines (``pandas.DataFrame.to_markdown``, columns padded to one width):
+    the header, the separator and one line per row, each cell as ``str`` of it, never re-read
+    as a number; a row of another width than the header raises."""
+    cells = []
     for row in rows:
         if len(row) != len(header):
             raise ValueError(f"table row {list(row)} has {len(row)} cells for {len(header)} columns {list(header)}")
-        lines.append(_table_line(row))
-    return lines
-
-
-def _table_line(cells: Sequence[Any]) -> str:
-    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+        cells.append([str(cell) for cell in row])
+    return pd.DataFrame(cells, columns=list(header)).to_markdown(index=False, disable_numparse=True).splitlines()
 
 
 def save_figure(fig: Figure, path: Path, dpi: int) -> None:

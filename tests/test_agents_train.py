@@ -211,19 +211,24 @@ def test_training_dashboard_has_the_scenarios_metrics_and_a_stochastic_learning_
     assert TrainConfig.load(run_dir / "config.yml").eval_mode == "stochastic"
     events = scalars(run_dir)
     layout = _layout(events)
-    training, evaluation = layout["train: serving metrics of training episodes (x: env steps)"], \
-        layout["train: periodic evaluation, agent vs heuristics (x: env steps)"]
-    assert set(layout) == {"train: serving metrics of training episodes (x: env steps)",
-                           "train: periodic evaluation, agent vs heuristics (x: env steps)"}
+    serving_title = "serving metrics of training episodes (x: env steps)"
+    evaluation_title = "periodic evaluation on held-out seeds: agent vs heuristics (x: env steps)"
+    assert list(layout) == [evaluation_title, serving_title]  # the learning curve against the heuristics first
+    training, evaluation = layout[serving_title], layout[evaluation_title]
     # no chart for QoE (no reasoning here) nor quality (no cascade); the tiers share one chart
-    assert "qoe_violation_rate" not in training and "quality_mean" not in evaluation
+    assert "qoe_violation_rate" not in training and "quality_mean (higher is better)" not in evaluation
     assert training["slo_attainment"] == ["^serving/slo_attainment$"]
     assert training["slo_attainment per tier"] == ["^serving/slo_attainment_tier\\d+$"]
     tags = set(events.Tags()["scalars"])
-    for chart, regexes in [*training.items(), *evaluation.items()]:
+    for chart, regexes in training.items():
         assert any(re.match(regexes[0], tag) for tag in tags), chart  # every chart has data
-    assert {tag for tag in tags if re.match(evaluation["slo_attainment"][0], tag)} == {
-        "eval/agent/slo_attainment", f"eval/{_FirstValid.name}/slo_attainment"}  # the learning curve and its reference
+    # the learning curve in the run, each heuristic's level in its own run beside it (its own colour)
+    reference = scalars(run_dir / "reference_lines" / _FirstValid.name)
+    chart = evaluation["slo_attainment (higher is better)"][0]
+    assert {tag for tag in tags if re.match(chart, tag)} == {"eval/agent/slo_attainment"}
+    assert [tag for tag in reference.Tags()["scalars"] if re.match(chart, tag)] == ["eval/reference/slo_attainment"]
+    assert [(e.step, e.value) for e in reference.Scalars("eval/reference/slo_attainment")] == [
+        (e.step, e.value) for e in events.Scalars(f"eval/{_FirstValid.name}/slo_attainment")]
     hparams = events.PluginTagToContent("hparams")["_hparams_/experiment"]
     assert b"eval/agent/slo_attainment" in hparams and b"serving/slo_attainment" in hparams
     with pytest.raises(ValueError, match="unknown eval_mode 'sampled'"):

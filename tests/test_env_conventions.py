@@ -1,18 +1,24 @@
 """What a Gymnasium or SB3 user does every day works: SB3's ``make_vec_env`` (which asks for
-``render_mode="rgb_array"``), the picture it renders, and env IDs that resolve in ``spawn``-ed
-worker processes through Gymnasium's ``"module:ID"`` form."""
+``render_mode="rgb_array"``), the picture it renders, ``RecordVideo`` (the ``video`` extra),
+SB3's ``check_env`` on the flattened wrapper without a warning, episodes no ``TimeLimit`` cuts,
+and env IDs that resolve in ``spawn``-ed worker processes through Gymnasium's ``"module:ID"`` form."""
 
 from __future__ import annotations
+
+import warnings
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.wrappers import RecordVideo, TimeLimit
+from stable_baselines3.common.env_checker import check_env
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import SubprocVecEnv
 
 import envs  # noqa: F401  (registers the environments)
 from envs.frame import BACKGROUND, FRAME_WIDTH, HEADER_PX, KV_COLOUR, KV_PX, ROW_PX, RUNNING_COLOUR, STATE_COLOURS, STATE_PX, GAP_PX
 from envs.random_policy import random_masked_action
+from envs.wrappers import FlattenServingObservation
 
 ROUTING = "servegym/Routing-v0"
 
@@ -113,3 +119,45 @@ def test_random_masked_action_draws_what_rng_choice_draws_and_refuses_an_empty_m
         assert random_masked_action(space, mask, mine) == int(reference.choice(np.flatnonzero(mask)))
     with pytest.raises(ValueError, match="no valid action"):
         random_masked_action(space, np.zeros(9, dtype=bool), mine)
+
+
+@pytest.mark.parametrize("env_id", sorted(envs.ENV_IDS))
+def test_sb3_check_env_passes_without_a_warning_on_the_flattened_wrapper(env_id):
+    env = FlattenServingObservation(gym.make(env_id, episode_requests=20))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        check_env(env, warn=True)
+    env.close()
+
+
+def test_routing_episode_is_one_step_per_arrival_and_no_time_limit_cuts_it():
+    env = gym.make(ROUTING, episode_requests=37)
+    assert env.spec.max_episode_steps is None and not any(
+        isinstance(wrapper, TimeLimit) for wrapper in _wrappers(env))  # a longer episode_requests is never cut
+    env.reset(seed=3)
+    steps, done = 0, False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[-1]))
+        steps, done = steps + 1, terminated or truncated
+    assert (steps, terminated, truncated) == (37, False, True)  # the env ends the episode itself, at its last arrival
+
+
+def test_record_video_writes_an_episode(tmp_path):
+    pytest.importorskip("moviepy", reason="the video extra: pip install -e '.[video]'")
+    env = RecordVideo(gym.make(ROUTING, render_mode="rgb_array", episode_requests=15), video_folder=str(tmp_path),
+                      episode_trigger=lambda episode: True, disable_logger=True)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
+        done = terminated or truncated
+    env.close()
+    (video,) = tmp_path.glob("*.mp4")
+    assert video.stat().st_size > 1_000
+
+
+def _wrappers(env: gym.Env) -> list[gym.Env]:
+    chain = [env]
+    while isinstance(chain[-1], gym.Wrapper):
+        chain.append(chain[-1].env)
+    return chain
