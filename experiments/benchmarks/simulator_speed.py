@@ -10,7 +10,10 @@ Cases (each runs in its own process so peak RSS is its own):
      of 8,192 / 2,048), least-loaded routing, prefix caching with a 128 GB host tier
   e  case d without prefix caching (the hashes are carried and ignored)
 
-    python -m experiments.benchmarks.simulator_speed [--cases a,b,c,d,e]
+Every case runs the ``vidur-2024`` engine unless ``--engine`` names another (the cases' dynamics
+then change too, so compare speeds within one engine).
+
+    python -m experiments.benchmarks.simulator_speed [--cases a,b,c,d,e] [--engine vllm-v1]
 """
 
 from __future__ import annotations
@@ -24,50 +27,55 @@ import time
 
 import numpy as np
 
+from hardware.engines import engine_names
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.workloads import FixedLengths, PoissonArrivals, generate_requests, length_sampler, load_azure_trace
 from simulator.workloads.hash_traces import load_hash_trace
 
 
-def _cluster(pools: list[tuple[str, int]], model: str, memory_utilization: float) -> Cluster:
+BENCHMARK_ENGINE = "vidur-2024"
+
+
+def _cluster(pools: list[tuple[str, int]], model: str, memory_utilization: float, engine: str) -> Cluster:
     cluster = Cluster({gpu: count for gpu, count in pools})
     for gpu, count in pools:
         for _ in range(count):
             cluster.deploy(
-                InstanceConfig(gpu=gpu, model=model, scheduler="fcfs", max_batch_size=128, block_size=16,
-                               memory_utilization=memory_utilization),
+                InstanceConfig(gpu=gpu, model=model, engine=engine, scheduler="fcfs", max_batch_size=128,
+                               block_size=16, memory_utilization=memory_utilization),
                 ready_now=True,
             )
     return cluster
 
 
-def _mooncake_cluster(prefix_caching: bool) -> Cluster:
+def _mooncake_cluster(prefix_caching: bool, engine: str) -> Cluster:
     cluster = Cluster({"A100-80GB": 4, "L40S": 4}, router="least_loaded")
     for gpu, chunk_tokens in (("A100-80GB", 8192), ("L40S", 2048)):
         for _ in range(4):
             cluster.deploy(
-                InstanceConfig(gpu=gpu, model="Llama-3.1-8B", scheduler="sarathi", scheduler_options={"chunk_tokens": chunk_tokens},
+                InstanceConfig(gpu=gpu, model="Llama-3.1-8B", engine=engine, scheduler="sarathi",
+                               scheduler_options={"chunk_tokens": chunk_tokens},
                                prefix_caching=prefix_caching, host_cache_gb=128.0 if prefix_caching else 0.0),
                 ready_now=True,
             )
     return cluster
 
 
-def run_case(case: str) -> dict:
+def run_case(case: str, engine: str = BENCHMARK_ENGINE) -> dict:
     rng = np.random.default_rng(42)
     if case == "a":
         requests = generate_requests(PoissonArrivals(16.0), FixedLengths(512, 128), 10_000, rng)
-        cluster = _cluster([("A100-80GB", 4)], "Llama-2-7B", 0.8)
+        cluster = _cluster([("A100-80GB", 4)], "Llama-2-7B", 0.8, engine)
     elif case == "b":
         requests = load_azure_trace("azure_conv")
-        cluster = _cluster([("A100-80GB", 2), ("H100-80GB", 2), ("L40S", 2), ("A10", 2)], "Llama-3.1-8B", 0.9)
+        cluster = _cluster([("A100-80GB", 2), ("H100-80GB", 2), ("L40S", 2), ("A10", 2)], "Llama-3.1-8B", 0.9, engine)
     elif case == "c":
         requests = generate_requests(PoissonArrivals(150.0), length_sampler("sharegpt"), 100_000, rng)
-        cluster = _cluster([("A100-80GB", 32), ("H100-80GB", 32)], "Llama-3.1-8B", 0.9)
+        cluster = _cluster([("A100-80GB", 32), ("H100-80GB", 32)], "Llama-3.1-8B", 0.9, engine)
     elif case in ("d", "e"):
         requests = load_hash_trace("mooncake_conversation", target_rate_rps=2.5)
-        cluster = _mooncake_cluster(prefix_caching=case == "d")
+        cluster = _mooncake_cluster(prefix_caching=case == "d", engine=engine)
     else:
         raise ValueError(f"unknown case {case!r}; known: a, b, c, d, e")
     started = time.perf_counter()
@@ -89,14 +97,17 @@ def run_case(case: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="a,b,c")
+    parser.add_argument("--engine", default=BENCHMARK_ENGINE, choices=engine_names(),
+                        help=f"serving engine of every case (default {BENCHMARK_ENGINE})")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(run_case(args.one)))
+        print(json.dumps(run_case(args.one, args.engine)))
         return 0
     print(f"{'case':<5}{'requests':>10}{'sim s':>10}{'wall s':>9}{'req/wall-s':>12}{'tok/wall-s':>13}{'peak RSS MB':>13}")
     for case in args.cases.split(","):
-        out = subprocess.run([sys.executable, "-m", "experiments.benchmarks.simulator_speed", "--one", case],
+        out = subprocess.run([sys.executable, "-m", "experiments.benchmarks.simulator_speed", "--one", case,
+                              "--engine", args.engine],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{case:<5}{r['requests']:>10,}{r['simulated_s']:>10.0f}{r['wall_s']:>9.2f}"
