@@ -101,9 +101,9 @@ def _cli_cases(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], int], li
     evaluate = ["--env", ROUTING, "--seeds", "0", "--out", str(tmp_path / "eval")]
     return {
         "simulator-ttft-slo-nan": (simulator_main, [*LLAMA2, "--rate", "4", "--ttft-slo", "nan"],
-                                   "SLO ttft_s must be a finite number > 0 or None (no target), got nan"),
+                                   "--ttft-slo nan: must be a finite number > 0"),
         "simulator-ttft-slo-negative": (simulator_main, [*LLAMA2, "--rate", "4", "--ttft-slo", "-1"],
-                                        "SLO ttft_s must be a finite number > 0 or None (no target), got -1.0"),
+                                        "--ttft-slo -1.0: must be a finite number > 0"),
         "simulator-lengths-fixed": (simulator_main, [*LLAMA2, "--rate", "4", "--lengths", "fixed"],
                                     "--lengths fixed takes its lengths from --prompt-tokens and --output-tokens"),
         "simulator-lengths-and-fixed-lengths": (
