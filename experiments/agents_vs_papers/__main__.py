@@ -33,6 +33,7 @@ from experiments.agents_vs_papers.runner import (
     finished_run,
     train_agent,
 )
+from simulator.cli import check_writable_dir, command
 
 
 def run_scenario(name: str, quick: bool, timesteps: int | None, train_seeds: list[int], out_root: Path, runs_root: Path,
@@ -62,8 +63,9 @@ def run_scenario(name: str, quick: bool, timesteps: int | None, train_seeds: lis
     return report
 
 
+@command("experiments.agents_vs_papers")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="experiments.agents_vs_papers", description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", nargs="+", choices=recipe_names(), help="recipes to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="each recipe's tiny quick section (tests)")
     parser.add_argument("--timesteps", type=int, help="training steps instead of the recipe's budget")
@@ -77,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="evaluate a training seed's finished run of the same configuration under --runs instead of training it again")
     args = parser.parse_args(argv)
     timesteps = None if args.timesteps is None else as_int("--timesteps", args.timesteps, minimum=1)
+    train_seeds = train_seeds_from(args.train_seeds)
+    check_writable_dir("--out", args.out)
+    check_writable_dir("--runs", args.runs)
     for name in args.scenario or recipe_names():
-        print(run_scenario(name, args.quick, timesteps, train_seeds_from(args.train_seeds), args.out, args.runs,
+        print(run_scenario(name, args.quick, timesteps, train_seeds, args.out, args.runs,
                            deterministic=not args.stochastic, reuse_runs=args.reuse_runs))
     return 0
 

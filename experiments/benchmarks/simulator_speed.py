@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from simulator.cli import command
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.workloads import FixedLengths, PoissonArrivals, generate_requests, length_sampler, load_azure_trace
@@ -54,6 +55,9 @@ def _mooncake_cluster(prefix_caching: bool) -> Cluster:
     return cluster
 
 
+CASES = ("a", "b", "c", "d", "e")
+
+
 def run_case(case: str) -> dict:
     rng = np.random.default_rng(42)
     if case == "a":
@@ -69,7 +73,7 @@ def run_case(case: str) -> dict:
         requests = load_hash_trace("mooncake_conversation", target_rate_rps=2.5)
         cluster = _mooncake_cluster(prefix_caching=case == "d")
     else:
-        raise ValueError(f"unknown case {case!r}; known: a, b, c, d, e")
+        raise ValueError(f"case {case!r}: unknown; known: {', '.join(CASES)}")
     started = time.perf_counter()
     outcomes = cluster.run(requests)
     wall_s = time.perf_counter() - started
@@ -86,14 +90,18 @@ def run_case(case: str) -> dict:
     }
 
 
+@command("experiments.benchmarks.simulator_speed")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="experiments.benchmarks.simulator_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="a,b,c")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(run_case(args.one)))
         return 0
+    unknown = [case for case in args.cases.split(",") if case not in CASES]
+    if unknown:
+        raise ValueError(f"--cases {','.join(unknown)}: unknown case; known: {', '.join(CASES)}")
     print(f"{'case':<5}{'requests':>10}{'sim s':>10}{'wall s':>9}{'req/wall-s':>12}{'tok/wall-s':>13}{'peak RSS MB':>13}")
     for case in args.cases.split(","):
         out = subprocess.run([sys.executable, "-m", "experiments.benchmarks.simulator_speed", "--one", case],
