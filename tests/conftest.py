@@ -6,8 +6,12 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 SB3_LOGDIR = "SB3_LOGDIR"
+# `make mutation` runs the tests through mutmut's trampolines, which Hypothesis takes for a
+# test run by different executors; the profile lets its properties run there as they do here.
+settings.register_profile("mutation", suppress_health_check=[HealthCheck.differing_executors])
 
 
 @pytest.fixture(autouse=True, scope="session")
