@@ -153,7 +153,7 @@ def test_bad_input_prints_one_error_line_and_exits_2(name, tmp_path, capsys):
     assert err.startswith(f"{prog}: error: ") and err.count("\n") == 1, err
     assert message in err and "Traceback" not in err, err
     assert time.perf_counter() - started < 60  # failed before any work (a dead --address is given 10 s)
-    assert not (tmp_path / "sweep_out").exists()  # no sweep started
+    assert not (tmp_path / "sweep_out").exists() and not (tmp_path / "runs").exists()  # no sweep or run started
 
 
 def test_argparse_usage_errors_also_exit_2_naming_the_command(capsys):

@@ -3,7 +3,6 @@ clear error for a script without headlines() or a row that misses without a caus
 
 from __future__ import annotations
 
-
 import datetime
 import re
 import types

@@ -193,3 +193,22 @@ def test_shipped_servegen_files_are_the_pooled_raw_release():
         assert shipped_probabilities == pytest.approx(probabilities[kept], rel=1e-8, abs=1e-15)
     _, requests, _ = pool_rate_series(RAW_SERVEGEN_DIR / "language_m-large")
     assert servegen_rate_series().rate_rps * 600 == pytest.approx(requests)
+
+
+def test_max_requests_reads_only_that_many_rows(tmp_path):
+    # Row 4 is broken: a reader that went past the first three rows would raise on it.
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,10,5\n0.5,20,6\n1.0,30,7\nnot,a,row\n")
+    requests = load_trace_csv(path, max_requests=3)
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in requests] == [(0.0, 10, 5), (0.5, 20, 6), (1.0, 30, 7)]
+    with pytest.raises(ValueError, match="line 5: arrival_s 'not' is not a number"):
+        load_trace_csv(path, max_requests=4)
+    with pytest.raises(ValueError, match="max_requests must be an integer >= 1, got 0"):
+        load_trace_csv(path, max_requests=0)
+
+
+def test_token_counts_above_a_billion_are_refused_when_read(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000000000,5\n0.5,10,1000000001\n")
+    with pytest.raises(ValueError, match=r"line 3: output_tokens 1000000001 is above 1,000,000,000"):
+        load_trace_csv(path)
