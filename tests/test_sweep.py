@@ -204,3 +204,30 @@ def test_stored_heuristic_episodes_are_read_back_only_by_the_code_that_made_them
     assert trial.heuristic_rows(tmp_path, cell, "least_outstanding", seeds) == made
     assert len(list((tmp_path / trial.HEURISTICS_DIR).glob("least_outstanding__*.json"))) == 2
 
+
+
+def test_a_partial_sweep_names_its_missing_trials_marks_its_table_and_exits_130(tmp_path, capsys):
+    config = check_sweep_config({**copy.deepcopy(CONFIG), "hyperparams": {**CONFIG["hyperparams"],
+                                                                          "learning_rate": {"grid": [1e-4, 3e-4]}}})
+    root = tmp_path / "out"
+    record = {"trial_id": "t0", "cell": 0, "board": "default (servegym/Routing-v0)", "scenario": "default",
+              "env_id": "servegym/Routing-v0", "env_kwargs": {}, "algo": "maskable_ppo", "reward": "slo_balance",
+              "metric": "slo_attainment", "constraint": None, "seed": 1, "hyperparams": {"learning_rate": 3e-4},
+              "searched": ["learning_rate"], "timesteps": 64, "agent": [{"seed": 10000.0, "slo_attainment": 0.5}],
+              "heuristics": {"least_outstanding": [{"seed": 10000.0, "slo_attainment": 0.4}]}}
+    (root / "runs" / "t0" / "run").mkdir(parents=True)
+    (root / "runs" / "t0" / "run" / EVALUATION_FILE).write_text(json.dumps(record))
+    outcome = sweep.write_sweep_table(config, root)
+    # 2 learning rates x 2 seeds = 4 trials; the one finished is seed 1 at 3e-4.
+    assert outcome.expected == 4 and outcome.finished == 1 and not outcome.complete
+    assert outcome.missing == ("cell0 seed 0 [learning_rate=0.0001]", "cell0 seed 1 [learning_rate=0.0001]",
+                               "cell0 seed 0 [learning_rate=0.0003]")
+    table = (root / "table.md").read_text()
+    assert table.startswith("# Sweep tiny (partial)\n\n**Partial: 1 of 4 trials finished; missing: cell0 seed 0 "
+                            "[learning_rate=0.0001], cell0 seed 1 [learning_rate=0.0001], cell0 seed 0 "
+                            "[learning_rate=0.0003]. Run the same command again to finish them")
+    assert all(line.endswith(",True") for line in (root / "table.csv").read_text().splitlines()[1:])
+    assert sweep.report(outcome, ["sweep.yml", "--run-dir", str(root)]) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert "agents.sweep: interrupted: 3 trial(s) missing" in err
+    assert f"finish with: python -m agents.sweep sweep.yml --run-dir {root}" in err
