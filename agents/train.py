@@ -19,8 +19,9 @@ checkpoint is taken at an update boundary, so it holds exactly the steps it has 
 Interruption: on SIGINT (Ctrl-C) or SIGTERM the command stops at the next env step, saves the
 model and its VecNormalize statistics as ``checkpoints/model_<steps>_steps.zip`` with the steps
 of its last update (the steps gathered after it were never trained on: they are dropped, with
-their monitor rows), closes its envs (subprocess envs ignore the signals, so they close cleanly) and exits with status 128 +
-the signal number (130, 143); a second signal stops it at once. ``--resume`` continues from the
+their monitor rows), closes its envs (subprocess envs ignore the signals, so they close
+cleanly) and exits with status 128 + the signal number (130, 143); a second signal stops it at
+once. ``--resume`` continues from the
 newest intact checkpoint (a truncated or corrupt newer one is skipped with a warning) and first
 drops the monitor rows of episodes past it, so the monitor CSVs hold exactly the episodes the
 model has trained on; their ``t`` column continues from the run's start. Saved files are loaded
@@ -95,9 +96,10 @@ from simulator.cli import command
 EVAL_SEED_BASE = 10_000
 DEFAULT_CHECKPOINT_FREQ = 10_000
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# Open files an env takes: its monitor CSV, and with subprocess envs the pipe ends and the
-# process's own (measured: 5 more per SubprocVecEnv worker); plus what the trainer keeps open.
-FILES_PER_ENV = {False: 1, True: 6}
+# Open files an env takes in the training process: its monitor CSV in-process; with subprocess
+# envs the pipe ends and process sentinel (measured: 3.5 per SubprocVecEnv worker, rounded up;
+# the monitor file is then the worker's). Plus what the trainer itself keeps open.
+FILES_PER_ENV = {False: 1, True: 4}
 FILES_RESERVED = 256
 
 

@@ -192,5 +192,5 @@ def test_n_envs_is_refused_by_the_open_file_limit():
     with pytest.raises(ValueError, match=r"n_envs 800: needs about 1,056 open files \(1 per env\) and this process "
                                          r"may open 1,024"):
         check_n_envs(800, "dummy", open_files_limit=1024)
-    with pytest.raises(ValueError, match=r"n_envs 200: needs about 1,456 open files \(6 per env\)"):
+    with pytest.raises(ValueError, match=r"n_envs 200: needs about 1,056 open files \(4 per env\)"):
         check_n_envs(200, "subproc", open_files_limit=1024)
