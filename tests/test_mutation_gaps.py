@@ -86,3 +86,58 @@ def test_latency_model_argument_boundaries_are_accepted():
     # One token, one logit: the stages of a one-stage model are the whole iteration.
     iteration_s = model.decode_time_s(1, 0)
     assert sum(model.stage_times_s(1, 1, iteration_s)) == pytest.approx(iteration_s, rel=1e-12)
+
+
+def test_qoe_argument_errors_say_what_is_wrong():
+    from simulator.metrics.qoe import qoe
+
+    curve = ((1.0, 1), (2.0, 4))
+    targets = {"expected_ttfat_s": 1.0, "expected_tpot_s": 0.1}
+    cases = [
+        ({}, r"^arrival_s is required with a bare token curve$"),
+        ({"arrival_s": math.inf}, r"^arrival_s must be finite, got inf$"),
+        ({"arrival_s": 0.0, "answer_start_token": 1.5}, r"^answer_start_token must be an integer, got 1\.5$"),
+        ({"arrival_s": 0.0, "answer_start_token": 4}, r"^no answer tokens: answer_start_token 4 >= 4 delivered$"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            qoe(curve, **targets, **extra)
+
+
+def test_routing_fallback_is_the_first_valid_slot_and_none_valid_raises():
+    import gymnasium as gym
+
+    env = gym.make("servegym/Routing-v0", scenario="default").unwrapped
+    env.reset(seed=0)
+    env.action_masks = lambda: np.array([False, False, True, False, False, True, False, False])
+    assert env.fallback_action() == 2
+    env.action_masks = lambda: np.array([False, True, False, False, False, False, False, False])
+    assert env.fallback_action() == 1
+    env.action_masks = lambda: np.zeros(8, dtype=bool)
+    with pytest.raises(RuntimeError, match=r"^no instance can take the request: every instance is masked out$"):
+        env.fallback_action()
+
+
+def test_cauchy_allocation_inputs_are_checked_at_their_boundaries():
+    from baselines.cauchy.ilp import ServiceDemand, _check_inventory, solve_allocation
+
+    for bad in (0, 0.0, -1.0, math.inf, True):
+        with pytest.raises(ValueError, match=rf"^goodput demand must be a positive finite req/s, got {bad!r}$"):
+            ServiceDemand((), bad)
+    with pytest.raises(ValueError, match=r"^a service needs at least one candidate combo$"):
+        ServiceDemand((), 1e-9)  # the smallest positive demand passes its own check
+    _check_inventory({"A100-80GB": 0})  # no GPU of a type is an inventory
+    for bad in (-1, True, 1.0):
+        with pytest.raises(ValueError, match=rf"^inventory of A100-80GB must be a non-negative integer, got {bad!r}$"):
+            _check_inventory({"A100-80GB": bad})
+    with pytest.raises(ValueError, match=r"^no service to allocate$"):
+        solve_allocation({}, {"A100-80GB": 1})
+
+
+def test_iqm_of_no_finite_evaluation_seed_is_nan_and_of_one_value_is_that_value():
+    from agents.statistics import iqm_value
+
+    assert math.isnan(iqm_value([[math.nan, math.nan]]))
+    assert iqm_value([[0.25]]) == 0.25
+    # 8 scores: the IQM drops the lowest and highest quarter and averages (3 + 4 + 5 + 6) / 4.
+    assert iqm_value([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0]]) == pytest.approx(4.5)
