@@ -141,3 +141,49 @@ def test_iqm_of_no_finite_evaluation_seed_is_nan_and_of_one_value_is_that_value(
     assert iqm_value([[0.25]]) == 0.25
     # 8 scores: the IQM drops the lowest and highest quarter and averages (3 + 4 + 5 + 6) / 4.
     assert iqm_value([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 100.0]]) == pytest.approx(4.5)
+
+
+def test_dense_latency_reward_integrates_requests_in_the_system_by_hand():
+    from types import SimpleNamespace
+
+    import envs
+    from envs.rewards import DenseLatencyReward
+
+    reward = DenseLatencyReward(envs.make_scenario("default"))
+    arrivals = [SimpleNamespace(arrival_s=a) for a in (0.5, 1.0, 4.0)]
+    cluster = SimpleNamespace(events=SimpleNamespace(now_s=0.0), arrived=0, submitted_requests=arrivals, outcomes=[])
+    reward.reset(cluster)
+    cluster.events.now_s, cluster.arrived = 2.0, 2
+    # No one in the system at the last step; the two arrivals spent 1.5 s and 1.0 s of the step in it.
+    assert reward(cluster, []) == pytest.approx(-2.5 / reward.E2E_SCALE_S)
+    cluster.events.now_s, cluster.arrived = 5.0, 3
+    cluster.outcomes = [SimpleNamespace(finish_s=3.0)]
+    # Two in the system for 3 s, one arrival 1 s before the step's end, one end 2 s before it.
+    assert reward(cluster, []) == pytest.approx(-(2 * 3.0 + 1.0 - 2.0) / reward.E2E_SCALE_S)
+    cluster.events.now_s = 6.0  # 3 arrived, 1 ended: two in the system for 1 s
+    assert reward(cluster, []) == pytest.approx(-2.0 / reward.E2E_SCALE_S)
+
+
+def test_signed_squash_by_hand():
+    from envs.observation import signed_squash
+
+    assert (signed_squash(math.inf, 2.0), signed_squash(-math.inf, 2.0)) == (1.0, -1.0)
+    assert (signed_squash(0.0, 2.0), signed_squash(6.0, 2.0), signed_squash(-6.0, 2.0)) == (0.0, 0.75, -0.75)
+    assert signed_squash(0.5, 0.5) == 0.5
+
+
+def test_improvement_and_iqm_intervals_count_their_runs_and_usable_seeds():
+    from agents.statistics import iqm_by_metric, probability_of_improvement
+
+    one = probability_of_improvement([[2.0]], [[1.0]], reps=50)
+    assert (one.value, one.runs, one.tasks) == (1.0, 1, 1)  # one evaluation seed is enough for a point
+    lower = probability_of_improvement([[2.0, 1.0]], [[1.0, 3.0]], higher_is_better=False, reps=50)
+    assert lower.value == 0.5 and lower.tasks == 2  # negated: better on the second seed only
+    none = probability_of_improvement([[math.nan], [1.0]], [[1.0]], reps=50)
+    assert math.isnan(none.value) and math.isnan(none.low) and math.isnan(none.high)
+    assert (none.runs, none.tasks) == (2, 0)
+    scores = np.array([[[1.0, math.nan], [3.0, math.nan]], [[2.0, math.nan], [4.0, math.nan]]])  # runs x seeds x metrics
+    first, second = iqm_by_metric(scores, reps=50)
+    assert (first.value, first.runs, first.tasks) == (2.5, 2, 2)
+    assert math.isnan(second.value) and math.isnan(second.low) and math.isnan(second.high)
+    assert (second.runs, second.tasks) == (2, 0)
