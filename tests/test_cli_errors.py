@@ -113,7 +113,7 @@ def _cases(tmp_path: Path) -> dict[str, tuple[Callable, str, list[str], str]]:
         "agents-vs-papers-unwritable-out": (agents_vs_papers_main, "experiments.agents_vs_papers",
                                             ["--scenario", "pascal", "--quick", "--out", unwritable], "not a writable folder"),
         "simulator-speed-unknown-case": (simulator_speed.main, "experiments.benchmarks.simulator_speed", ["--cases", "nope"],
-                                         "--cases nope: unknown case; known: a, b, c"),
+                                         "--cases nope: unknown case; known: a, b, c, d, e"),
         "env-speed-unknown-id": (env_speed.main, "experiments.benchmarks.env_speed", ["--ids", "servegym/Nope-v0"],
                                  "--ids servegym/Nope-v0: unknown env ID"),
         "train-wrong-type": (train_main, "agents.train", [*train, "--set", "n_steps=abc"], "n_steps 'abc': maskable_ppo takes int"),

@@ -12,10 +12,10 @@ import pytest
 
 import envs
 from envs.scenario import InstanceGroup
-from envs.tier import serving_freeness_full
 from simulator.instance import Role
 from simulator.kv_blocks import KVBlockManager, blocks_for_tokens
 from simulator.metrics.stats import LatencyStats, percentile_linear
+from simulator.routers.freeness import serving_freeness_full
 from simulator.sequence import Residency
 
 
