@@ -142,8 +142,10 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name.replace('_', '-')} {value}: must be a finite number > 0")
     if not 0.0 < args.memory_utilization <= 1.0:
         raise ValueError(f"--memory-utilization {args.memory_utilization}: must be in (0, 1]")
-    if args.cpu_overhead_ms is not None and not 0.0 <= args.cpu_overhead_ms < math.inf:
-        raise ValueError(f"--cpu-overhead-ms {args.cpu_overhead_ms}: must be a finite number >= 0")
+    for name in ("cpu_overhead_ms", "host_cache_gb"):
+        value = getattr(args, name)
+        if value is not None and not 0.0 <= value < math.inf:
+            raise ValueError(f"--{name.replace('_', '-')} {value}: must be a finite number >= 0")
     if args.json:
         check_writable_file("--json", Path(args.json))
     count = sum(n for _, n in _instances(args.instances, args.gpu))
@@ -160,8 +162,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ValueError(f"--lengths {args.lengths} and --prompt-tokens / --output-tokens both set the lengths; give one")
     if args.lengths == "fixed":
         raise ValueError("--lengths fixed takes its lengths from --prompt-tokens and --output-tokens; give those instead")
-    if args.requests is not None and args.requests <= 0:
-        raise ValueError(f"--requests must be > 0, got {args.requests}")
     if args.host_cache_gb and args.prefix_caching is False:
         raise ValueError(f"--host-cache-gb {args.host_cache_gb:g} needs prefix caching (it keeps evicted prefixes), "
                          "not --no-prefix-caching")

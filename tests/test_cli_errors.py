@@ -125,6 +125,8 @@ def _cases(tmp_path: Path) -> dict[str, tuple[Callable, str, list[str], str]]:
         "simulator-instances-1e8": (simulator_main, "python -m simulator", [*LLAMA2, "--instances", "100000000"],
                                     "--instances 100,000,000: the simulator would need about"),
         "simulator-pp-negative": (simulator_main, "python -m simulator", [*LLAMA2, "--pp", "-1"], "--pp -1: must be an integer >= 1"),
+        "simulator-host-cache-negative": (simulator_main, "python -m simulator", [*LLAMA2, "--host-cache-gb", "-1"],
+                                          "--host-cache-gb -1.0: must be a finite number >= 0"),
         "simulator-seed-negative": (simulator_main, "python -m simulator", [*LLAMA2, "--seed", "-1"],
                                     "--seed -1: must be an integer >= 0"),
         "simulator-unwritable-json": (simulator_main, "python -m simulator", [*LLAMA2, "--json", f"{unwritable}/x.json"],
