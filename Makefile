@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test
+.PHONY: run test mutation
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV)
@@ -16,3 +16,9 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -n 2 -q
+
+# Mutation testing of the core modules (pyproject.toml's [tool.mutmut]); long, not part of `make test`.
+# `mutants/` keeps the results: a second run re-tests only what changed; `mutmut results` lists survivors.
+mutation: $(VENV)/.installed
+	$(VENV)/bin/mutmut run --max-children 2
+	$(VENV)/bin/mutmut results

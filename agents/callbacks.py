@@ -30,6 +30,7 @@ from agents.dashboard import (
     serving_scalars,
     training_layout,
 )
+from agents.model_files import save_vecnormalize
 from agents.rollout import run_episode
 from baselines import make as make_policy
 
@@ -231,7 +232,7 @@ def save_model(model: BaseAlgorithm, path: Path) -> None:
     vec_normalize = model.get_vec_normalize_env()
     if vec_normalize is not None:
         stats = vecnormalize_path(path)
-        vec_normalize.save(str(_temporary(stats)))
+        save_vecnormalize(vec_normalize, _temporary(stats))
         os.replace(_temporary(stats), stats)
     model.save(_temporary(path))
     os.replace(_temporary(path), path)
@@ -243,29 +244,46 @@ def _temporary(path: Path) -> Path:
 
 
 class CheckpointEvery(BaseCallback):
-    """Saves the model (``save_model``) as ``directory/model_<steps>_steps.zip`` every
-    ``every_calls`` calls (env steps / n_envs), the names SB3's ``CheckpointCallback`` uses,
-    written atomically."""
+    """Saves the model (``save_model``) as ``directory/model_<steps>_steps.zip`` (SB3's
+    ``CheckpointCallback`` names), written atomically, at the first update boundary (a rollout's
+    start) after every ``every_steps`` env steps: a checkpoint holds the parameters trained on
+    exactly the steps its name counts, none gathered after its last update."""
 
-    def __init__(self, every_calls: int, directory: Path) -> None:
+    def __init__(self, every_steps: int, directory: Path) -> None:
         super().__init__()
-        self.every_calls = every_calls
+        self.every_steps = every_steps
         self.directory = Path(directory)
+        self.next_steps = 0
+
+    def _on_training_start(self) -> None:
+        self.next_steps = (self.model.num_timesteps // self.every_steps + 1) * self.every_steps
+
+    def _on_rollout_start(self) -> None:
+        steps = self.model.num_timesteps
+        if steps >= self.next_steps:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            save_model(self.model, self.directory / f"model_{steps}_steps.zip")
+            self.next_steps = (steps // self.every_steps + 1) * self.every_steps
 
     def _on_step(self) -> bool:
-        if self.n_calls % self.every_calls == 0:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            save_model(self.model, self.directory / f"model_{self.num_timesteps}_steps.zip")
         return True
 
 
 class StopOnSignal(BaseCallback):
     """Ends training at the next env step once ``received`` is set (by a signal handler,
-    ``agents.train``): SB3 then returns from ``learn`` with every step so far counted."""
+    ``agents.train``); ``trained_steps`` is the step count at the last update boundary (a
+    rollout's start), what the model has trained on: SB3 counts the steps gathered after it too."""
 
     def __init__(self) -> None:
         super().__init__()
         self.received: signal.Signals | None = None
+        self.trained_steps = 0
+
+    def _on_training_start(self) -> None:
+        self.trained_steps = self.model.num_timesteps
+
+    def _on_rollout_start(self) -> None:
+        self.trained_steps = self.model.num_timesteps
 
     def _on_step(self) -> bool:
         return self.received is None

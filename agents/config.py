@@ -18,18 +18,21 @@ schedule: ``value`` at the start of training, 0 at its end);
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import inspect
 import logging
 import math
-import pickle
 import re
+import types
+import typing
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 from gymnasium import spaces
@@ -67,6 +70,9 @@ EVAL_MODES = ("deterministic", "stochastic")
 SCHEDULE_ARGS = ("learning_rate", "clip_range", "clip_range_vf")  # take ``lin_<value>``
 LINEAR_SCHEDULE = re.compile(r"lin_(.+)")
 SB3_ARCHIVE_MEMBERS = ("data", "policy.pth")  # what every saved SB3 model holds
+# Integer constructor arguments that count something and so must be at least 1.
+COUNT_ARGS = frozenset({"n_steps", "batch_size", "n_epochs", "buffer_size", "gradient_steps", "target_update_interval",
+                        "stats_window_size"})
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +92,58 @@ class Algorithm:
     def constructor_args(self) -> list[str]:
         """Keyword arguments a hyper-parameter file may set."""
         return [p for p in inspect.signature(self.cls.__init__).parameters if p not in RESERVED_ALGO_ARGS]
+
+    def check_types(self, kwargs: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming the first argument whose value does not fit the type the
+        constructor declares (``n_steps: "abc"``, ``gamma: .nan``, ``n_epochs: 0``), so a bad
+        hyper-parameter fails before any env or model is built."""
+        parameters = inspect.signature(self.cls.__init__).parameters
+        for name, value in kwargs.items():
+            hint = parameters[name].annotation
+            if not _fits(value, hint):
+                raise ValueError(f"{name} {value!r}: {self.name} takes {_describe(hint)}")
+            if name in COUNT_ARGS and isinstance(value, int) and value < 1:
+                raise ValueError(f"{name} {value!r}: must be an integer >= 1")
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a YAML value fits a constructor annotation (a schedule may be ``lin_<value>``;
+    floats must be finite; annotations not listed here are left to the constructor)."""
+    if hint is inspect.Parameter.empty or hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is collections.abc.Callable:
+        return isinstance(value, str)  # lin_<value>, checked by linear_schedule
+    if hint is dict or origin is dict:
+        return isinstance(value, dict)
+    if origin is tuple:
+        return isinstance(value, (list, tuple)) and len(value) == len(args) and all(map(_fits, value, args))
+    return True
+
+
+def _describe(hint: Any) -> str:
+    """An annotation as a reader would say it: ``int``, ``float or a schedule 'lin_<value>' or None``."""
+    if hint is None or hint is type(None):
+        return "None"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arg) for arg in typing.get_args(hint))
+    if typing.get_origin(hint) is collections.abc.Callable:
+        return "a schedule 'lin_<value>'"
+    if hint is float:
+        return "a finite number"
+    return getattr(hint, "__name__", str(hint))
 
 
 # servegym's own policies by the name a hyper-parameter file gives (``policy: InstanceScoringPolicy``);
@@ -202,6 +260,7 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"unknown hyper-parameter(s) {unknown} for {self.algo}; known: "
                              f"{sorted([*RUN_KEYS, *algorithm.constructor_args()])}")
+        algorithm.check_types(self.algo_kwargs)
         for name in SCHEDULE_ARGS:
             if isinstance(self.algo_kwargs.get(name), str):
                 linear_schedule(name, self.algo_kwargs[name])
@@ -399,8 +458,12 @@ _Loader.add_implicit_resolver(
 
 
 def load_yaml(path: Path) -> Any:
+    """The YAML file at ``path``; a file YAML cannot read raises ``ValueError`` naming it and where."""
     with open(path) as handle:
-        return yaml.load(handle, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+        try:
+            return yaml.load(handle, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
 
 
 def parse_value(text: str) -> Any:
@@ -435,13 +498,14 @@ def sanitize(name: str) -> str:
 
 
 def vecnormalize_path(model_path: Path) -> Path:
-    """Where a saved model's VecNormalize statistics live: ``<stem>_vecnormalize.pkl`` beside
-    it, or SB3's checkpoint name ``model_vecnormalize_<n>_steps.pkl`` for ``model_<n>_steps.zip``."""
+    """Where a saved model's VecNormalize statistics live (``agents.model_files``: plain arrays):
+    ``<stem>_vecnormalize.npz`` beside it, or SB3's checkpoint name
+    ``model_vecnormalize_<n>_steps.npz`` for ``model_<n>_steps.zip``."""
     model_path = Path(model_path)
     match = re.fullmatch(r"(.*)_(\d+)_steps", model_path.stem)
     if match:
-        return model_path.with_name(f"{match[1]}_vecnormalize_{match[2]}_steps.pkl")
-    return model_path.with_name(f"{model_path.stem}_vecnormalize.pkl")
+        return model_path.with_name(f"{match[1]}_vecnormalize_{match[2]}_steps.npz")
+    return model_path.with_name(f"{model_path.stem}_vecnormalize.npz")
 
 
 def latest_checkpoint(run_dir: Path, with_stats: bool = False) -> tuple[Path, int]:
@@ -481,12 +545,15 @@ def checkpoint_problem(path: Path, with_stats: bool) -> str | None:
         return f"not a readable zip archive: {error}"
     if with_stats:
         stats = vecnormalize_path(path)
-        try:
-            with open(stats, "rb") as handle:
-                pickle.load(handle)
-        except FileNotFoundError:
+        if not stats.is_file():
+            if stats.with_suffix(".pkl").is_file():
+                return None  # an older pickle: agents.model_files.load_vecnormalize says whether it may load
             return f"its VecNormalize statistics {stats.name} are missing"
-        except (pickle.UnpicklingError, EOFError, OSError, ValueError) as error:
+        try:
+            with np.load(stats, allow_pickle=False) as stored:
+                for key in stored.files:
+                    stored[key]
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
             return f"its VecNormalize statistics {stats.name} are unreadable: {error!r}"
     return None
 

@@ -30,7 +30,6 @@ import inspect
 import math
 import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from gymnasium.envs.registration import load_env_creator
-from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+from stable_baselines3.common.vec_env import DummyVecEnv
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
@@ -56,7 +55,6 @@ from agents.config import (
     TrainConfig,
     as_int,
     config_path_for,
-    get_algorithm,
     parse_value,
     resolve_device,
     sanitize,
@@ -72,6 +70,7 @@ from agents.dashboard import (
     tier_metrics,
 )
 from agents.interval_plot import interval_figure
+from agents.model_files import TRUST_FLAG, load_model, load_vecnormalize
 from agents.rollout import play_episode
 from agents.statistics import (
     BOOTSTRAP_REPS,
@@ -83,6 +82,7 @@ from agents.statistics import (
 )
 from agents.train import EVAL_SEED_BASE, make_env
 from baselines import make as make_policy
+from simulator.cli import check_writable_dir, command
 
 MODE_TAGS = {"deterministic": "det", "stochastic": "stoch"}
 MODE_TEXT = {
@@ -130,14 +130,16 @@ def check_modes(modes: Sequence[str]) -> tuple[str, ...]:
     return modes
 
 
-def load_agent(model_path: Path, env: gym.Env, device: str = "cpu") -> tuple[AgentPolicy, TrainConfig]:
+def load_agent(model_path: Path, env: gym.Env, device: str = "cpu",
+               trust_pickle: bool = False) -> tuple[AgentPolicy, TrainConfig]:
     """A saved model (with its run's VecNormalize statistics, if it used them) as a policy for
-    ``env``, and its run's configuration; ``env`` must have the model's spaces."""
+    ``env``, and its run's configuration; ``env`` must have the model's spaces. Nothing in the
+    files is unpickled unless ``trust_pickle`` (``agents.model_files``)."""
     model_path = Path(model_path)
     if not model_path.is_file():
         raise ValueError(f"no saved model at {model_path}")
     config = TrainConfig.load(config_path_for(model_path))
-    model = get_algorithm(config.algo).cls.load(model_path, device=device)
+    model = load_model(model_path, config, env, device, trust_pickle)
     for name in ("observation_space", "action_space"):
         if getattr(model, name) != getattr(env, name):
             raise ValueError(f"{model_path} was trained with {name} {getattr(model, name)}, "
@@ -145,9 +147,9 @@ def load_agent(model_path: Path, env: gym.Env, device: str = "cpu") -> tuple[Age
     vec_normalize = None
     if config.normalize is not None:
         stats_path = vecnormalize_path(model_path)
-        if not stats_path.is_file():
+        if not stats_path.is_file() and not stats_path.with_suffix(".pkl").is_file():
             raise ValueError(f"{model_path} was trained with VecNormalize but {stats_path} is missing")
-        vec_normalize = VecNormalize.load(str(stats_path), DummyVecEnv([lambda: env]))
+        vec_normalize = load_vecnormalize(stats_path, DummyVecEnv([lambda: env]), trust_pickle)
         vec_normalize.training = False
         vec_normalize.norm_reward = False
     return AgentPolicy(model, vec_normalize), config
@@ -161,9 +163,11 @@ def evaluate_policies(
     env_kwargs: dict[str, Any] | None = None,
     device: str = "cpu",
     modes: Sequence[str] = ("deterministic",),
+    trust_pickle: bool = False,
 ) -> list[PolicyResult]:
     """Run every policy (baseline name or ``.zip`` model path) for one episode per seed on
-    ``gym.make(env_id, scenario=scenario, **env_kwargs)``; a model once per mode of ``modes``."""
+    ``gym.make(env_id, scenario=scenario, **env_kwargs)``; a model once per mode of ``modes``
+    (``trust_pickle``: as ``load_agent``)."""
     if not policies:
         raise ValueError("no policy to evaluate")
     modes = check_modes(modes)
@@ -190,7 +194,7 @@ def evaluate_policies(
         if config.env_id != env_id:
             raise ValueError(f"{spec} was trained on {config.env_id}, not {env_id}")
         env = env_for(config.flat_observation)
-        policy, _ = load_agent(Path(spec), env, device)
+        policy, _ = load_agent(Path(spec), env, device, trust_pickle)
         for mode in modes:
             suffix = f"[{MODE_TAGS[mode]}]" if len(modes) > 1 else ""
             label = _unique(f"{config.algo}_s{config.seed}_{Path(spec).stem}{suffix}", labels)
@@ -379,14 +383,8 @@ def build_report(results: Sequence[PolicyResult], seeds: Sequence[int], metric: 
 
 
 def check_writable(out_dir: Path) -> None:
-    """Create ``out_dir`` and write (then remove) a probe file in it; ``ValueError`` naming the
-    folder if that fails, so an evaluation does not run its episodes for nothing."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write_probe_"):
-            pass
-    except OSError as error:
-        raise ValueError(f"--out {out_dir} is not a writable folder: {error.strerror or error}") from None
+    """``--out`` can be written (``simulator.cli.check_writable_dir``): checked before any episode runs."""
+    check_writable_dir("--out", out_dir)
 
 
 def write_report(results: Sequence[PolicyResult], seeds: Sequence[int], out_dir: Path,
@@ -537,6 +535,7 @@ def modes_from(args: argparse.Namespace, default: tuple[str, ...] = ("determinis
     return modes or default
 
 
+@command("agents.evaluate")
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; bad input (a ``ValueError`` or ``OSError``) prints one line and returns 2."""
     parser = argparse.ArgumentParser(prog="agents.evaluate", description=__doc__.splitlines()[0])
@@ -554,12 +553,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", choices=DEVICES, default=DEFAULT_DEVICE,
                         help=f"where saved models run (default {DEFAULT_DEVICE}; auto: CUDA when present)")
     parser.add_argument("--out", type=Path, help="output folder (default results/eval/{env}__{scenario})")
-    args = parser.parse_args(argv)
-    try:
-        return _evaluate(args)
-    except (ValueError, OSError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
+    parser.add_argument(TRUST_FLAG, action="store_true",
+                        help="load model files that pickle Python objects (older VecNormalize .pkl statistics, "
+                             "unknown pickled settings): this runs code from the files; only for files you trust")
+    return _evaluate(parser.parse_args(argv))
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -574,7 +571,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     out_dir = args.out or Path("results") / "eval" / f"{sanitize(args.env)}__{args.scenario}"
     check_writable(out_dir)
     results = evaluate_policies(args.env, args.scenario, policies, seeds, env_kwargs, resolve_device(args.device),
-                                modes_from(args))
+                                modes_from(args), args.trust_pickle)
     if args.metric not in table_metrics(results):
         raise ValueError(f"unknown --metric {args.metric!r}; the episodes report {table_metrics(results)}")
     report = build_report(results, seeds, args.metric)

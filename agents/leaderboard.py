@@ -4,6 +4,10 @@ metric, IQM with 95% stratified-bootstrap intervals (``agents.statistics``, rlia
     python -m agents.leaderboard runs/sweeps/leaderboard [MORE_SWEEP_DIRS ...] \\
         [--out docs/leaderboard.md] [--all-configs]
 
+Without ``--out`` the board goes to ``leaderboard.md`` in the first sweep directory: the
+committed ``docs/leaderboard.md`` is written only when named. A sweep directory that does not
+exist yet is refused with the command that makes it.
+
 Reads each trial's ``evaluation.json`` under ``<sweep>/runs/`` (``agents.trial``). A section per
 scenario and env ranks its policies, best first: each heuristic (one run over the evaluation
 seeds) and each trained agent (an algorithm, reward and hyper-parameter assignment; its runs are
@@ -31,9 +35,11 @@ from matplotlib.figure import Figure
 
 from agents.headline import better_when_higher
 from agents.statistics import BOOTSTRAP_REPS, Interval, iqm, probability_of_improvement
+from simulator.cli import check_writable_dir, command
 
 EVALUATION_GLOB = "runs/*/*/evaluation.json"
-DEFAULT_OUT = Path("docs") / "leaderboard.md"
+BOARD_FILE = "leaderboard.md"
+SWEEPS_DIR = Path("agents") / "sweeps"
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,15 @@ def load_records(sweep_dirs: Sequence[Path]) -> list[dict[str, Any]]:
     records: dict[str, dict[str, Any]] = {}
     for folder in sweep_dirs:
         if not Path(folder).is_dir():
-            raise ValueError(f"no sweep directory {folder}")
+            config = SWEEPS_DIR / f"{Path(folder).name}.yml"
+            first = (f"python -m agents.sweep {config}" if config.is_file()
+                     else f"python -m agents.sweep CONFIG.yml --run-dir {folder}")
+            raise ValueError(f"sweep directory {folder}: does not exist; run the sweep first: {first}")
         for path in sorted(Path(folder).glob(EVALUATION_GLOB)):
-            record = json.loads(path.read_text())
+            try:
+                record = json.loads(path.read_text())
+            except ValueError as error:
+                raise ValueError(f"{path}: not a trial's evaluation record: {error}") from None
             records.setdefault(record["trial_id"], record)
     return list(records.values())
 
@@ -130,29 +142,37 @@ def agent_label(record: dict[str, Any]) -> str:
 
 
 def write_board(records: Sequence[dict[str, Any]], out: Path, *, best_only: bool = True, title: str = "Leaderboard",
-                sources: Sequence[str] = ()) -> list[Entry]:
-    """Write ``out`` (markdown), the same stem ``.csv`` and ``.png``; return the entries."""
+                sources: Sequence[str] = (), partial: str | None = None) -> list[Entry]:
+    """Write ``out`` (markdown), the same stem ``.csv`` and ``.png``; return the entries.
+    ``partial`` says what a board from an unfinished sweep lacks: the markdown and the figure
+    are marked partial with it, the CSV's ``partial`` column is true."""
     found = entries(records, best_only)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(found, title, sources))
+    out.write_text(markdown(found, title, sources, partial))
     with open(out.with_suffix(".csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["board", "metric", "policy", "kind", "iqm", "ci_low", "ci_high", "runs", "tasks",
                          "constraint", "constraint_mean", "meets_constraint", "poi_vs_best_heuristic", "poi_low",
-                         "poi_high"])
+                         "poi_high", "partial"])
         writer.writerows([e.board, e.metric, e.policy, e.kind, e.interval.value, e.interval.low, e.interval.high,
                           e.interval.runs, e.interval.tasks, _constraint_text(e.constraint), e.constraint_mean,
                           e.meets_constraint, *((e.improvement.value, e.improvement.low, e.improvement.high)
-                                                if e.improvement is not None else ("", "", ""))] for e in found)
+                                                if e.improvement is not None else ("", "", "")), partial is not None]
+                         for e in found)
     if found:
-        plot(found).savefig(out.with_suffix(".png"), dpi=120)
+        figure = plot(found)
+        if partial is not None:
+            figure.suptitle("PARTIAL: not every trial of the sweep finished", color="C3", fontsize="medium")
+        figure.savefig(out.with_suffix(".png"), dpi=120)
     return found
 
 
-def markdown(found: Sequence[Entry], title: str, sources: Sequence[str]) -> str:
-    """One table per board, policies ranked best first."""
-    lines = [f"# {title}", ""]
+def markdown(found: Sequence[Entry], title: str, sources: Sequence[str], partial: str | None = None) -> str:
+    """One table per board, policies ranked best first; ``partial``: what an unfinished sweep lacks."""
+    lines = [f"# {title}" + (" (partial)" if partial else ""), ""]
+    if partial:
+        lines += [f"**Partial: {partial}**", ""]
     if sources:
         lines += [f"From the sweep(s) {', '.join(f'`{s}`' for s in sources)}.", ""]
     lines += [f"Cells: IQM over training seeds x evaluation seeds [95% stratified-bootstrap interval over both, "
@@ -245,19 +265,25 @@ def _short(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+@command("agents.leaderboard")
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Write the board; bad input (a missing sweep, an unwritable ``--out``) prints one line and returns 2."""
+    parser = argparse.ArgumentParser(prog="agents.leaderboard", description=__doc__.splitlines()[0])
     parser.add_argument("sweeps", type=Path, nargs="+", help="sweep directories (python -m agents.sweep --run-dir)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"markdown file (default {DEFAULT_OUT}); "
-                                                                       "the .csv and .png go beside it")
+    parser.add_argument("--out", type=Path, help=f"markdown file (default: {BOARD_FILE} in the first sweep directory; "
+                                                 "docs/leaderboard.md only when named); the .csv and .png go beside it")
     parser.add_argument("--all-configs", action="store_true", help="every hyper-parameter assignment, not the best")
     args = parser.parse_args(argv)
+    out = args.out or args.sweeps[0] / BOARD_FILE
+    if out.suffix != ".md":
+        raise ValueError(f"--out {out}: must name a .md file (the .csv and .png go beside it)")
     records = load_records(args.sweeps)
     if not records:
-        raise ValueError(f"no finished trial (evaluation.json) under {[str(s) for s in args.sweeps]}")
-    found = write_board(records, args.out, best_only=not args.all_configs, sources=[str(s) for s in args.sweeps])
-    print(args.out.read_text())
-    print(f"{len(found)} entries; written {args.out}, {args.out.with_suffix('.csv')}, {args.out.with_suffix('.png')}")
+        raise ValueError(f"sweeps {' '.join(map(str, args.sweeps))}: no finished trial (evaluation.json) yet")
+    check_writable_dir("--out", out.parent)
+    found = write_board(records, out, best_only=not args.all_configs, sources=[str(s) for s in args.sweeps])
+    print(out.read_text())
+    print(f"{len(found)} entries; written {out}, {out.with_suffix('.csv')}, {out.with_suffix('.png')}")
     return 0
 
 

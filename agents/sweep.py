@@ -17,7 +17,15 @@ holds ``sweep.json`` (the checked configuration), ``tune/`` (Tune's experiment s
 ``evaluation.json``), ``heuristics/`` and the sweep's table: ``table.md``, ``table.csv`` and
 ``table.png`` (``agents.leaderboard``, every configuration).
 Started again on the same run directory, a sweep resumes (Tune's restore): finished trials are
-kept, unfinished ones run again from the start.
+kept, unfinished ones run again from the start. ``tune/`` holds Tune's pickled experiment state,
+which a resumed sweep unpickles: resume only sweep directories you wrote. ``--address`` joins a
+cluster without authentication: only clusters you run.
+
+Interrupted (Ctrl-C), a sweep stops its trials, writes its table from the finished ones marked
+*partial* with the trials it misses, says how to finish them (run the same command again) and
+exits with status 130. Bad input (any entry of the configuration, a flag) prints one line
+``agents.sweep: error: ...`` and exits with status 2 before Ray starts; a cluster address that
+does not answer fails within ``simulator.fanout.CONNECT_TIMEOUT_S``, naming it.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +49,8 @@ from ray.tune.search.optuna import OptunaSearch
 from agents.leaderboard import load_records, write_board
 from agents.sweep_config import Cell, SweepConfig, load_sweep_config, select_scenarios
 from agents.trial import run_trial
-from simulator.fanout import ray_session
+from simulator.cli import command
+from simulator.fanout import check_address, ray_session
 
 DEFAULT_ROOT = Path("runs") / "sweeps"
 CONFIG_FILE = "sweep.json"
@@ -51,11 +62,55 @@ _RANGES = {"uniform": tune.uniform, "loguniform": tune.loguniform, "randint": tu
 
 @dataclasses.dataclass(frozen=True)
 class SweepOutcome:
-    """What a sweep left: its directory, the trials finished and those that failed (with their errors)."""
+    """What a sweep left: its directory, the trials finished, those that failed (with their
+    errors), how many it has in all and the ones still missing (``missing_trials``)."""
 
     root: Path
     finished: int
     errors: list[str]
+    expected: int = 0
+    missing: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and self.finished >= self.expected
+
+
+class _NoRestoreHint(logging.Filter):
+    """Drops Tune's "Resume experiment with: Tuner.restore(...)": a sweep resumes by running the
+    same command again (``finish_hint``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "has been interrupted" not in record.getMessage()
+
+
+def finish_hint(argv: Sequence[str]) -> str:
+    """How to finish a partial sweep: the same command again."""
+    return "python -m agents.sweep " + " ".join(argv)
+
+
+def trial_key(cell: int, seed: int, assignment: dict[str, Any]) -> str:
+    """A trial's name in messages: ``cell<index> seed <seed> [key=value, ...]``."""
+    searched = ", ".join(f"{key}={value!r}" for key, value in sorted(assignment.items()))
+    return f"cell{cell} seed {seed}" + (f" [{searched}]" if searched else "")
+
+
+def expected_trials(config: SweepConfig) -> list[str] | int:
+    """Every trial of ``config`` by ``trial_key`` (grid and random searches), or their number
+    (an Optuna search draws its assignments as it goes)."""
+    if config.search == "optuna":
+        return len(config.cells) * config.samples * len(config.train_seeds)
+    return [trial_key(cell.index, seed, assignment) for cell in config.cells for assignment in config.assignments()
+            for seed in config.train_seeds]
+
+
+def missing_trials(config: SweepConfig, records: Sequence[dict[str, Any]]) -> tuple[int, tuple[str, ...]]:
+    """How many trials ``config`` has, and those of them no record (``evaluation.json``) holds."""
+    done = [trial_key(r["cell"], r["seed"], r["hyperparams"]) for r in records]
+    expected = expected_trials(config)
+    if isinstance(expected, int):
+        return expected, tuple(f"{expected - len(done)} Optuna trial(s)",) if len(done) < expected else ()
+    return len(expected), tuple(key for key in expected if key not in set(done))
 
 
 def run_sweep(config: SweepConfig, root: Path, *, max_concurrent: int | None = None, address: str | None = None,
@@ -68,16 +123,32 @@ def run_sweep(config: SweepConfig, root: Path, *, max_concurrent: int | None = N
         max_concurrent = os.cpu_count() or 1
     if max_concurrent is not None and max_concurrent < 1:
         raise ValueError(f"--max-concurrent must be a positive integer, got {max_concurrent!r}")
-    finished, errors = 0, []
+    errors: list[str] = []
     cpus = (max_concurrent or 1) * config.cpus_per_trial
-    with ray_session(cpus, address):
-        for name, cells in experiments(config):
-            grid = _tuner(config, name, cells, root, max_concurrent, verbose).fit()
-            finished += sum(1 for result in grid if result.error is None)
-            errors += [f"{result.path}: {result.error}" for result in grid if result.error is not None]
-    write_board(load_records([root]), root / TABLE_FILE, best_only=False,
-                title=f"Sweep {config.name}", sources=[str(root)])
-    return SweepOutcome(root, finished, errors)
+    hint = _NoRestoreHint()
+    logging.getLogger("ray.tune.tune").addFilter(hint)
+    try:
+        with ray_session(cpus, address):
+            for name, cells in experiments(config):
+                grid = _tuner(config, name, cells, root, max_concurrent, verbose).fit()
+                errors += [f"{result.path}: {result.error}" for result in grid if result.error is not None]
+    finally:
+        logging.getLogger("ray.tune.tune").removeFilter(hint)
+    return write_sweep_table(config, root, errors)
+
+
+def write_sweep_table(config: SweepConfig, root: Path, errors: Sequence[str] = ()) -> SweepOutcome:
+    """Write the sweep's table from the trials finished under ``root``, marked partial (with the
+    trials it misses) when any is missing; return the outcome."""
+    records = load_records([root])
+    expected, missing = missing_trials(config, records)
+    partial = None
+    if missing:
+        partial = (f"{len(records)} of {expected} trials finished; missing: {', '.join(missing)}. "
+                   "Run the same command again to finish them (finished trials are kept).")
+    write_board(records, root / TABLE_FILE, best_only=False, title=f"Sweep {config.name}", sources=[str(root)],
+                partial=partial)
+    return SweepOutcome(root, len(records), list(errors), expected, missing)
 
 
 def experiments(config: SweepConfig) -> list[tuple[str, list[Cell]]]:
@@ -139,8 +210,12 @@ def _claim(root: Path, config: SweepConfig) -> None:
     path.write_text(json.dumps(recorded, indent=1) + "\n")
 
 
+@command("agents.sweep")
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the command: 0 when every trial finished, 1 when some failed, 130 when interrupted
+    (the table then says it is partial), 2 on bad input."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="agents.sweep", description=__doc__.splitlines()[0])
     parser.add_argument("config", type=Path, help="sweep configuration (YAML; see agents/sweeps/)")
     parser.add_argument("--run-dir", type=Path, help=f"sweep directory (default {DEFAULT_ROOT}/<name>)")
     parser.add_argument("--max-concurrent", type=int,
@@ -150,17 +225,39 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="run only these scenarios' cells of the config (default: all)")
     parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1, help="Tune's progress display")
     args = parser.parse_args(argv)
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise ValueError(f"--max-concurrent {args.max_concurrent}: must be a positive integer")
+    if args.address is not None:
+        check_address(args.address)
     config = load_sweep_config(args.config)
     if args.scenarios is not None:
         config = select_scenarios(config, args.scenarios)
-    outcome = run_sweep(config, args.run_dir or DEFAULT_ROOT / config.name, max_concurrent=args.max_concurrent,
-                        address=args.address, verbose=args.verbose)
+    root = Path(args.run_dir or DEFAULT_ROOT / config.name).resolve()
+    try:
+        outcome = run_sweep(config, root, max_concurrent=args.max_concurrent, address=args.address,
+                            verbose=args.verbose)
+    except KeyboardInterrupt:  # a second Ctrl-C stops Tune at once, or one came before Tune took over
+        if not (root / CONFIG_FILE).is_file():
+            print("agents.sweep: interrupted before any trial started", file=sys.stderr)
+            return 128 + signal.SIGINT
+        outcome = write_sweep_table(config, root)
+    return report(outcome, argv)
+
+
+def report(outcome: SweepOutcome, argv: Sequence[str]) -> int:
+    """Print the table and what is left; the command's exit status (see ``main``)."""
     print((outcome.root / TABLE_FILE).read_text())
-    print(f"{outcome.finished} trials finished; table {outcome.root / TABLE_FILE}; "
+    print(f"{outcome.finished} of {outcome.expected} trials finished; table {outcome.root / TABLE_FILE}; "
           f"tensorboard --logdir {outcome.root / 'runs'}")
     for error in outcome.errors:
         print(f"failed: {error}", file=sys.stderr)
-    return 1 if outcome.errors else 0
+    if outcome.errors:
+        return 1
+    if not outcome.complete:
+        print(f"agents.sweep: interrupted: {len(outcome.missing)} trial(s) missing ({', '.join(outcome.missing)}); "
+              f"the table is partial; finish with: {finish_hint(argv)}", file=sys.stderr)
+        return 128 + signal.SIGINT
+    return 0
 
 
 if __name__ == "__main__":

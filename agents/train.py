@@ -9,20 +9,25 @@ periodic evaluation against baselines, checkpoints and exact resume.
     python -m agents.train --resume runs/<run> [--timesteps N]
 
 A run directory ``runs/{env}__{scenario}__{algo}__{seed}__{time}`` holds ``config.yml`` (the
-resolved configuration), the TensorBoard event files, ``progress.csv`` (and
-``progress_resumed_at_<steps>.csv`` per resume), ``monitor/<rank>.monitor.csv``,
-``checkpoints/model_<steps>_steps.zip`` (with ``model_vecnormalize_<steps>_steps.pkl`` when
+resolved configuration), the TensorBoard event files, ``progress.csv`` (continued by a
+resume, with the iteration count going on), ``monitor/<rank>.monitor.csv``,
+``checkpoints/model_<steps>_steps.zip`` (with ``model_vecnormalize_<steps>_steps.npz`` when
 observations are normalised), ``final_model.zip`` and, with evaluation, ``best_model.zip`` and
-``evaluations.json``. Every model file is written under a temporary name and renamed.
+``evaluations.json``. Every model file is written under a temporary name and renamed; a
+checkpoint is taken at an update boundary, so it holds exactly the steps it has trained on.
 
 Interruption: on SIGINT (Ctrl-C) or SIGTERM the command stops at the next env step, saves the
-model and its VecNormalize statistics as ``checkpoints/model_<steps>_steps.zip``, closes its
-envs (subprocess envs ignore the signals, so they close cleanly) and exits with status 128 +
-the signal number (130, 143); a second signal stops it at once. ``--resume`` continues from the
+model and its VecNormalize statistics as ``checkpoints/model_<steps>_steps.zip`` with the steps
+of its last update (the steps gathered after it were never trained on: they are dropped, with
+their monitor rows), closes its envs (subprocess envs ignore the signals, so they close
+cleanly) and exits with status 128 + the signal number (130, 143); a second signal stops it at
+once. ``--resume`` continues from the
 newest intact checkpoint (a truncated or corrupt newer one is skipped with a warning) and first
 drops the monitor rows of episodes past it, so the monitor CSVs hold exactly the episodes the
-model has trained on; their ``t`` column continues from the run's start. Bad input prints one
-line ``agents.train: error: ...`` and exits with status 2.
+model has trained on; their ``t`` column continues from the run's start. Saved files are loaded
+without unpickling anything (``agents.model_files``; ``--trust-pickle`` for older files). Bad
+input prints one line ``agents.train: error: ...`` and exits with status 2, before any env starts
+(``--n-envs`` beyond what this process may open is refused, ``check_n_envs``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import csv
 import dataclasses
 import json
 import os
+import resource
 import signal
 import sys
 import threading
@@ -49,14 +55,9 @@ import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-from stable_baselines3.common.logger import (
-    CSVOutputFormat,
-    HParam,
-    HumanOutputFormat,
-    Logger,
-    TensorBoardOutputFormat,
-)
+from stable_baselines3.common.logger import CSVOutputFormat, HParam, HumanOutputFormat, TensorBoardOutputFormat
 from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 import envs
@@ -85,13 +86,21 @@ from agents.config import (
 )
 from agents.dashboard import episode_metric_names, tier_slo_attainment
 from agents.frozen_heap import frozen_heap
+from agents.model_files import TRUST_FLAG, load_model, load_vecnormalize
+from agents.training_log import ContinuedCSVOutputFormat, ContinuedLogger, StepProgressBar
 from baselines import make as make_policy
 from envs.wrappers import FlattenServingObservation
+from simulator.cli import command
 
 # Evaluation seeds are 10_000, 10_001, ...: held out from the small training seeds.
 EVAL_SEED_BASE = 10_000
 DEFAULT_CHECKPOINT_FREQ = 10_000
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Open files an env takes in the training process: its monitor CSV in-process; with subprocess
+# envs the pipe ends and process sentinel (measured: 3.5 per SubprocVecEnv worker, rounded up;
+# the monitor file is then the worker's). Plus what the trainer itself keeps open.
+FILES_PER_ENV = {False: 1, True: 4}
+FILES_RESERVED = 256
 
 
 class EpisodeTierMetrics(gym.Wrapper):
@@ -160,6 +169,17 @@ def uses_subprocess_envs(n_envs: int, vec_env: str, cores: int | None = None) ->
     if n_envs <= 1 or vec_env == "dummy":
         return False
     return vec_env == "subproc" or (usable_cores() if cores is None else cores) > n_envs
+
+
+def check_n_envs(n_envs: int, vec_env: str, open_files_limit: int | None = None) -> None:
+    """Raise ``ValueError`` naming ``n_envs`` when its envs would need more open files than this
+    process may have (``RLIMIT_NOFILE``, or ``open_files_limit``): they would fail one by one
+    after minutes of start-up, leaving their monitor files behind."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0] if open_files_limit is None else open_files_limit
+    per_env = FILES_PER_ENV[uses_subprocess_envs(n_envs, vec_env)]
+    if limit != resource.RLIM_INFINITY and n_envs * per_env + FILES_RESERVED > limit:
+        raise ValueError(f"n_envs {n_envs}: needs about {n_envs * per_env + FILES_RESERVED:,} open files "
+                         f"({per_env} per env) and this process may open {limit:,} (ulimit -n)")
 
 
 def make_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | None] | None = None) -> VecEnv:
@@ -234,6 +254,7 @@ def train(config: TrainConfig, run_root: Path = Path("runs"), *, progress_bar: b
     checkpoint (module docstring; ``TrainResult.interrupted_by``)."""
     device = resolve_device(config.device)
     config = dataclasses.replace(config, device=device)
+    check_n_envs(config.n_envs, config.vec_env)
     _check_setup(config)
     torch.set_num_threads(config.torch_threads)
     run_dir = _new_run_dir(Path(run_root), config)
@@ -263,11 +284,14 @@ def new_model(config: TrainConfig, venv: VecEnv, verbose: int = 0) -> BaseAlgori
 
 
 def resume(run_dir: Path, *, timesteps: int | None = None, device: str | None = None,
-           progress_bar: bool = False, verbose: int = 0, stop_on_signals: bool = False) -> TrainResult:
+           progress_bar: bool = False, verbose: int = 0, stop_on_signals: bool = False,
+           trust_pickle: bool = False) -> TrainResult:
     """Continue ``run_dir`` from its newest intact checkpoint: model, VecNormalize statistics
     and the step count (``reset_num_timesteps=False``); monitor rows of episodes past the
-    checkpoint are dropped first. Trains ``timesteps`` more steps, by default what is left of
-    the configured ``n_timesteps``. ``stop_on_signals`` as for ``train``."""
+    checkpoint are dropped first, and ``progress.csv`` goes on from the checkpoint's row with
+    the same iteration count. Trains ``timesteps`` more steps, by default what is left of the
+    configured ``n_timesteps``. ``stop_on_signals`` as for ``train``; nothing in the files is
+    unpickled unless ``trust_pickle`` (``agents.model_files``)."""
     run_dir = Path(run_dir)
     config = TrainConfig.load(run_dir / "config.yml")
     config = dataclasses.replace(config, device=resolve_device(device or config.device))
@@ -281,12 +305,13 @@ def resume(run_dir: Path, *, timesteps: int | None = None, device: str | None = 
     venv = make_vec_env(config, run_dir, t_starts)
     try:
         if config.normalize is not None:
-            venv = VecNormalize.load(str(vecnormalize_path(checkpoint)), venv)
+            venv = load_vecnormalize(vecnormalize_path(checkpoint), venv, trust_pickle)
             venv.training = True
-        model = get_algorithm(config.algo).cls.load(checkpoint, env=venv, device=config.device)
+        model = load_model(checkpoint, config, venv, config.device, trust_pickle)
         config.save(run_dir / "config.yml")
         model.set_random_seed(config.seed + steps)
-        model.set_logger(_logger(run_dir, verbose, f"progress_resumed_at_{steps}.csv"))
+        iterations = steps // (model.n_steps * model.n_envs) if isinstance(model, OnPolicyAlgorithm) else 0
+        model.set_logger(_logger(run_dir, verbose, continue_from_steps=steps, iteration_offset=iterations))
         return _learn(model, config, run_dir, more, resuming=True, progress_bar=progress_bar,
                       stop_on_signals=stop_on_signals)
     finally:
@@ -322,8 +347,10 @@ def _learn(model: BaseAlgorithm, config: TrainConfig, run_dir: Path, timesteps: 
     layout = TrainingLayout(with_evaluation=config.eval_freq > 0)
     stop = StopOnSignal()
     callbacks: list[BaseCallback] = [stop, ServingMetricsCallback(layout), *extra_callbacks]
+    if progress_bar:
+        callbacks.append(StepProgressBar(timesteps))
     if config.checkpoint_freq > 0:
-        callbacks.append(CheckpointEvery(max(config.checkpoint_freq // config.n_envs, 1), run_dir / "checkpoints"))
+        callbacks.append(CheckpointEvery(config.checkpoint_freq, run_dir / "checkpoints"))
     if config.eval_freq > 0:
         callbacks.append(BaselineEvalCallback(
             make_env(config.env_id, config.scenario, config.env_kwargs, config.flat_observation),
@@ -334,9 +361,12 @@ def _learn(model: BaseAlgorithm, config: TrainConfig, run_dir: Path, timesteps: 
     start_steps = model.num_timesteps
     started = time.perf_counter()
     with _signals_stop(stop, stop_on_signals), frozen_heap():
-        model.learn(total_timesteps=timesteps, callback=CallbackList(callbacks), reset_num_timesteps=not resuming,
-                    progress_bar=progress_bar)
+        model.learn(total_timesteps=timesteps, callback=CallbackList(callbacks), reset_num_timesteps=not resuming)
     wall_s = time.perf_counter() - started
+    if stop.received is not None:  # the steps gathered since the last update were never trained on
+        model.num_timesteps = stop.trained_steps
+        for rank in range(config.n_envs):
+            rewind_monitor(monitor_path(run_dir, rank), model.num_timesteps // config.n_envs)
     (run_dir / "checkpoints").mkdir(exist_ok=True)
     save_model(model, run_dir / "checkpoints" / f"model_{model.num_timesteps}_steps.zip")
     if stop.received is None:
@@ -371,13 +401,18 @@ def _new_run_dir(run_root: Path, config: TrainConfig) -> Path:
             candidate = base.with_name(f"{base.name}_{suffix}")
 
 
-def _logger(run_dir: Path, verbose: int, csv_name: str = "progress.csv") -> Logger:
-    """SB3 logger writing TensorBoard events and ``csv_name`` into the run directory (a resumed
-    run writes its own CSV: SB3 would overwrite ``progress.csv``)."""
-    formats = [CSVOutputFormat(str(run_dir / csv_name)), TensorBoardOutputFormat(str(run_dir))]
+def _logger(run_dir: Path, verbose: int, continue_from_steps: int | None = None,
+            iteration_offset: int = 0) -> ContinuedLogger:
+    """SB3 logger writing TensorBoard events and ``progress.csv`` into the run directory; a
+    resumed run continues the CSV from ``continue_from_steps`` and its iteration count from
+    ``iteration_offset`` (``agents.training_log``)."""
+    csv_path = str(run_dir / "progress.csv")
+    table = CSVOutputFormat(csv_path) if continue_from_steps is None else ContinuedCSVOutputFormat(csv_path, continue_from_steps)
+    formats = [table, TensorBoardOutputFormat(str(run_dir))]
     # Keys up to 64 characters: at the default 36, "eval/<policy>/<metric>" tags that differ only at
     # their end would be cut to the same text, which SB3 refuses.
-    return Logger(str(run_dir), ([HumanOutputFormat(sys.stdout, max_length=64)] if verbose else []) + formats)
+    human = [HumanOutputFormat(sys.stdout, max_length=64)] if verbose else []
+    return ContinuedLogger(str(run_dir), human + formats, iteration_offset)
 
 
 def _hparams(config: TrainConfig) -> dict[str, Any]:
@@ -415,6 +450,7 @@ def _comma_list(text: str) -> list[str]:
     return [item for item in text.split(",") if item]
 
 
+@command("agents.train")
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI: bad input (a ``ValueError`` or ``OSError``) prints one line and returns 2;
     an interrupted run returns 128 + the signal number after saving (module docstring)."""
@@ -443,6 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     parser.add_argument("--run-dir", type=Path, default=Path("runs"), help="where run directories go (default runs)")
     parser.add_argument("--no-progress-bar", action="store_true")
+    parser.add_argument(TRUST_FLAG, action="store_true",
+                        help="with --resume: load checkpoints that pickle Python objects (older VecNormalize .pkl "
+                             "statistics): this runs code from the files; only for files you trust")
     parser.add_argument("--verbose", type=int, choices=(0, 1), default=1)
     args = parser.parse_args(argv)
     if args.resume is not None:
@@ -453,11 +492,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--resume takes the run's config.yml; these cannot change: {given}")
     elif args.env is None or args.algo is None:
         parser.error("--env and --algo are required (unless --resume)")
+    if args.trust_pickle and args.resume is None:
+        parser.error(f"{TRUST_FLAG} goes with --resume (a new run loads no file)")
     try:
         result = _run(args)
-    except (ValueError, OSError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C
         print(f"{parser.prog}: interrupted at once; checkpoints already saved are kept", file=sys.stderr)
         return 128 + signal.SIGINT
@@ -465,7 +503,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"trained {result.trained_steps} steps (total {result.num_timesteps}) in {result.wall_s:.1f} s: "
           f"{result.steps_per_s:.0f} steps/s")
     if result.interrupted_by is not None:
-        print(f"interrupted by {result.interrupted_by.name}: saved checkpoints/model_{result.num_timesteps}_steps.zip; "
+        print(f"interrupted by {result.interrupted_by.name}: saved checkpoints/model_{result.num_timesteps}_steps.zip "
+              "(the steps of its last update; those gathered after it were not trained on and are dropped); "
               f"continue with: python -m agents.train --resume {result.run_dir}")
         return 128 + result.interrupted_by
     return 0
@@ -475,7 +514,8 @@ def _run(args: argparse.Namespace) -> TrainResult:
     """Train or resume as the parsed command line says."""
     if args.resume is not None:
         return resume(args.resume, timesteps=args.timesteps, device=args.device,
-                      progress_bar=not args.no_progress_bar, verbose=args.verbose, stop_on_signals=True)
+                      progress_bar=not args.no_progress_bar, verbose=args.verbose, stop_on_signals=True,
+                      trust_pickle=args.trust_pickle)
     config = build_config(
         args.env, args.scenario or "default", args.algo, 0 if args.seed is None else args.seed,
         n_timesteps=args.timesteps, n_envs=args.n_envs, device=args.device or DEFAULT_DEVICE,

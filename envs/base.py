@@ -24,6 +24,14 @@ from simulator.outcome import RequestOutcome
 from simulator.sequence import Sequence
 
 
+def boolean(name: str, value: Any) -> bool:
+    """``value`` when it is True or False; anything else (``"yes"``, 1) raises naming ``name``:
+    a truthy string must not switch a mode on."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} {value!r}: must be True or False")
+    return value
+
+
 class InvalidActionError(ValueError):
     """A masked-out action in ``strict`` mode."""
 
@@ -65,7 +73,7 @@ class ServingEnv(gym.Env):
             raise ValueError(f"invalid_action_penalty must be >= 0, got {invalid_action_penalty}")
         self.reward_name = reward
         self.reward_fn: RewardFunction = make_reward(reward, self.scenario, **(reward_kwargs or {}))
-        self.strict = strict
+        self.strict = boolean("strict", strict)
         self.invalid_action_penalty = invalid_action_penalty
         self.render_mode = render_mode
         tpot = self.scenario.qoe.expected_tpot_s if self.scenario.qoe is not None else None

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import ServingEnv
+from envs.base import ServingEnv, boolean
 from envs.observation import COUNT_SCALE, arrived_field, cost_rate_field, count_field, instance_fields_doc
 from envs.schema import (
     IDENTITY,
@@ -220,9 +220,7 @@ class CascadeEnv(ServingEnv):
         if quality_kind not in QUALITY_KINDS:
             raise ValueError(f"unknown quality_kind {quality_kind!r}; known: {list(QUALITY_KINDS)}")
         self.min_queue_lengths = None if min_queue_lengths is None else _check_lengths(min_queue_lengths, action)
-        if not isinstance(observe_episode_quality, bool):
-            raise ValueError(f"observe_episode_quality must be True or False, got {observe_episode_quality!r}")
-        self.observe_episode_quality = observe_episode_quality
+        self.observe_episode_quality = boolean("observe_episode_quality", observe_episode_quality)
         self.threshold_levels = threshold_levels
         self.quality_min = quality_min
         self.quality_penalty_mu = quality_penalty_mu

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import ServingEnv
+from envs.base import ServingEnv, boolean
 from envs.observation import COUNT_SCALE, arrived_field, count_field, instance_fields_doc
 from envs.schema import (
     IDENTITY,
@@ -102,7 +102,7 @@ class TierEnv(ServingEnv):
     env_id = "servegym/Tier-v0"
 
     def __init__(self, scenario: Any = "default", *, continuous: bool = False, **kwargs: Any) -> None:
-        self.continuous = bool(continuous)
+        self.continuous = boolean("continuous", continuous)
         super().__init__(scenario, **kwargs)
         tiers = self.scenario.num_tiers
         if self.continuous:

@@ -55,6 +55,7 @@ from envs.scenario import InstanceGroup, Scenario
 from envs.scenarios.cascadeserve import cascadeserve
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
 from experiments.headlines import Headline
+from simulator.cli import command
 from simulator.fanout import iter_fan_out
 
 PAPER = {
@@ -451,6 +452,7 @@ def report(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Pat
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
 
+@command("experiments.cascadeserve_reproduction")
 def main(argv: list[str] | None = None) -> int:
     args = ExperimentParser(__doc__, "cascadeserve", "small grid and short trace, the first seed (for tests)",
                             seeds=[0, 1, 2], fans_out=FANS_OUT).parse_args(argv)

@@ -98,6 +98,7 @@ from experiments.cascadia_reproduction import (
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, mean_over_seeds, save_figure
 from experiments.headlines import Headline
 from simulator.routers.cascade import CascadeRouter
+from simulator.cli import command
 from simulator.cluster import Cluster
 from simulator.fanout import iter_fan_out
 from simulator.outcome import RequestOutcome
@@ -671,6 +672,7 @@ def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
     return runs
 
 
+@command("experiments.cascadia_fluctuating")
 def main(argv: list[str] | None = None) -> int:
     args = ExperimentParser(__doc__, "cascadia_fluctuating", "40 s segments, one quality requirement, the first seed "
                             "(< 30 s)", seeds=[0, 1, 2], fans_out=FANS_OUT).parse_args(argv)

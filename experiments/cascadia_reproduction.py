@@ -81,6 +81,7 @@ from experiments.headlines import Headline
 from simulator.cascade import assign_cascade_quality
 from simulator.routers.cascade import CascadeRouter
 from simulator.cascade_quality import TRACE_DIFFICULTY_MEAN
+from simulator.cli import command
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.outcome import RequestOutcome
@@ -671,6 +672,7 @@ def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
 
 
 # ----------------------------------------------------------------------------- main
+@command("experiments.cascadia_reproduction")
 def main(argv: list[str] | None = None) -> int:
     args = ExperimentParser(__doc__, "cascadia", "small request counts, coarse threshold grids, the first seed (< 90 s)",
                             seeds=[0, 1, 2]).parse_args(argv)

@@ -79,6 +79,7 @@ from experiments.cauchy_reproduction import (FIG67_CLAIMS, LABELS, LOAD_SCALE, P
                                              ours_percent)
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
 from experiments.headlines import Headline
+from simulator.cli import command
 from simulator.combos import Combo, parse_combo
 from simulator.fanout import fan_out
 from simulator.metrics import flat_metrics, summarize
@@ -547,6 +548,7 @@ def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
 
 
 # ----------------------------------------------------------------------------- main
+@command("experiments.cauchy_autoscaling")
 def main(argv: list[str] | None = None) -> int:
     parser = ExperimentParser(__doc__, "cauchy_autoscaling", "clock and loads compressed 60x / 1440x, the first seed only",
                               seeds=[0, 1, 2], fans_out=FANS_OUT)

@@ -67,6 +67,7 @@ from envs.combo_scenario import combo_scenario
 from envs.presets import make_scenario
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, mean_over_seeds, save_figure
 from experiments.headlines import Headline
+from simulator.cli import command
 from simulator.combos import Combo
 from simulator.metrics import flat_metrics, meets_slo, summarize
 from simulator.outcome import RequestOutcome
@@ -676,6 +677,7 @@ def run_setup(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
     return setup
 
 
+@command("experiments.cauchy_reproduction")
 def main(argv: list[str] | None = None) -> int:
     parser = ExperimentParser(__doc__, "cauchy", "5 s of arrivals, one seed, coarse Table 3 search (about 1 minute)",
                               seeds=[0, 1, 2])

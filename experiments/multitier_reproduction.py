@@ -65,6 +65,7 @@ from envs.scenarios.multitier import (
 )
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
 from experiments.headlines import Headline
+from simulator.cli import command
 from simulator.fanout import fan_out
 
 FANS_OUT = True  # the episodes: takes --workers / --address (simulator.fanout)
@@ -546,6 +547,7 @@ def check_arguments(requests: list[int], sweep_requests: int) -> None:
         raise ValueError(f"--sweep-requests must be positive, got {sweep_requests}")
 
 
+@command("experiments.multitier_reproduction")
 def main(argv: list[str] | None = None) -> int:
     parser = ExperimentParser(__doc__, "multitier", "one seed, 200 / 300 requests, 100 at 10 req/s (a smoke run)",
                               seeds=[0, 1, 2], fans_out=FANS_OUT)

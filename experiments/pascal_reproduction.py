@@ -42,6 +42,7 @@ from envs.scenarios.pascal import PASCAL_RATES_RPS
 from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, save_figure
 from experiments.headlines import Headline
 from hardware.latency import kv_capacity_tokens
+from simulator.cli import command
 from simulator.metrics import qoe
 from simulator.outcome import RequestOutcome
 
@@ -369,6 +370,7 @@ def run_kv_constrained_variant(seeds: list[int], episode_requests: int, targets)
 
 
 # ----------------------------------------------------------------------------- main
+@command("experiments.pascal_reproduction")
 def main(argv: list[str] | None = None) -> int:
     parser = ExperimentParser(__doc__, "pascal", "one seed, 200 requests (a smoke run, under a minute)", seeds=[0, 1, 2])
     parser.add_argument("--requests", type=int, default=2000, help="requests per episode")

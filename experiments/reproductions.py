@@ -33,6 +33,7 @@ from types import ModuleType
 from experiments.harness import REPO_ROOT, ExperimentParser
 from experiments.headlines import MAGNITUDE_FACTOR, Headline
 from simulator import fanout
+from simulator.cli import check_writable_dir, command
 
 SCRIPTS = (
     "pascal_reproduction",
@@ -46,6 +47,18 @@ SCRIPTS = (
 PAGE = REPO_ROOT / "docs" / "reproductions.md"
 SMOKE_WARNING = ("**Smoke run (`--quick`): these numbers come from tiny episodes and are not comparable to the "
                  "papers.**")
+
+
+def script_name(name: str) -> str:
+    """A script's name from what ``--only`` takes: the name, or its scenario alone (``pascal`` for
+    ``pascal_reproduction``); anything else raises listing both."""
+    if name in SCRIPTS:
+        return name
+    if f"{name}_reproduction" in SCRIPTS:
+        return f"{name}_reproduction"
+    short = [s.removesuffix("_reproduction") for s in SCRIPTS]
+    raise ValueError(f"--only {name}: not a reproduction; known: {', '.join(short)} "
+                     f"(or the script names {', '.join(s for s in SCRIPTS if s not in short)})")
 
 
 def load_script(name: str) -> ModuleType:
@@ -186,19 +199,24 @@ def page_lines(rows: list[Headline], walls_s: dict[str, float | None], quick: bo
     return lines
 
 
+@command("experiments.reproductions")
 def main(argv: list[str] | None = None) -> int:
     parser = ExperimentParser(__doc__, "reproductions", "every script's --quick size; the page goes to --out",
                               fans_out=True)
-    parser.add_argument("--only", type=str, default=None, help="comma-separated script names (default: all seven)")
+    parser.add_argument("--only", type=str, default=None,
+                        help="comma-separated reproductions: pascal, multitier, cauchy, ... or the script names "
+                             "(default: all seven)")
     parser.add_argument("--reuse", action="store_true",
                         help="build the page from the results.json files an earlier run left under --out, running nothing")
     args = parser.parse_args(argv)
     names = list(SCRIPTS) if args.only is None else [n.strip() for n in args.only.split(",")]
     if not names or any(not n for n in names):
-        raise ValueError(f"--only takes comma-separated script names, got {args.only!r}")
+        raise ValueError(f"--only {args.only!r}: takes comma-separated reproduction names")
+    names = [script_name(name) for name in names]
     for name in names:
         load_script(name)
-    args.out.mkdir(parents=True, exist_ok=True)
+    check_writable_dir("--out", args.out)
+    size = "quick size (--quick: tiny episodes, not comparable to the papers)" if args.quick else "full size"
     rows: list[Headline] = []
     walls_s: dict[str, float | None] = {}
     for name in names:
@@ -206,15 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         script_rows, walls_s[name] = run_script(name, args.out, args.quick, args.reuse, args.workers, args.address)
         rows += script_rows
         wall = "reused" if walls_s[name] is None else f"{walls_s[name]:.0f} s"
-        print(f"[reproductions] {name}: {len(script_rows)} rows, {sum(r.reproduced for r in script_rows)} reproduce, "
-              f"{wall}", flush=True)
+        print(f"[reproductions] {name} at {size}: {len(script_rows)} rows, "
+              f"{sum(r.reproduced for r in script_rows)} reproduce, {wall}", flush=True)
     page = args.out / "reproductions.md" if args.quick else PAGE
     page.parent.mkdir(parents=True, exist_ok=True)
     keeps = args.only is not None and not args.quick
     kept = kept_lines(page, set(names)) if keeps else {}
     lines = page_lines(rows, walls_s, args.quick, datetime.date.today(), kept, kept_walls(page, set(names)) if keeps else {})
     page.write_text("\n".join(lines))
-    print(f"[reproductions] wrote {page}: {lines[2 if not args.quick else 4].split(' (')[0]}")
+    print(f"[reproductions] wrote {page}: {lines[2 if not args.quick else 4].split(' (')[0]} at {size}")
     return 0
 
 

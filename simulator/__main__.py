@@ -14,24 +14,29 @@ so memory holds the requests in flight and the outcomes, not the whole workload.
 longer than the model's context follow ``simulator.context`` (vLLM's rule, applied by the
 simulator): a prompt over it is rejected (``rejected_by_reason[exceeds_context]``), a longer
 output stops at it (counted as ``context_truncated``, printed under the table and written to
-the JSON file). Bad input prints one line ``python -m simulator: error: ...`` and exits with
-status 2.
+the JSON file). Bad input prints one line ``python -m simulator: error: <flag> <value>: <why>``
+and exits with status 2, before anything is built or simulated: every number is checked, ``--json``
+must be writable and the instances must fit in this machine's memory (``simulator.memory_bound``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from hardware.engines import DEFAULT_ENGINE, engine_names
 from hardware.models import get_model
+from simulator.cli import check_writable_file, command
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
+from simulator.memory_bound import check_instances_fit
 from simulator.metrics import format_table, summarize, to_json_dict
 from simulator.metrics.prefix_cache import PREFIX_CACHE_METRICS, prefix_cache_metrics
 from simulator.request import SLO, Request
@@ -54,15 +59,15 @@ def _instances(text: str, default_gpu: str | None) -> list[tuple[str, int]]:
     """``"4"`` (with --gpu) or ``"A100-80GB:2,H100-80GB:2"``."""
     if text.isdigit():
         if default_gpu is None:
-            raise ValueError("--instances N needs --gpu; or write --instances GPU:N,GPU:N")
+            raise ValueError(f"--instances {text}: a count needs --gpu; or write --instances GPU:N,GPU:N")
         if int(text) <= 0:
-            raise ValueError(f"--instances must be > 0, got {text}")
+            raise ValueError(f"--instances {text}: must be > 0")
         return [(default_gpu, int(text))]
     pools = []
     for part in text.split(","):
         gpu, _, count = part.partition(":")
         if not count.isdigit() or int(count) <= 0:
-            raise ValueError(f"bad --instances entry {part!r}: expected GPU:COUNT with COUNT > 0")
+            raise ValueError(f"--instances {part!r}: expected GPU:COUNT with COUNT > 0")
         pools.append((gpu, int(count)))
     return pools
 
@@ -110,21 +115,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+@command("python -m simulator")
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; bad input prints one line ``python -m simulator: error: ...`` to stderr and
     returns 2, as argparse's own usage errors exit."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        _check_flags(args)
-        return _simulate(args)
-    except (ValueError, OSError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
+    args = build_parser().parse_args(argv)
+    _check_flags(args)
+    return _simulate(args)
+
+
+# Flags that take an integer, with their smallest value.
+_MINIMUM = {"tp": 1, "pp": 1, "max_batch_size": 1, "block_size": 1, "prompt_tokens": 1, "output_tokens": 1,
+            "microbatches_in_flight": 1, "requests": 1, "seed": 0}
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    """Flags that cannot combine: a trace brings its own arrivals and lengths."""
+    """Every number in its range, the JSON file writable, the instances within memory; then the
+    flags that cannot combine (a trace brings its own arrivals and lengths)."""
+    for name, minimum in _MINIMUM.items():
+        value = getattr(args, name)
+        if value is not None and value < minimum:
+            raise ValueError(f"--{name.replace('_', '-')} {value}: must be an integer >= {minimum}")
+    for name in ("rate", "cv", "ttft_slo", "tbt_slo"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"--{name.replace('_', '-')} {value}: must be a finite number > 0")
+    if not 0.0 < args.memory_utilization <= 1.0:
+        raise ValueError(f"--memory-utilization {args.memory_utilization}: must be in (0, 1]")
+    for name in ("cpu_overhead_ms", "host_cache_gb"):
+        value = getattr(args, name)
+        if value is not None and not 0.0 <= value < math.inf:
+            raise ValueError(f"--{name.replace('_', '-')} {value}: must be a finite number >= 0")
+    if args.json:
+        check_writable_file("--json", Path(args.json))
+    count = sum(n for _, n in _instances(args.instances, args.gpu))
+    check_instances_fit("--instances", count)
     if (args.prompt_tokens is None) != (args.output_tokens is None):
         raise ValueError("--prompt-tokens and --output-tokens go together")
     if args.trace:
@@ -137,8 +162,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ValueError(f"--lengths {args.lengths} and --prompt-tokens / --output-tokens both set the lengths; give one")
     if args.lengths == "fixed":
         raise ValueError("--lengths fixed takes its lengths from --prompt-tokens and --output-tokens; give those instead")
-    if args.requests is not None and args.requests <= 0:
-        raise ValueError(f"--requests must be > 0, got {args.requests}")
     if args.host_cache_gb and args.prefix_caching is False:
         raise ValueError(f"--host-cache-gb {args.host_cache_gb:g} needs prefix caching (it keeps evicted prefixes), "
                          "not --no-prefix-caching")
@@ -158,7 +181,7 @@ def _simulate(args: argparse.Namespace) -> int:
         elif args.trace in MOONCAKE_TRACE_FILES or args.trace.endswith((".jsonl", ".jsonl.gz")):
             requests = load_hash_trace(args.trace, max_requests=args.requests)
         else:
-            requests = load_trace_csv(args.trace)[: args.requests]
+            requests = load_trace_csv(args.trace, max_requests=args.requests)
         for request in requests:
             request.slo = SLO(ttft_s=slo.ttft_s, tbt_s=slo.tbt_s)
     else:
@@ -171,8 +194,6 @@ def _simulate(args: argparse.Namespace) -> int:
         requests = stream_requests(arrivals, lengths, num_requests, rng, slo=slo)
     overhead = {}
     if args.cpu_overhead_ms is not None:
-        if not 0.0 <= args.cpu_overhead_ms < float("inf"):
-            raise ValueError(f"--cpu-overhead-ms must be a finite number >= 0, got {args.cpu_overhead_ms}")
         overhead["cpu_overhead_s"] = args.cpu_overhead_ms * 1e-3
     pools = _instances(args.instances, args.gpu)
     inventory: dict[str, int] = {}
@@ -198,6 +219,8 @@ def _simulate(args: argparse.Namespace) -> int:
     counts |= {name: value for name, value in prefix_cache_metrics(cluster.instances.values()).items()
                if name in PREFIX_CACHE_METRICS}
     print(format_table(summary, counts))
+    if summary.no_slo_target:
+        print("no SLO target set (--ttft-slo, --tbt-slo): slo_attainment and the goodput metrics do not apply (-)")
     print(f"\nsimulated {cluster.arrived} requests ({cluster.events.now_s:.1f} simulated s) in {wall_s:.2f} wall s "
           f"= {cluster.arrived / wall_s:,.0f} requests per wall-second")
     if args.json:

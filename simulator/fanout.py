@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -23,6 +24,9 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 WORKERS_FLAG = "--workers"
 ADDRESS_FLAG = "--address"
+# How long a cluster address may take to answer before the command gives up, naming it (Ray
+# itself retries a silent address for minutes).
+CONNECT_TIMEOUT_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser, default_workers: int = 2) -> None:
@@ -78,6 +82,22 @@ def _ray_results(fn: Callable[..., T], jobs: list[tuple[Any, ...]], workers: int
                 next_out += 1
 
 
+def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """``address`` (``auto``, or ``HOST:PORT`` of a running Ray cluster's head) answers a TCP
+    connection within ``timeout_s``; else ``ValueError`` naming it. ``auto`` is left to Ray,
+    which reads the address of a cluster started on this machine and fails at once without one."""
+    if address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{ADDRESS_FLAG} {address}: expected auto or HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise ValueError(f"{ADDRESS_FLAG} {address}: no Ray cluster answers there within {timeout_s:g} s "
+                         f"({error.strerror or error}); start one with `ray start --head` or leave {ADDRESS_FLAG} out") from None
+
+
 @contextmanager
 def ray_session(cpus: int, address: str | None = None) -> Iterator[Any]:
     """The ``ray`` module, connected: to ``address`` when given, else to a new local Ray with
@@ -92,7 +112,11 @@ def ray_session(cpus: int, address: str | None = None) -> Iterator[Any]:
     if address is None:
         ray.init(address="local", num_cpus=check_workers(cpus), include_dashboard=False, logging_level=logging.WARNING)
     else:
-        ray.init(address=address, logging_level=logging.WARNING)
+        check_address(address)
+        try:
+            ray.init(address=address, logging_level=logging.WARNING)
+        except ConnectionError as error:
+            raise ValueError(f"{ADDRESS_FLAG} {address}: {' '.join(str(error).split())}") from None
     try:
         yield ray
     finally:

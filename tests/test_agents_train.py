@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import pickle
 import re
 from pathlib import Path
 
@@ -15,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.vec_env import VecNormalize
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 
@@ -86,10 +84,10 @@ def scalars(run_dir: Path) -> EventAccumulator:
     return accumulator
 
 
-def normalizer_stats(path: Path) -> VecNormalize:
-    """A saved VecNormalize, statistics only (no env attached)."""
-    with open(path, "rb") as handle:
-        return pickle.load(handle)
+def normalizer_stats(path: Path) -> dict[str, np.ndarray]:
+    """Saved VecNormalize statistics (``agents.model_files``: plain arrays, read without pickle)."""
+    with np.load(path, allow_pickle=False) as stored:
+        return {key: stored[key] for key in stored.files}
 
 
 def episode_ends(run_dir: Path) -> list[tuple[int, float]]:
@@ -159,18 +157,23 @@ def test_tier_metrics_split_slo_attainment_by_priority_tier():
 def test_resume_continues_model_normalizer_and_step_count(tmp_path):
     config = tiny_config("maskable_ppo", extra=("normalize=true",), checkpoint_freq=64)
     run_dir = train(config, tmp_path).run_dir
-    stats_128 = normalizer_stats(run_dir / "checkpoints/model_vecnormalize_128_steps.pkl")
+    stats_128 = normalizer_stats(run_dir / "checkpoints/model_vecnormalize_128_steps.npz")
     with pytest.raises(ValueError, match="trained 128 of its 128 steps"):
         resume(run_dir)
     result = resume(run_dir, timesteps=64)
     assert result.num_timesteps == 192 and result.trained_steps == 64
     assert TrainConfig.load(run_dir / "config.yml").n_timesteps == 192
-    stats_192 = normalizer_stats(run_dir / "checkpoints/model_vecnormalize_192_steps.pkl")
+    stats_192 = normalizer_stats(run_dir / "checkpoints/model_vecnormalize_192_steps.npz")
     # The statistics continue (64 more observations and one reset), they do not restart.
-    assert stats_192.obs_rms["context"].count == pytest.approx(stats_128.obs_rms["context"].count + 65)
+    assert stats_192["obs/context/count"] == pytest.approx(stats_128["obs/context/count"] + 65)
     steps = sorted({e.step for e in scalars(run_dir).Scalars("time/fps")})
     assert steps == [64, 128, 192]
-    assert (run_dir / "progress.csv").is_file() and (run_dir / "progress_resumed_at_128.csv").is_file()
+    # One log for the whole run: the resumed iteration is the third, after the first two.
+    with open(run_dir / "progress.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    logged = [(int(r["time/iterations"]), int(r["time/total_timesteps"])) for r in rows if r["time/iterations"]]
+    assert logged == [(1, 64), (2, 128), (3, 192)]
+    assert [p.name for p in run_dir.glob("progress*.csv")] == ["progress.csv"]
     with pytest.raises(SystemExit):
         main(["--resume", str(run_dir), "--algo", "ppo"])
 
@@ -247,7 +250,7 @@ def test_cli_trains_with_subprocess_envs_and_masks(tmp_path, capsys):
     # maskable_ppo.yml's Routing-v0 section scales rewards with VecNormalize: its statistics are saved too
     assert config.normalize == {"norm_obs": False, "norm_reward": True}
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["model_128_steps.zip",
-                                                                           "model_vecnormalize_128_steps.pkl"]
+                                                                           "model_vecnormalize_128_steps.npz"]
 
 
 def test_hyperparameter_files_resolve_for_every_algorithm_and_env():
@@ -343,8 +346,8 @@ def test_runs_train_on_the_cpu_unless_told_otherwise(monkeypatch):
 
 
 def test_saved_file_names():
-    assert vecnormalize_path(Path("r/best_model.zip")) == Path("r/best_model_vecnormalize.pkl")
-    assert vecnormalize_path(Path("r/checkpoints/model_640_steps.zip")) == Path("r/checkpoints/model_vecnormalize_640_steps.pkl")
+    assert vecnormalize_path(Path("r/best_model.zip")) == Path("r/best_model_vecnormalize.npz")
+    assert vecnormalize_path(Path("r/checkpoints/model_640_steps.zip")) == Path("r/checkpoints/model_vecnormalize_640_steps.npz")
     assert agent_config.sanitize("servegym/Routing-v0") == "servegym_Routing-v0"
     assert agent_config.as_int("n", 2e5) == 200_000 and math.isclose(agent_config.parse_value("1e-4"), 1e-4)
 
@@ -361,9 +364,8 @@ def test_dummy_and_subprocess_envs_train_the_same_model(tmp_path):
               "normalize={norm_obs: false, norm_reward: true}",
               "--checkpoint-freq", "0", "--run-dir", str(tmp_path / vec_env), "--no-progress-bar", "--verbose", "0"])
         (run_dir,) = (tmp_path / vec_env).iterdir()
-        with open(run_dir / "final_model_vecnormalize.pkl", "rb") as file:
-            normalizer = pickle.load(file)
-        models[vec_env] = (run_dir / "progress.csv").read_text(), normalizer.ret_rms.var
+        normalizer = normalizer_stats(run_dir / "final_model_vecnormalize.npz")
+        models[vec_env] = (run_dir / "progress.csv").read_text(), normalizer["ret/var"]
     (dummy_log, dummy_var), (subproc_log, subproc_var) = models.values()
     assert dummy_var == subproc_var and dummy_var.dtype == np.float64
     value_losses = [[row["train/value_loss"] for row in csv.DictReader(log.splitlines())] for log in (dummy_log, subproc_log)]

@@ -101,9 +101,9 @@ def _cli_cases(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], int], li
     evaluate = ["--env", ROUTING, "--seeds", "0", "--out", str(tmp_path / "eval")]
     return {
         "simulator-ttft-slo-nan": (simulator_main, [*LLAMA2, "--rate", "4", "--ttft-slo", "nan"],
-                                   "SLO ttft_s must be a finite number > 0 or None (no target), got nan"),
+                                   "--ttft-slo nan: must be a finite number > 0"),
         "simulator-ttft-slo-negative": (simulator_main, [*LLAMA2, "--rate", "4", "--ttft-slo", "-1"],
-                                        "SLO ttft_s must be a finite number > 0 or None (no target), got -1.0"),
+                                        "--ttft-slo -1.0: must be a finite number > 0"),
         "simulator-lengths-fixed": (simulator_main, [*LLAMA2, "--rate", "4", "--lengths", "fixed"],
                                     "--lengths fixed takes its lengths from --prompt-tokens and --output-tokens"),
         "simulator-lengths-and-fixed-lengths": (
@@ -131,13 +131,13 @@ def _cli_cases(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], int], li
                                  f"no training config at {tmp_path / 'no_run' / 'config.yml'}"),
         "evaluate-missing-model": (evaluate_main, [*evaluate, "--policies", missing_zip], f"no saved model at {missing_zip}"),
         "evaluate-unwritable-out": (evaluate_main, ["--env", ROUTING, "--policies", "round_robin", "--out", unwritable],
-                                    f"--out {unwritable} is not a writable folder: Not a directory"),
+                                    f"--out {unwritable}: not a writable folder: Not a directory"),
         "evaluate-env-kwarg-string": (evaluate_main, [*evaluate, "--policies", "round_robin", "--set", 'rate_rps="10"'],
                                       "rate_rps must be a finite number > 0, got '10'"),
         "evaluate-bad-seed": (evaluate_main, [*evaluate, "--policies", "round_robin", "--seeds", "0,x"],
                               "seed 'x' is not an integer"),
         "main-unwritable-out": (experiments_main, ["--quick", "--out", unwritable],
-                                f"--out {unwritable} is not a writable folder: Not a directory"),
+                                f"--out {unwritable}: not a writable folder: Not a directory"),
         "main-bad-training-seed": (experiments_main, ["--quick", "--train-seeds", "x", "--out", str(tmp_path / "main")],
                                    "training seed 'x' is not an integer >= 0"),
     }

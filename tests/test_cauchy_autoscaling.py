@@ -276,15 +276,12 @@ def test_fig6_fig7_rows_compare_autoscaled_cauchy_with_static_melange():
         row.check()
 
 
-def test_bad_arguments_raise(tmp_path):
-    with pytest.raises(ValueError, match="unknown Cauchy workload 'alpaca'"):
-        fig10.main(["--workloads", "alpaca", "--out", str(tmp_path)])
-    with pytest.raises(ValueError, match="seeds must be non-negative; got \\[-1\\]"):
-        fig10.main(["--seeds", "-1", "--out", str(tmp_path)])
-    with pytest.raises(ValueError, match="--workers must be a positive integer, got 0"):
-        fig10.main(["--workers", "0", "--out", str(tmp_path)])
-    with pytest.raises(ValueError, match="--load-scales must be distinct positive numbers; got \\[4.0, -1.0\\]"):
-        fig10.main(["--load-scales", "4", "-1", "--out", str(tmp_path)])
+def test_bad_arguments_raise(tmp_path, refused):
+    refused(fig10.main, ["--workloads", "alpaca", "--out", str(tmp_path)], "unknown Cauchy workload 'alpaca'")
+    refused(fig10.main, ["--seeds", "-1", "--out", str(tmp_path)], "seeds must be non-negative; got \\[-1\\]")
+    refused(fig10.main, ["--workers", "0", "--out", str(tmp_path)], "--workers must be a positive integer, got 0")
+    refused(fig10.main, ["--load-scales", "4", "-1", "--out", str(tmp_path)],
+            "--load-scales must be distinct positive numbers; got \\[4.0, -1.0\\]")
     with pytest.raises(ValueError, match="unknown load 'poisson'; known: \\['azure', 'servegen'\\]"):
         fig10.load_profile("poisson")
 

@@ -156,11 +156,9 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
         assert f"| {row.claim} |" in report
 
 
-def test_bad_load_scales_raise(tmp_path):
-    with pytest.raises(ValueError, match=r"--load-scales must be distinct positive numbers; got \[1.0, 1.0\]"):
-        repro.main(["--load-scales", "1", "1", "--out", str(tmp_path)])
-    with pytest.raises(ValueError, match=r"got \[0.0\]"):
-        repro.main(["--load-scales", "0", "--out", str(tmp_path)])
+def test_bad_load_scales_raise(tmp_path, refused):
+    refused(repro.main, ["--load-scales", "1", "1", "--out", str(tmp_path)], r"--load-scales must be distinct positive numbers; got \[1.0, 1.0\]")
+    refused(repro.main, ["--load-scales", "0", "--out", str(tmp_path)], r"got \[0.0\]")
 
 
 def test_table3_goodput_cannot_serve_the_papers_sharegpt_qps_on_its_cluster():

@@ -381,7 +381,7 @@ def test_continuous_action_outside_the_box_raises(action):
         ({"action": "gear", "gears": [[120.0]]}, "120"),
         ({"action": "knob"}, "unknown action mode 'knob'"),
         ({"quality_kind": "elo"}, "unknown quality_kind 'elo'"),
-        ({"observe_episode_quality": 1}, "observe_episode_quality must be True or False, got 1"),
+        ({"observe_episode_quality": 1}, "observe_episode_quality 1: must be True or False"),
     ],
 )
 def test_bad_action_or_quality_arguments_raise(kwargs, match):

@@ -62,7 +62,7 @@ def test_incomparable_trials_raise():
         leaderboard.entries([RECORDS[0], _record("t9", 2, [1.0] * 3, 1e-4, env_kwargs={"episode_requests": 90})])
     with pytest.raises(ValueError, match="trials t0 and t9 train .* with the same seed 0"):
         leaderboard.entries([RECORDS[0], _record("t9", 0, [1.0] * 3, 1e-4)])
-    with pytest.raises(ValueError, match="no sweep directory /nowhere"):
+    with pytest.raises(ValueError, match="sweep directory /nowhere: does not exist; run the sweep first"):
         leaderboard.load_records(["/nowhere"])
 
 

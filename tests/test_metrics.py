@@ -243,10 +243,27 @@ class TestEmptyAndBadInput:
         assert math.isnan(summarize([]).duration_s)
 
     def test_no_value_is_inf_when_everything_is_rejected(self):
-        summary = summarize([make_outcome(0, rejected_reason="queue_full")], cost_usd=0.0)
+        summary = summarize([make_outcome(0, rejected_reason="queue_full", slo=SLO(ttft_s=1.0))], cost_usd=0.0)
         flat = to_json_dict(summary)
         assert all(not (isinstance(v, float) and math.isinf(v)) for v in flat.values())
         assert flat["slo_attainment"] == 0.0
+
+    def test_without_any_target_attainment_and_goodput_are_not_measured(self):
+        # Three requests with a TTFT of 100 s and no target: attainment was reported as 1 before.
+        outcomes = [make_outcome(i, arrival_s=float(i), ttft_s=100.0) for i in range(3)]
+        summary = summarize(outcomes, cost_usd=1.0)
+        assert summary.no_slo_target
+        for value in (summary.slo_attainment, summary.goodput_rps, summary.goodput_tokens_per_s,
+                      summary.goodput_tokens_per_usd):
+            assert math.isnan(value)
+        assert to_json_dict(summary)["slo_attainment"] is None
+        assert summary.throughput_rps == pytest.approx(3 / (2.0 + 100.0 + 10 * 0.01))
+
+    def test_one_request_with_a_target_makes_attainment_measured(self):
+        # Request 0 has no target (met by convention), request 1 misses its 1-s TTFT target: 1 of 2.
+        outcomes = [make_outcome(0, ttft_s=100.0), make_outcome(1, ttft_s=2.0, slo=SLO(ttft_s=1.0))]
+        summary = summarize(outcomes)
+        assert not summary.no_slo_target and summary.slo_attainment == 0.5
 
     def test_unknown_tbt_slo_lists_known(self):
         with pytest.raises(ValueError, match="'mean'.*tpot, max_gap"):

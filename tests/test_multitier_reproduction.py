@@ -43,13 +43,10 @@ def test_summarize_cell_pools_seeds():
     assert (cell["migrations"], cell["lost"]) == (4, 1)
 
 
-def test_bad_arguments_are_refused():
-    with pytest.raises(ValueError, match=r"\[300, 200\]"):
-        repro.main(["--requests", "300", "200"])
-    with pytest.raises(ValueError, match="workers"):
-        repro.main(["--quick", "--workers", "0"])
-    with pytest.raises(ValueError, match="-1"):
-        repro.main(["--seeds", "-1"])
+def test_bad_arguments_are_refused(refused):
+    refused(repro.main, ["--requests", "300", "200"], r"\[300, 200\]")
+    refused(repro.main, ["--quick", "--workers", "0"], "workers")
+    refused(repro.main, ["--seeds", "-1"], "-1")
 
 
 def test_quick_run_writes_tables_figures_and_tensorboard(tmp_path):

@@ -63,11 +63,11 @@ def test_cli_runs_prints_the_table_and_writes_the_same_numbers_to_json(tmp_path)
 
 def test_requests_and_instances_are_checked_before_running(capsys):
     assert main([*SMALL, "--requests", "0"]) == 2
-    assert "--requests must be > 0, got 0" in capsys.readouterr().err
+    assert "--requests 0: must be an integer >= 1" in capsys.readouterr().err
     assert main([*SMALL, "--instances", "0"]) == 2
-    assert "--instances must be > 0, got 0" in capsys.readouterr().err
+    assert "--instances 0: must be > 0" in capsys.readouterr().err
     assert main(["--model", "Llama-2-7B", "--rate", "4", "--instances", "4"]) == 2
-    assert "--instances N needs --gpu" in capsys.readouterr().err
+    assert "--instances 4: a count needs --gpu" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -75,11 +75,11 @@ def test_requests_and_instances_are_checked_before_running(capsys):
     [
         (["--gpu", "H900", "--model", "Llama-2-7B", "--rate", "4"], "unknown GPU 'H900'; known: H100-80GB"),
         (["--gpu", "A100-80GB", "--model", "Llama-9", "--rate", "4"], "unknown model 'Llama-9'; known: Llama-2-7B"),
-        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "0"], "rate_rps must be a finite number > 0, got 0.0"),
-        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "-2"], "rate_rps must be a finite number > 0, got -2.0"),
-        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "nan"], "rate_rps must be a finite number > 0, got nan"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "0"], "--rate 0.0: must be a finite number > 0"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "-2"], "--rate -2.0: must be a finite number > 0"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "nan"], "--rate nan: must be a finite number > 0"),
         (["--gpu", "A10", "--model", "Llama-2-70B", "--rate", "1"], "needs 1.38e+11 bytes of weights per GPU but A10 has"),
-        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "1", "--tp", "0"], "tp must be a positive integer, got 0"),
+        (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "1", "--tp", "0"], "--tp 0: must be an integer >= 1"),
         (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--rate", "1", "--lengths", "nope"], "unknown length sampler 'nope'"),
         (["--gpu", "A100-80GB", "--model", "Llama-2-7B", "--trace", "/no/such/trace.csv"], "/no/such/trace.csv"),
     ],
@@ -108,7 +108,7 @@ def test_cpu_overhead_flag_replaces_the_engines_cpu_time(engine, tmp_path, capsy
     assert e2e_s["default"] - e2e_s["none"] == pytest.approx(10 * engine_cpu_s, rel=1e-6)
     for bad in ("-1", "nan", "inf"):
         assert main([*SMALL, "--cpu-overhead-ms", bad]) == 2
-        assert f"--cpu-overhead-ms must be a finite number >= 0, got {float(bad)}" in capsys.readouterr().err
+        assert f"--cpu-overhead-ms {float(bad)}: must be a finite number >= 0" in capsys.readouterr().err
 
 
 def test_unknown_scheduler_and_half_fixed_lengths_are_usage_errors(capsys):

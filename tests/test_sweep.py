@@ -5,6 +5,7 @@ a bad configuration fails before any trial, naming the bad entry. Trials are tin
 import copy
 import dataclasses
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -79,7 +80,10 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path):
     root = tmp_path / "out"
     command = [sys.executable, "-m", "agents.sweep", str(path), "--run-dir", str(root), "--max-concurrent", "1",
                "--verbose", "0"]
-    process = subprocess.Popen(command, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL)
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "w") as err:
+        process = subprocess.Popen(command, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
+                                   stderr=err)
     deadline = time.monotonic() + 240
     while len(list(root.glob("runs/*/*/config.yml"))) < 2 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -89,6 +93,13 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path):
     process.wait(timeout=120)
     first = _evaluations(root)
     assert len(first) == 1, "the sweep should have been interrupted during its second trial"
+    # Interrupted: a non-zero status, the missing trial named, the table from one trial marked partial.
+    message = stderr.read_text()
+    assert process.returncode == 128 + signal.SIGINT, message
+    assert "agents.sweep: interrupted: 1 trial(s) missing (cell0 seed " in message
+    assert f"finish with: python -m agents.sweep {path} --run-dir {root}" in message and "Tuner.restore" not in message
+    table = (root / "table.md").read_text()
+    assert table.startswith("# Sweep tiny (partial)") and "**Partial: 1 of 2 trials finished; missing: cell0 seed " in table
     finished_at = first[0].stat().st_mtime_ns
     outcome = sweep.run_sweep(load_sweep_config(path), root, max_concurrent=1, verbose=0)
     assert outcome.finished == 2 and outcome.errors == []
@@ -97,6 +108,7 @@ def test_interrupted_sweep_resumes_without_rerunning_finished_trials(tmp_path):
     for evaluation in after:  # the finished trial's run was not made again; the interrupted one was replaced
         assert len(list(evaluation.parent.parent.iterdir())) == 1
     assert "training seeds 0, 1; 8,192 steps" in (root / "table.md").read_text()
+    assert "Partial" not in (root / "table.md").read_text() and outcome.complete
 
 
 def test_a_trial_runs_on_the_second_node_of_a_cluster(tmp_path):
@@ -131,12 +143,17 @@ BAD = [
 ]
 
 
+def _one_error_line(capsys, message: str) -> None:
+    err = capsys.readouterr().err
+    assert err.startswith("agents.sweep: error: ") and err.count("\n") == 1 and re.search(message, err), err
+
+
 @pytest.mark.parametrize("mutate, message", BAD)
-def test_a_bad_config_fails_before_any_trial_naming_the_entry(tmp_path, mutate, message):
+def test_a_bad_config_fails_before_any_trial_naming_the_entry(tmp_path, mutate, message, capsys):
     config = copy.deepcopy(CONFIG)
     mutate(config)
-    with pytest.raises(ValueError, match=message):
-        sweep.main([str(_write(tmp_path, config)), "--run-dir", str(tmp_path / "out")])
+    assert sweep.main([str(_write(tmp_path, config)), "--run-dir", str(tmp_path / "out")]) == 2
+    _one_error_line(capsys, message)
     assert not (tmp_path / "out").exists() and not ray.is_initialized()
 
 
@@ -154,7 +171,7 @@ def test_search_spaces_expand_reproducibly():
         check_sweep_config(config)
 
 
-def test_scenarios_selects_one_section_renumbered_and_names_an_absent_one(tmp_path):
+def test_scenarios_selects_one_section_renumbered_and_names_an_absent_one(tmp_path, capsys):
     config = copy.deepcopy(CONFIG)
     config["scenarios"].insert(0, {"scenario": "pascal", "env_id": "servegym/Routing-v0",
                                    "env_kwargs": {"episode_requests": 30}, "heuristics": ["least_kv"]})
@@ -164,8 +181,9 @@ def test_scenarios_selects_one_section_renumbered_and_names_an_absent_one(tmp_pa
     assert [(cell.index, cell.scenario) for cell in selected.cells] == [(0, "default")]
     assert selected.cells[0] == dataclasses.replace(checked.cells[1], index=0)
     assert selected.train_seeds == checked.train_seeds and selected.eval_seeds == checked.eval_seeds
-    with pytest.raises(ValueError, match=r"--scenarios: \['cascadia'\] not in sweep 'tiny'; it holds \['pascal', 'default'\]"):
-        sweep.main([str(_write(tmp_path, config)), "--scenarios", "default,cascadia", "--run-dir", str(tmp_path / "out")])
+    assert sweep.main([str(_write(tmp_path, config)), "--scenarios", "default,cascadia",
+                       "--run-dir", str(tmp_path / "out")]) == 2
+    _one_error_line(capsys, r"--scenarios: \['cascadia'\] not in sweep 'tiny'; it holds \['pascal', 'default'\]")
     assert not (tmp_path / "out").exists() and not ray.is_initialized()
 
 
@@ -186,3 +204,30 @@ def test_stored_heuristic_episodes_are_read_back_only_by_the_code_that_made_them
     assert trial.heuristic_rows(tmp_path, cell, "least_outstanding", seeds) == made
     assert len(list((tmp_path / trial.HEURISTICS_DIR).glob("least_outstanding__*.json"))) == 2
 
+
+
+def test_a_partial_sweep_names_its_missing_trials_marks_its_table_and_exits_130(tmp_path, capsys):
+    config = check_sweep_config({**copy.deepcopy(CONFIG), "hyperparams": {**CONFIG["hyperparams"],
+                                                                          "learning_rate": {"grid": [1e-4, 3e-4]}}})
+    root = tmp_path / "out"
+    record = {"trial_id": "t0", "cell": 0, "board": "default (servegym/Routing-v0)", "scenario": "default",
+              "env_id": "servegym/Routing-v0", "env_kwargs": {}, "algo": "maskable_ppo", "reward": "slo_balance",
+              "metric": "slo_attainment", "constraint": None, "seed": 1, "hyperparams": {"learning_rate": 3e-4},
+              "searched": ["learning_rate"], "timesteps": 64, "agent": [{"seed": 10000.0, "slo_attainment": 0.5}],
+              "heuristics": {"least_outstanding": [{"seed": 10000.0, "slo_attainment": 0.4}]}}
+    (root / "runs" / "t0" / "run").mkdir(parents=True)
+    (root / "runs" / "t0" / "run" / EVALUATION_FILE).write_text(json.dumps(record))
+    outcome = sweep.write_sweep_table(config, root)
+    # 2 learning rates x 2 seeds = 4 trials; the one finished is seed 1 at 3e-4.
+    assert outcome.expected == 4 and outcome.finished == 1 and not outcome.complete
+    assert outcome.missing == ("cell0 seed 0 [learning_rate=0.0001]", "cell0 seed 1 [learning_rate=0.0001]",
+                               "cell0 seed 0 [learning_rate=0.0003]")
+    table = (root / "table.md").read_text()
+    assert table.startswith("# Sweep tiny (partial)\n\n**Partial: 1 of 4 trials finished; missing: cell0 seed 0 "
+                            "[learning_rate=0.0001], cell0 seed 1 [learning_rate=0.0001], cell0 seed 0 "
+                            "[learning_rate=0.0003]. Run the same command again to finish them")
+    assert all(line.endswith(",True") for line in (root / "table.csv").read_text().splitlines()[1:])
+    assert sweep.report(outcome, ["sweep.yml", "--run-dir", str(root)]) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert "agents.sweep: interrupted: 3 trial(s) missing" in err
+    assert f"finish with: python -m agents.sweep sweep.yml --run-dir {root}" in err

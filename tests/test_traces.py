@@ -62,11 +62,20 @@ def test_optional_columns_default_and_any_column_order(tmp_path):
         ("arrival_s,prompt_tokens,output_tokens\n0,1\n", 2, "2 fields, header has 3"),
         ("arrival_s,prompt_tokens,output_tokens,tier\n0,1,1,-1\n", 2, "tier -1 is negative"),
         ("", 1, "empty file"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,1e3,1\n", 2, "prompt_tokens '1e3' is not an integer"),
+        ("arrival_s,prompt_tokens,output_tokens,reasoning_tokens\n0,1,5,x\n", 2, "reasoning_tokens 'x' is not an integer"),
+        ("arrival_s,prompt_tokens,output_tokens,reasoning_tokens\n0,1,5,-1\n", 2, "reasoning_tokens -1 is negative"),
+        ("arrival_s,prompt_tokens,output_tokens,tier\n0,1,1,top\n", 2, "tier 'top' is not an integer"),
+        ("arrival_s,prompt_tokens,output_tokens\n1e9,1,1\n1000000000.5,1,1\n", 3, r"arrival_s 1000000000.5 is after 1e\+09 s"),
+        ("arrival_s,prompt_tokens,output_tokens,tier,tier\n0,1,1,0,0\n", 1, r"duplicated column\(s\) \['tier'\]"),
+        ("arrival_s,prompt_tokens,output_tokens\n", 1, None),
     ],
 )
 def test_malformed_trace_raises_naming_file_line_and_problem(tmp_path, text, line, problem):
     path = write_text(tmp_path, text, "bad_trace.csv")
-    with pytest.raises(ValueError, match=rf"bad_trace\.csv, line {line}: {problem}"):
+    expected = rf"bad_trace\.csv: the trace has a header but no request rows$" if problem is None else (
+        rf"bad_trace\.csv, line {line}: {problem}")
+    with pytest.raises(ValueError, match=expected):
         load_trace_csv(path)
 
 
@@ -121,6 +130,10 @@ def test_shipped_azure_traces_match_published_figures():
         ("2023-11-16 18:17:03.0,100,0\r\n", 2, "GeneratedTokens 0 is zero"),
         ("2023-11-16 18:17:03.0,100,10\r\n2023-11-16 18:17:02.0,100,10\r\n", 3, "TIMESTAMP '2023-11-16 18:17:02.0' is before the previous row's"),
         ("2023-11-16 18:17:03.0,-1,10\r\n", 2, "ContextTokens -1 is negative"),
+        ("2023-11-16 18:17:03.0,1x,10\r\n", 2, "ContextTokens '1x' is not an integer"),
+        ("2023-11-16 18:17:03.0,1,ten\r\n", 2, "GeneratedTokens 'ten' is not an integer"),
+        ("2023-11-16 18:17:03.0,1,2000000000\r\n", 2, "GeneratedTokens 2000000000 is above 1,000,000,000"),
+        ("2023-11-16 18:17:03.0,1\r\n", 2, "2 fields, header has 3"),
     ],
 )
 def test_malformed_azure_trace_raises(tmp_path, rows, line, problem):
@@ -193,3 +206,31 @@ def test_shipped_servegen_files_are_the_pooled_raw_release():
         assert shipped_probabilities == pytest.approx(probabilities[kept], rel=1e-8, abs=1e-15)
     _, requests, _ = pool_rate_series(RAW_SERVEGEN_DIR / "language_m-large")
     assert servegen_rate_series().rate_rps * 600 == pytest.approx(requests)
+
+
+def test_azure_max_requests_reads_only_that_many_rows(tmp_path):
+    path = write_text(tmp_path, AZURE_HEADER + "2023-11-16 18:17:03.0,100,10\r\n2023-11-16 18:17:04.5,200,20\r\nbroken\r\n",
+                      "azure.csv")
+    requests = load_azure_trace(path, max_requests=2)
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in requests] == [(0.0, 100, 10), (1.5, 200, 20)]
+    with pytest.raises(ValueError, match="line 4: 1 fields, header has 3"):
+        load_azure_trace(path)
+
+
+def test_max_requests_reads_only_that_many_rows(tmp_path):
+    # Row 4 is broken: a reader that went past the first three rows would raise on it.
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,10,5\n0.5,20,6\n1.0,30,7\nnot,a,row\n")
+    requests = load_trace_csv(path, max_requests=3)
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in requests] == [(0.0, 10, 5), (0.5, 20, 6), (1.0, 30, 7)]
+    with pytest.raises(ValueError, match="line 5: arrival_s 'not' is not a number"):
+        load_trace_csv(path, max_requests=4)
+    with pytest.raises(ValueError, match="max_requests must be an integer >= 1, got 0"):
+        load_trace_csv(path, max_requests=0)
+
+
+def test_token_counts_above_a_billion_are_refused_when_read(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000000000,5\n0.5,10,1000000001\n")
+    with pytest.raises(ValueError, match=r"line 3: output_tokens 1000000001 is above 1,000,000,000"):
+        load_trace_csv(path)

@@ -43,12 +43,13 @@ def start_training(run_root: Path, n_envs: int) -> subprocess.Popen:
 
 
 def wait_for_episodes(process: subprocess.Popen, run_root: Path, n_envs: int) -> Path:
-    """The run directory, once every env has finished an episode (training is under way)."""
+    """The run directory, once every env has finished two episodes (40 steps: past the first
+    32-step rollout, so training has updated the model at least once)."""
     deadline = time.monotonic() + STARTUP_LIMIT_S
     while time.monotonic() < deadline:
         assert process.poll() is None, process.communicate()
         monitors = sorted(run_root.glob("*/monitor/*.monitor.csv"))
-        if len(monitors) == n_envs and all(monitor_rows(path) for path in monitors):
+        if len(monitors) == n_envs and all(len(monitor_rows(path)) >= 2 for path in monitors):
             return monitors[0].parent.parent
         time.sleep(0.1)
     process.kill()
@@ -73,6 +74,9 @@ def test_a_signal_saves_a_checkpoint_and_resume_continues_from_it(tmp_path, sign
     match = re.search(rf"interrupted by {signum.name}: saved checkpoints/model_(\d+)_steps\.zip", out)
     assert match, out
     steps = int(match[1])
+    # The checkpoint counts the steps of the last update (whole 32-step rollouts per env), not the
+    # steps gathered after it, which were never trained on.
+    assert steps > 0 and steps % (32 * n_envs) == 0, steps
     checkpoint = run_dir / "checkpoints" / f"model_{steps}_steps.zip"
     assert checkpoint.is_file() and vecnormalize_path(checkpoint).is_file()  # Routing-v0 normalises rewards
     assert not (run_dir / "final_model.zip").exists()  # an interrupted run is not final
@@ -107,11 +111,15 @@ def test_resume_skips_a_truncated_latest_checkpoint_and_rewinds_the_monitor(tmp_
     assert (result.num_timesteps, result.trained_steps) == (128, 64)  # from the 64-step checkpoint
     lengths = [int(row["l"]) for row in monitor_rows(monitor)]
     assert lengths == [EPISODE_REQUESTS] * 6  # 3 kept (60 of the first 64 steps), 3 after resuming
+    with open(run_dir / "progress.csv") as handle:  # the log's rows past the checkpoint are replaced too
+        logged = [(int(r["time/iterations"]), int(r["time/total_timesteps"])) for r in csv.DictReader(handle)
+                  if r["time/iterations"]]
+    assert logged == [(1, 32), (2, 64), (3, 96), (4, 128)]
 
     vecnormalize_path(run_dir / "checkpoints" / "model_128_steps.zip").unlink()
-    (run_dir / "checkpoints" / "model_vecnormalize_64_steps.pkl").write_bytes(b"\x80")
+    (run_dir / "checkpoints" / "model_vecnormalize_64_steps.npz").write_bytes(b"\x80")
     with pytest.raises(ValueError, match="no intact checkpoint under .*model_64_steps.zip \\(its VecNormalize "
-                                         "statistics model_vecnormalize_64_steps.pkl are unreadable"):
+                                         "statistics model_vecnormalize_64_steps.npz are unreadable"):
         latest_checkpoint(run_dir, with_stats=True)
 
 

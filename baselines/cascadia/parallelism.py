@@ -62,6 +62,7 @@ from envs.scenario import InstanceGroup
 from envs.scenarios.cascadia import CASCADIA_ENGINE
 from hardware.latency import kv_capacity_tokens
 from hardware.models import get_model
+from simulator.cli import command
 from simulator.cluster import Cluster
 from simulator.fanout import add_arguments, fan_out
 from simulator.instance import InstanceConfig
@@ -444,6 +445,7 @@ def write_cache(path: Path = TABLES_PATH, entries: Sequence[tuple[str, str, str]
     return tables
 
 
+@command("baselines.cascadia.parallelism")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Cascadia latency lookup tables (cascadia.txt §3.2)")
     parser.add_argument("--write", action="store_true", help=f"rebuild {TABLES_PATH.name}")

@@ -30,6 +30,7 @@ from baselines.cauchy.melange import bucket_goodput_rps, bucket_shares
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps, run_poisson
 from baselines.cauchy.workloads import (DEFAULT_ENGINE, ENGINES, INVENTORY, MODEL, WORKLOADS, CauchyWorkload,
                                         engine_options, get_workload)
+from simulator.cli import command
 from simulator.combo_cluster import ComboCluster
 from simulator.combos import Combo, parse_combo
 from simulator.fanout import add_arguments, iter_fan_out
@@ -165,6 +166,7 @@ def measure_goodput_table(
     return GoodputTable(settings, table["combos"], table["melange"])
 
 
+@command("baselines.cauchy.goodput")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))

@@ -122,10 +122,10 @@ def episode_rows(recipe: Recipe, policy_env: gym.Env, policy, seeds: Sequence[in
 
 
 def evaluate_all(recipe: Recipe, model_paths: Sequence[Path], heuristics: Sequence[str], seeds: Sequence[int],
-                 deterministic: bool = True) -> dict[str, list[list[dict[str, float]]]]:
+                 deterministic: bool = True, trust_pickle: bool = False) -> dict[str, list[list[dict[str, float]]]]:
     """Per policy label, its runs' episode rows on ``seeds``: ``agent`` one run per model (training
-    seed, in the order given; ``deterministic`` or sampled actions), each heuristic one run;
-    prints a line per run."""
+    seed, in the order given; ``deterministic`` or sampled actions; ``trust_pickle``: as
+    ``agents.evaluate.load_agent``), each heuristic one run; prints a line per run."""
     if not model_paths:
         raise ValueError("no trained model to evaluate")
     results: dict[str, list[list[dict[str, float]]]] = {AGENT_LABEL: []}
@@ -134,7 +134,7 @@ def evaluate_all(recipe: Recipe, model_paths: Sequence[Path], heuristics: Sequen
         started = time.perf_counter()
         config = TrainConfig.load(config_path_for(model_path))
         agent_env = make_env(recipe.env_id, recipe.scenario, recipe.agent_env, flat=config.flat_observation)
-        policy, _ = load_agent(model_path, agent_env)
+        policy, _ = load_agent(model_path, agent_env, trust_pickle=trust_pickle)
         results[AGENT_LABEL].append(episode_rows(recipe, agent_env, policy, seeds, deterministic))
         agent_env.close()
         print(f"  evaluated {AGENT_LABEL} (training seed {config.seed}) {len(seeds)} episodes in "

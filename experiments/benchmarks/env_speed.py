@@ -58,6 +58,7 @@ from agents.config import build_config
 from agents.frozen_heap import frozen_heap
 from agents.train import make_vec_env, new_model, uses_subprocess_envs
 from envs.random_policy import random_masked_action
+from simulator.cli import command
 
 SCENARIO_BY_ENV = {"servegym/Cascade-v0": "cascadeserve"}  # the rest run on "default"
 
@@ -208,8 +209,9 @@ def shipped_ppo_steps_per_s(
     return model.num_timesteps / wall_s, timed.seconds / wall_s, config.n_envs, vec_env, model.num_timesteps
 
 
+@command("experiments.benchmarks.env_speed")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="experiments.benchmarks.env_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=None, help="one scenario for every ID (default: per ID)")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="runs per rate; the median is printed")
@@ -226,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     if args.ppo_device.split(":")[0] == "cuda" and not torch.cuda.is_available():
         parser.error(f"--ppo-device {args.ppo_device}: torch sees no CUDA device here")
+    unknown = [env_id for env_id in args.ids.split(",") if env_id not in envs.ENV_IDS]
+    if unknown:
+        raise ValueError(f"--ids {','.join(unknown)}: unknown env ID; known: {', '.join(envs.ENV_IDS)}")
+    if args.scenario is not None and args.scenario not in envs.scenario_names():
+        raise ValueError(f"--scenario {args.scenario}: unknown; known: {', '.join(envs.scenario_names())}")
     frozen = not args.default_gc
     if args.shipped_hyperparams:
         return _print_shipped(args.ids.split(","), args.scenario, args.ppo_steps, frozen, args.ppo_device)

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from simulator.cli import command
+
 SMALL, FULL, MILLION = 10_000, 100_000, 1_000_000
 RATES_RPS = (16.0, 30.0)
 
@@ -54,8 +56,9 @@ def run_case(requests: int, rate_rps: float) -> dict[str, float]:
             "throughput_rps": metrics["throughput_rps"]}
 
 
+@command("experiments.benchmarks.overload")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="experiments.benchmarks.overload", description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help=f"{FULL:,} requests per rate instead of {SMALL:,}")
     parser.add_argument("--million", action="store_true", help=f"also {MILLION:,} requests at 16 req/s")
     parser.add_argument("--one", nargs=2, metavar=("REQUESTS", "RATE"), help=argparse.SUPPRESS)

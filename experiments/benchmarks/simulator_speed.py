@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from hardware.engines import engine_names
+from simulator.cli import command
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.workloads import FixedLengths, PoissonArrivals, generate_requests, length_sampler, load_azure_trace
@@ -62,6 +63,9 @@ def _mooncake_cluster(prefix_caching: bool, engine: str) -> Cluster:
     return cluster
 
 
+CASES = ("a", "b", "c", "d", "e")
+
+
 def run_case(case: str, engine: str = BENCHMARK_ENGINE) -> dict:
     rng = np.random.default_rng(42)
     if case == "a":
@@ -77,7 +81,7 @@ def run_case(case: str, engine: str = BENCHMARK_ENGINE) -> dict:
         requests = load_hash_trace("mooncake_conversation", target_rate_rps=2.5)
         cluster = _mooncake_cluster(prefix_caching=case == "d", engine=engine)
     else:
-        raise ValueError(f"unknown case {case!r}; known: a, b, c, d, e")
+        raise ValueError(f"case {case!r}: unknown; known: {', '.join(CASES)}")
     started = time.perf_counter()
     outcomes = cluster.run(requests)
     wall_s = time.perf_counter() - started
@@ -94,8 +98,9 @@ def run_case(case: str, engine: str = BENCHMARK_ENGINE) -> dict:
     }
 
 
+@command("experiments.benchmarks.simulator_speed")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="experiments.benchmarks.simulator_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="a,b,c")
     parser.add_argument("--engine", default=BENCHMARK_ENGINE, choices=engine_names(),
                         help=f"serving engine of every case (default {BENCHMARK_ENGINE})")
@@ -104,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(run_case(args.one, args.engine)))
         return 0
+    unknown = [case for case in args.cases.split(",") if case not in CASES]
+    if unknown:
+        raise ValueError(f"--cases {','.join(unknown)}: unknown case; known: {', '.join(CASES)}")
     print(f"{'case':<5}{'requests':>10}{'sim s':>10}{'wall s':>9}{'req/wall-s':>12}{'tok/wall-s':>13}{'peak RSS MB':>13}")
     for case in args.cases.split(","):
         out = subprocess.run([sys.executable, "-m", "experiments.benchmarks.simulator_speed", "--one", case,

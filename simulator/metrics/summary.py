@@ -11,7 +11,8 @@ Conventions:
   By default ``tbt_s`` is checked against TPOT, as DistServe and Cauchy do (cauchy.txt §3.3.3
   profiles "TBT <= 50/30/30 ms" and reports mean TBT, i.e. TPOT); ``tbt_slo="max_gap"`` checks
   the worst gap instead. A request that never had a second token meets any decode target.
-  Rejected requests count as misses;
+  Rejected requests count as misses. When no request of the run has any target, SLO attainment
+  and the goodput metrics do not apply and are NaN (``no_slo_target`` is True), never 1;
 - TTFAT is measured from arrival (``RequestOutcome.ttfat_s``); for requests without reasoning it
   equals TTFT;
 - rates divide by ``duration_s``; without one, the run's span (first arrival to the last
@@ -77,6 +78,11 @@ class MetricsSummary:
     qoe_violation_rate: float
     quality_mean: float
 
+    @property
+    def no_slo_target(self) -> bool:
+        """Whether no request had an SLO target, so attainment and goodput are NaN (not measured)."""
+        return self.arrived > 0 and math.isnan(self.slo_attainment)
+
 
 def summarize(
     outcomes: Sequence[RequestOutcome],
@@ -138,8 +144,10 @@ def summarize_columns(
     e2e_s = columns.finish_s - columns.arrival_s
     tpot_s = _per_token_s(columns.finish_s - columns.first_token_s, columns.output_tokens - 1)
     slo_met = done & _meets_decode_target(tpot_s if tbt_slo == "tpot" else columns.max_tbt_s, columns.slo_tbt_s)
-    for value_s, target_s in ((ttft_s, columns.slo_ttft_s), (ttfat_s, columns.slo_ttfat_s), (e2e_s, columns.slo_e2e_s)):
+    targets = (columns.slo_ttft_s, columns.slo_ttfat_s, columns.slo_e2e_s)
+    for value_s, target_s in zip((ttft_s, ttfat_s, e2e_s), targets):
         slo_met &= np.isnan(target_s) | (value_s <= target_s)
+    measured = not all(np.isnan(target_s).all() for target_s in (*targets, columns.slo_tbt_s))
     arrived = int(columns.arrival_s.size)
     completed = int(done.sum())
     met = int(slo_met.sum())
@@ -167,15 +175,15 @@ def summarize_columns(
         e2e=LatencyStats.of(e2e_s[done]),
         queueing=LatencyStats.of((columns.first_scheduled_s - columns.arrival_s)[done]),
         preemption=LatencyStats.of(columns.preempted_s[done]),
-        slo_attainment=ratio(met, arrived),
+        slo_attainment=ratio(met, arrived) if measured else NAN,
         throughput_rps=ratio(completed, duration_s),
-        goodput_rps=ratio(met, duration_s),
+        goodput_rps=ratio(met, duration_s) if measured else NAN,
         output_tokens_per_s=ratio(output_tokens, duration_s),
-        goodput_tokens_per_s=ratio(goodput_tokens, duration_s),
+        goodput_tokens_per_s=ratio(goodput_tokens, duration_s) if measured else NAN,
         cost_usd=cost_usd,
         output_tokens_per_usd=ratio(output_tokens, cost_usd),
         total_tokens_per_usd=ratio(total_tokens, cost_usd),
-        goodput_tokens_per_usd=ratio(goodput_tokens, cost_usd),
+        goodput_tokens_per_usd=ratio(goodput_tokens, cost_usd) if measured else NAN,
         qoe_mean=qoe_mean,
         qoe_violation_rate=qoe_violation_rate,
         quality_mean=float(quality.mean()) if quality.size else NAN,

@@ -42,6 +42,8 @@ def check_cap(name: str, cap: int | None) -> int | None:
 
 def apply_cap(tokens: np.ndarray, cap: int | None, clip: bool, column: str, source: str) -> np.ndarray:
     """``tokens`` if none exceeds ``cap``; clipped to it if ``clip``; otherwise raise."""
+    if not isinstance(clip, bool):
+        raise ValueError(f"clip {clip!r}: must be True or False")
     if cap is None:
         return tokens
     over = tokens > cap

@@ -6,7 +6,8 @@ servegym trace CSV (header row, then one request per row, sorted by arrival):
 
 ``arrival_s`` seconds in [0, 1e9] (``simulator.request.MAX_ARRIVAL_S``), non-decreasing;
 ``prompt_tokens`` and ``output_tokens`` integers >= 1; ``reasoning_tokens`` integer in
-[0, output_tokens] (default 0); ``tier`` integer >= 0 (default 0, the highest). SLOs,
+[0, output_tokens] (default 0); token counts at most ``MAX_TOKENS``; ``tier`` integer >= 0
+(default 0, the highest). SLOs,
 difficulty and per-model quality are not part of a trace. Any other column, a missing
 required column, a bad value or no row at all raises ``ValueError`` naming file, line and
 problem.
@@ -32,6 +33,9 @@ from simulator.workloads.data_files import AZURE_TRACE_FILES
 TRACE_REQUIRED_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 TRACE_OPTIONAL_COLUMNS = ("reasoning_tokens", "tier")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+# No model's context comes near a billion tokens; a larger count is a broken row, refused when
+# read (it would overflow the int64 columns of the metrics after the whole simulation ran).
+MAX_TOKENS = 10**9
 
 
 def _check_header(path: Path, header: list[str] | None, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
@@ -75,6 +79,8 @@ def _row_problem(
     for column, tokens in (("prompt_tokens", prompt), ("output_tokens", output)):
         if tokens < 1:
             return f"{column} {tokens} is {'negative' if tokens < 0 else 'zero'} (must be >= 1)"
+        if tokens > MAX_TOKENS:
+            return f"{column} {tokens} is above {MAX_TOKENS:,} (simulator.workloads.traces.MAX_TOKENS)"
     if reasoning < 0:
         return f"reasoning_tokens {reasoning} is negative"
     if reasoning > output:
@@ -84,9 +90,12 @@ def _row_problem(
     return None
 
 
-def load_trace_csv(path: str | Path) -> list[Request]:
-    """Requests of a servegym trace CSV (schema in the module docstring), ids 0..n-1 in row order."""
+def load_trace_csv(path: str | Path, max_requests: int | None = None) -> list[Request]:
+    """Requests of a servegym trace CSV (schema in the module docstring), ids 0..n-1 in row order;
+    with ``max_requests``, only the first that many rows are read."""
     path = Path(path)
+    if max_requests is not None:
+        max_requests = count("max_requests", max_requests, minimum=1)
     requests = []
     with open(path, newline="") as file:
         reader = csv.reader(file)
@@ -95,6 +104,8 @@ def load_trace_csv(path: str | Path) -> list[Request]:
         column = {name: header.index(name) for name in header}
         previous_arrival_s = 0.0
         for row in reader:
+            if len(requests) == max_requests:
+                break
             line = reader.line_num
             try:
                 if len(row) != len(header):
@@ -141,8 +152,9 @@ def write_trace_csv(requests: Iterable[Request], path: str | Path) -> None:
         file.writelines(rows)
 
 
-def read_azure_columns(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(arrival_s relative to the first row, prompt_tokens, output_tokens)`` of an Azure-format CSV."""
+def read_azure_columns(path: str | Path, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(arrival_s relative to the first row, prompt_tokens, output_tokens)`` of an Azure-format
+    CSV; with ``max_rows``, of its first that many rows only (the rest is not read)."""
     path = Path(path)
     timestamps_ns, prompts, outputs = [], [], []
     with open(path, newline="", encoding="utf-8-sig") as file:
@@ -151,6 +163,8 @@ def read_azure_columns(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.nda
         _check_header(path, header, AZURE_COLUMNS, ())
         column = {name: header.index(name) for name in header}
         for row in reader:
+            if len(timestamps_ns) == max_rows:
+                break
             line = reader.line_num
             try:
                 if len(row) != len(header):
@@ -167,6 +181,9 @@ def read_azure_columns(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.nda
                 for name, tokens in (("ContextTokens", prompt), ("GeneratedTokens", output)):
                     if tokens < 1:
                         raise ValueError(f"{name} {tokens} is {'negative' if tokens < 0 else 'zero'} (must be >= 1)")
+                    if tokens > MAX_TOKENS:
+                        raise ValueError(f"{name} {tokens} is above {MAX_TOKENS:,} "
+                                         "(simulator.workloads.traces.MAX_TOKENS)")
             except ValueError as error:
                 raise ValueError(f"{path}, line {line}: {error}") from None
             timestamps_ns.append(timestamp_ns)
@@ -201,10 +218,9 @@ def load_azure_trace(
             f"unknown Azure trace {str(source)!r}: not one of {sorted(AZURE_TRACE_FILES)} and no such file"
         )
     time_scale = positive_float("time_scale", time_scale)
-    arrival_s, prompts, outputs = read_azure_columns(path)
     if max_requests is not None:
         max_requests = count("max_requests", max_requests, minimum=1)
-        arrival_s, prompts, outputs = arrival_s[:max_requests], prompts[:max_requests], outputs[:max_requests]
+    arrival_s, prompts, outputs = read_azure_columns(path, max_requests)
     if target_rate_rps is not None:
         target_rate_rps = positive_float("target_rate_rps", target_rate_rps)
         if time_scale != 1.0:
