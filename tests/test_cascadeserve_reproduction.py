@@ -10,6 +10,7 @@ import math
 import pytest
 
 from experiments.cascadeserve_reproduction import FULL, headlines, main, worst_scores_by_seed
+from markdown_tables import unpadded
 
 
 def grid_row(system: str, gpus: int, accuracy: float | None) -> dict:
@@ -60,7 +61,7 @@ def test_quick_reproduction(tmp_path):
     # Model switching gears are single models: top levels up to the served model, then 0.
     switching = [r for r in rows if r["system"] == "model_switching" and r["accuracy"] is not None]
     assert switching and all(g == sorted(g, reverse=True) and set(g) <= {0, 10} for r in switching for g in r["gears"])
-    report = (tmp_path / "report.md").read_text()
+    report = unpadded((tmp_path / "report.md").read_text())
     assert "2-3x fewer GPUs" in report and "## Left out" in report
     rows = headlines(json.loads((tmp_path / "results.json").read_text()))
     assert [r.where for r in rows] == ["§6.3, Fig. 7", "§6.4, Fig. 9"]

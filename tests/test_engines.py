@@ -85,7 +85,7 @@ def test_a_malformed_engine_file_is_refused_naming_the_field(edit, message):
 
 
 def test_unknown_engine_names_the_known_ones():
-    with pytest.raises(ValueError, match="unknown engine 'sglang'; known: vidur-2024, vllm-0.6, vllm-v1"):
+    with pytest.raises(ValueError, match="unknown engine 'sglang'; known: vidur-2024, vllm-0.6, vllm-0.6-chunked, vllm-v1"):
         get_engine("sglang")
     with pytest.raises(ValueError, match="unknown engine 'sglang'"):
         InstanceConfig(gpu="H100-80GB", model="Llama-3.1-8B", engine="sglang").validate()

@@ -12,6 +12,7 @@ import pytest
 
 from experiments import reproductions
 from experiments.headlines import Headline
+from markdown_tables import unpadded
 
 
 def row(ours: float, cause: str = "") -> Headline:
@@ -36,7 +37,7 @@ def fake_script(rows: list[Headline]) -> types.ModuleType:
 
 def test_quick_run_of_a_real_script_writes_a_page_whose_first_line_is_the_smoke_warning(tmp_path):
     assert reproductions.main(["--quick", "--out", str(tmp_path), "--only", "pascal_reproduction"]) == 0
-    page = (tmp_path / "reproductions.md").read_text().splitlines()
+    page = unpadded((tmp_path / "reproductions.md").read_text()).splitlines()
     assert page[0] == reproductions.SMOKE_WARNING and "not comparable to the papers" in page[0]
     table = [line for line in page if line.startswith("| PASCAL |")]
     assert len(table) == 6  # two TTFT cuts, blocking, violations; the two cuts of the KV-constrained variant
@@ -88,14 +89,14 @@ def test_reuse_builds_the_page_from_an_earlier_run_without_running_the_script(tm
     script = fake_script([row(3.5), row(1.2, cause="a named mechanism")])
     monkeypatch.setattr(reproductions, "load_script", lambda name: script)
     assert reproductions.main(["--quick", "--out", str(tmp_path), "--only", "pascal_reproduction"]) == 0
-    first = (tmp_path / "reproductions.md").read_text().splitlines()
+    first = unpadded((tmp_path / "reproductions.md").read_text()).splitlines()
 
     def must_not_run(argv: list[str]) -> int:
         raise AssertionError(f"--reuse ran the script with {argv}")
 
     script.main = must_not_run
     assert reproductions.main(["--quick", "--reuse", "--out", str(tmp_path), "--only", "pascal_reproduction"]) == 0
-    again = (tmp_path / "reproductions.md").read_text().splitlines()
+    again = unpadded((tmp_path / "reproductions.md").read_text()).splitlines()
     assert [line for line in again if line.startswith("| P |")] == [line for line in first if line.startswith("| P |")]
     assert "Wall time per script: pascal_reproduction (results.json of an earlier run)." in again
     _refused(["--quick", "--reuse", "--out", str(tmp_path / "elsewhere"), "--only", "pascal_reproduction"], "no .*elsewhere.*results.json to reuse", capsys)
@@ -120,10 +121,11 @@ def test_a_full_size_run_with_only_replaces_those_rows_and_keeps_the_others(tmp_
     script.headlines = lambda results: [script_row(2.5, "pascal_reproduction")]
     monkeypatch.setattr(reproductions, "load_script", lambda name: script)
     assert reproductions.main(["--out", str(tmp_path / "out"), "--only", "pascal_reproduction"]) == 0
-    lines = page.read_text().splitlines()
+    lines = unpadded(page.read_text()).splitlines()
     table = [line for line in lines if line.startswith("| P |")]
     assert len(table) == 2 and "old cause" not in page.read_text()
-    kept_row = next(line for line in earlier if line.startswith("| P |") and "multitier_reproduction" in line)
+    kept_row = next(line for line in unpadded("\n".join(earlier)).splitlines()
+                    if line.startswith("| P |") and "multitier_reproduction" in line)
     assert table[0].split(" | ")[5:8] == ["0.75", "✓", "✓"] and table[1] == kept_row
     assert lines[2].startswith("2 of 2 rows reproduce") and "--only pascal_reproduction" in lines[2]
     assert "the rows of multitier_reproduction are kept from the earlier full-size page" in lines[2]
