@@ -8,13 +8,13 @@ One iteration (continuous batching, optionally chunked prefill) costs, in second
 * Linear ops (QKV, O, MLP up/gate/down; MoE: router, shared and routed experts) use the
   roofline ``max(FLOPs / (peak * eta_c), bytes / (bandwidth * eta_m)) + c`` of
   ``hardware/profiles.py``, the analytic form of cauchy.txt Sec. 3.2 (prefill compute-bound,
-  eq. 4; decode weight-read-bound, eq. 10) with efficiencies fitted to Vidur's measured
-  operator profiles. A GPU without a profile uses its ``profile_family``'s efficiencies with
-  its own peak FLOP/s and bandwidth. Routed MoE experts read the weights of the expected
+  eq. 4; decode weight-read-bound, eq. 10) with efficiencies fitted to measured operator
+  profiles (the engine's kernel set, below). A GPU without a profile uses its
+  ``profile_family``'s efficiencies with its own peak FLOP/s and bandwidth. Routed MoE experts read the weights of the expected
   number of distinct experts hit, ``E (1 - (1 - k/E)^T)`` for ``T`` tokens (uniform routing).
 * Attention: prefill is compute-bound in query-key pairs (``4 * query width`` FLOPs per pair,
   cauchy.txt eq. 1); decode is memory-bound in KV bytes read, plus per-sequence and fixed
-  terms (``profiles.AttentionCalibration``, from Vidur's A100 fit).
+  terms (``profiles.AttentionCalibration``: Vidur's A100 fit, or the 2026 Hopper fit).
 * TP: per-GPU work is split ``tp`` ways; two ring all-reduces of ``tokens * hidden * 2``
   bytes per layer over ``gpu.intra_node_link_gbps`` (latency + bandwidth fitted to Vidur's
   NCCL all-reduce profile; an engine with its own all-reduce kernels gives their latency).
@@ -32,10 +32,11 @@ One iteration (continuous batching, optionally chunked prefill) costs, in second
 
 Which kernels the ops run at is the engine's kernel set (``hardware.kernel_sets``): Vidur's
 2024 profiles, or servegym's 2026 Hopper profiles, which also give FP8 GEMMs their own
-efficiency at the FP8 tensor-core rate and routed MoE experts the grouped-GEMM efficiency.
-Without them FP8 weights stream at one byte per weight and compute at the fp16 rate, and
-routed experts run at the dense GEMM efficiency. int4 weights (AWQ/GPTQ) stream at their
-packed size and compute at the fp16 rate, as Marlin-style kernels do.
+efficiency at the FP8 tensor-core rate, routed MoE experts the grouped-GEMM efficiency, and
+int4 routed experts that of vLLM's fused Marlin MoE kernel. Without them FP8 weights stream
+at one byte per weight and compute at the fp16 rate, and routed experts run at the dense GEMM
+efficiency. Dense int4 weights (AWQ/GPTQ) stream at their packed size and compute at the fp16
+rate, as Marlin kernels do up to batches of 16-32 (Frantar et al., PPoPP 2025).
 
 Related: splitwise-sim and DistServe fit ``a + b * sum(tokens) (+ c * sum(tokens)^2)`` per
 phase directly to profiles; here the shape comes from the hardware and only efficiencies
