@@ -24,12 +24,13 @@ RTX4090) -> ``"a40"``.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+
+from hardware.csv_rows import checked_rows
 
 _DATA = Path(__file__).parent / "data" / "gpus.csv"
 
@@ -109,36 +110,27 @@ class GPUSpec:
 
 def load_gpu_catalog(csv_path: Path) -> dict[str, GPUSpec]:
     """Parse and validate a GPU catalog CSV; errors name the bad row (line) and field."""
-    with open(csv_path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != _CSV_COLUMNS:
-            raise ValueError(
-                f"{csv_path}: columns {reader.fieldnames} differ from expected {list(_CSV_COLUMNS)}"
-            )
-        catalog: dict[str, GPUSpec] = {}
-        for row in reader:
-            where = f"{csv_path} line {reader.line_num}"
-            if None in row or any(value is None for value in row.values()):
-                raise ValueError(f"{where}: expected {len(_CSV_COLUMNS)} fields, got a different count")
-            numbers: dict[str, float] = {}
-            for field_name in _NUMERIC_FIELDS:
-                text = row[field_name]
-                try:
-                    numbers[field_name] = float(text)
-                except ValueError:
-                    raise ValueError(f"{where}: {field_name}={text!r} is not a number") from None
+    catalog: dict[str, GPUSpec] = {}
+    for where, row in checked_rows(csv_path, _CSV_COLUMNS):
+        numbers: dict[str, float] = {}
+        for field_name in _NUMERIC_FIELDS:
+            text = row[field_name]
             try:
-                spec = GPUSpec(
-                    name=row["name"],
-                    profile_family=row["profile_family"],
-                    source=row["source"],
-                    **numbers,
-                )
-            except ValueError as error:
-                raise ValueError(f"{where}: {error}") from None
-            if spec.name in catalog:
-                raise ValueError(f"{where}: duplicate GPU name {spec.name!r}")
-            catalog[spec.name] = spec
+                numbers[field_name] = float(text)
+            except ValueError:
+                raise ValueError(f"{where}: {field_name}={text!r} is not a number") from None
+        try:
+            spec = GPUSpec(
+                name=row["name"],
+                profile_family=row["profile_family"],
+                source=row["source"],
+                **numbers,
+            )
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        if spec.name in catalog:
+            raise ValueError(f"{where}: duplicate GPU name {spec.name!r}")
+        catalog[spec.name] = spec
     if not catalog:
         raise ValueError(f"{csv_path}: no GPU rows")
     return catalog

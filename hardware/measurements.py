@@ -17,13 +17,13 @@ Metric conventions (milliseconds, requests/s, tokens/s):
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from hardware.csv_rows import checked_rows
 from hardware.gpus import GPU_CATALOG
 from hardware.models import MODEL_CATALOG
 
@@ -184,31 +184,24 @@ def _check_point(point: ServingPoint) -> tuple[str, object, str] | None:
 
 def load_serving_points(csv_path: Path = SERVING_POINTS_CSV) -> list[ServingPoint]:
     """Parse and validate a serving-points CSV; errors name the file, line and field."""
-    with open(csv_path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
-            raise ValueError(f"{csv_path}: columns {reader.fieldnames} differ from expected {list(COLUMNS)}")
-        points: list[ServingPoint] = []
-        seen: set[str] = set()
-        for row in reader:
-            where = f"{csv_path} line {reader.line_num}"
-            if None in row or any(value is None for value in row.values()):
-                raise ValueError(f"{where}: expected {len(COLUMNS)} fields, got a different count")
-            values: dict[str, object] = {}
-            for name in COLUMNS:
-                try:
-                    values[name] = _parse_field(name, row[name])
-                except ValueError as error:
-                    raise ValueError(f"{where}: {name} {row[name]!r}: {error}") from None
-            point = ServingPoint(**values)  # type: ignore[arg-type]
-            problem = _check_point(point)
-            if problem is not None:
-                field_name, value, why = problem
-                raise ValueError(f"{where}: {field_name} {value!r}: {why}")
-            if point.point_id in seen:
-                raise ValueError(f"{where}: point_id {point.point_id!r}: duplicate")
-            seen.add(point.point_id)
-            points.append(point)
+    points: list[ServingPoint] = []
+    seen: set[str] = set()
+    for where, row in checked_rows(csv_path, COLUMNS):
+        values: dict[str, object] = {}
+        for name in COLUMNS:
+            try:
+                values[name] = _parse_field(name, row[name])
+            except ValueError as error:
+                raise ValueError(f"{where}: {name} {row[name]!r}: {error}") from None
+        point = ServingPoint(**values)  # type: ignore[arg-type]
+        problem = _check_point(point)
+        if problem is not None:
+            field_name, value, why = problem
+            raise ValueError(f"{where}: {field_name} {value!r}: {why}")
+        if point.point_id in seen:
+            raise ValueError(f"{where}: point_id {point.point_id!r}: duplicate")
+        seen.add(point.point_id)
+        points.append(point)
     if not points:
         raise ValueError(f"{csv_path}: no serving points")
     return points

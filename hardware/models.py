@@ -32,7 +32,6 @@ norm, LM head and pooler on the last.
 
 from __future__ import annotations
 
-import csv
 import math
 import numbers
 from collections.abc import Mapping
@@ -41,6 +40,7 @@ from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
+from hardware.csv_rows import checked_rows
 from hardware.gpus import GPUSpec
 
 _DATA = Path(__file__).parent / "data" / "models.csv"
@@ -506,24 +506,15 @@ def _parse_field(field_name: str, text: str) -> object:
 
 def load_model_catalog(csv_path: Path) -> dict[str, ModelSpec]:
     """Parse and validate a model catalog CSV; errors name the bad row (line) and field."""
-    with open(csv_path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != _CSV_COLUMNS:
-            raise ValueError(
-                f"{csv_path}: columns {reader.fieldnames} differ from expected {list(_CSV_COLUMNS)}"
-            )
-        catalog: dict[str, ModelSpec] = {}
-        for row in reader:
-            where = f"{csv_path} line {reader.line_num}"
-            if None in row or any(value is None for value in row.values()):
-                raise ValueError(f"{where}: expected {len(_CSV_COLUMNS)} fields, got a different count")
-            try:
-                spec = ModelSpec(**{name: _parse_field(name, text) for name, text in row.items()})
-            except ValueError as error:
-                raise ValueError(f"{where}: {error}") from None
-            if spec.name in catalog:
-                raise ValueError(f"{where}: duplicate model name {spec.name!r}")
-            catalog[spec.name] = spec
+    catalog: dict[str, ModelSpec] = {}
+    for where, row in checked_rows(csv_path, _CSV_COLUMNS):
+        try:
+            spec = ModelSpec(**{name: _parse_field(name, text) for name, text in row.items()})
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        if spec.name in catalog:
+            raise ValueError(f"{where}: duplicate model name {spec.name!r}")
+        catalog[spec.name] = spec
     if not catalog:
         raise ValueError(f"{csv_path}: no model rows")
     return catalog

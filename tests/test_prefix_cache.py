@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from null_host import NullHost
 from prefix_cache_checks import accounting_errors, reusable_share_tokens
 from simulator.admission import admit, preempt
 from simulator.cluster import Cluster
@@ -19,14 +20,6 @@ from simulator.workloads.hash_traces import hash_trace_path, load_hash_trace
 
 ENGINE = "vidur-2024"  # prefix caching off unless a test turns it on
 GPU, MODEL = "A100-80GB", "Llama-2-7B"
-
-
-class Host:
-    def on_complete(self, instance: Instance, seq: Sequence) -> None: ...
-    def on_reject(self, seq: Sequence, reason: str) -> None: ...
-    def on_phase_change(self, instance: Instance, seq: Sequence) -> None: ...
-    def on_prefill_done(self, instance: Instance, seq: Sequence) -> None: ...
-    def on_idle(self, instance: Instance) -> None: ...
 
 
 def test_chained_keys_name_whole_prefixes():
@@ -208,7 +201,7 @@ def test_a_host_tier_hit_is_loaded_over_the_host_link_not_recomputed():
 
 def test_preemption_by_recompute_leaves_the_blocks_cached_for_the_readmission():
     instance = Instance(0, InstanceConfig(engine=ENGINE, gpu=GPU, model=MODEL, kv_blocks=100, prefix_caching=True), EventQueue(),
-                        Host())
+                        NullHost())
     keys = PrefixKeys()
     seq = Sequence(Request(0, 0.0, 800, 10, block_hashes=BlockHashes(32, tuple(range(25)))), False)
     seq.block_keys, seq.block_tokens = keys.chain(seq.request.block_hashes), 32

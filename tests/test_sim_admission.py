@@ -3,6 +3,7 @@ the queue a sequence lands in, and the swap traffic charged to the next iteratio
 
 from __future__ import annotations
 
+from null_host import NullHost
 from simulator.admission import admit, decode_slot_blocks, preempt, reserve_decode_slots, swap_in
 from simulator.events import EventQueue
 from simulator.instance import Instance, InstanceConfig
@@ -13,17 +14,9 @@ GPU, MODEL = "A100-80GB", "Llama-2-7B"
 PROMPT = 800  # 50 blocks of 16 tokens
 
 
-class Host:
-    def on_complete(self, instance: Instance, seq: Sequence) -> None: ...
-    def on_reject(self, seq: Sequence, reason: str) -> None: ...
-    def on_phase_change(self, instance: Instance, seq: Sequence) -> None: ...
-    def on_prefill_done(self, instance: Instance, seq: Sequence) -> None: ...
-    def on_idle(self, instance: Instance) -> None: ...
-
-
 def make_instance(**config) -> Instance:
     """100 KV blocks of 16 tokens, 1 of them the watermark."""
-    return Instance(0, InstanceConfig(gpu=GPU, model=MODEL, kv_blocks=100, **config), EventQueue(), Host())
+    return Instance(0, InstanceConfig(gpu=GPU, model=MODEL, kv_blocks=100, **config), EventQueue(), NullHost())
 
 
 def enqueued(instance: Instance, count: int) -> list[Sequence]:
