@@ -3,7 +3,7 @@ GPU Combo's goodput per workload, and Mélange's per (bucket, GPU type) goodputs
 with the simulator (``baselines.cauchy.search``) and cached in
 ``baselines/data/cauchy_goodput.json`` so planning never re-simulates.
 
-Regenerate (22 minutes on 2 cores, measured while another 2-worker job shared them)::
+Regenerate (20 minutes on 2 cores shared with another engineer's jobs; 16 with ``--engine vllm-0.6-chunked``)::
 
     python -m baselines.cauchy.goodput --workers 2 [--address auto|HOST:PORT]
 
