@@ -3,6 +3,7 @@ random masked policy, recorded before a refactor so a test can check the env sti
 the same observations, masks, rewards and infos bit for bit.
 
     .venv/bin/python tests/trajectories.py          # (re)record tests/golden/*.npz
+    .venv/bin/python tests/trajectories.py default,pascal   # only these scenarios' cases
 
 A case that cannot be built (the env refuses the scenario) is listed as unsupported in
 ``tests/golden/index.json`` and skipped.
@@ -102,11 +103,25 @@ def record(
     return arrays
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Record every case, or with a comma-separated list of scenarios only theirs (the other
+    cases' files and index entries stay as they are)."""
+    argv = sys.argv[1:] if argv is None else argv
     GOLDEN_DIR.mkdir(exist_ok=True)
     index: dict[str, Any] = {"seed": SEED, "recorded": {}, "unsupported": {}}
+    only = set(argv[0].split(",")) if argv else None
+    if only is not None:
+        unknown = sorted(only - set(envs.scenario_names()))
+        if unknown:
+            print(f"trajectories.py: error: scenario {unknown[0]!r}: not registered; known: {envs.scenario_names()}", file=sys.stderr)
+            return 2
+        index = json.loads((GOLDEN_DIR / "index.json").read_text())
     for env_id, scenario, options in cases():
+        if only is not None and scenario not in only:
+            continue
         name = case_name(env_id, scenario, options)
+        index["recorded"].pop(name, None)
+        index["unsupported"].pop(name, None)
         try:
             gym.make(env_id, scenario=scenario, **options).close()
         except ValueError as error:
