@@ -71,6 +71,7 @@ from agents.rollout import run_episode
 from baselines.cascadeserve.cluster_gears import GearSwitcher, gear_thresholds, single_measurement_gear
 from baselines.cascadeserve.planner import GearPlan, PlanningInfeasibleError, PlanningProblem, plan_gears
 from baselines.cascadeserve.table_inputs import accuracy_slo_problem, instance_groups
+from baselines.cascadia.milp import InfeasibleAllocationError
 from baselines.cascadia.parallelism import ModelLatencyTable, TableSettings, load_cached_tables, model_table
 from baselines.cascadia.planner import CascadePlan, CascadiaPlanner
 from baselines.cascadia.thresholds import QualityProfile
@@ -323,16 +324,22 @@ def plan_row(plan: CascadePlan) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- §4.4 and App. J
-def planning_time(cache: dict[str, ModelLatencyTable], settings: Settings) -> dict[int, dict[str, float]]:
-    """Alg. 1's runtime at each cluster size, trace 1 at a rate scaled with the GPUs, q = 85."""
+def planning_time(cache: dict[str, ModelLatencyTable], settings: Settings) -> dict[int, dict[str, Any]]:
+    """Alg. 1's runtime at each cluster size, trace 1 at a rate scaled with the GPUs, q = 85. A
+    size where Alg. 1 cannot start (no allocation of its GPUs carries the loads of the initial
+    proportional routing) is a row with the deployment solver's reason (``no_plan``) instead."""
     trace = TRACES[0]
     tables = deepseek_tables(trace, cache)
     profile = profile_of(trace, CASCADIA_MODELS, settings)
-    rows = {}
+    rows: dict[int, dict[str, Any]] = {}
     for gpus in settings.scaling_gpus:
         started = time.perf_counter()
         planner = CascadiaPlanner(tables, gpus, profile, 85.0, threshold_levels=settings.threshold_levels)
-        plan = planner.plan(trace.rate_rps * gpus / TOTAL_GPUS)
+        try:
+            plan = planner.plan(trace.rate_rps * gpus / TOTAL_GPUS)
+        except InfeasibleAllocationError as error:
+            rows[gpus] = {"no_plan": str(error)}
+            continue
         rows[gpus] = {"runtime_s": time.perf_counter() - started, "iterations": plan.iterations, "objective": plan.objective}
     return rows
 
@@ -417,7 +424,7 @@ def run_env_policy(cache: dict[str, ModelLatencyTable], settings: Settings, plan
 
 
 # ----------------------------------------------------------------------------- headline and outputs
-def headline(cases: dict[str, dict[str, Any]], scaling: dict[int, dict[str, float]], gaps: dict[str, dict[str, float]]) -> dict[str, float]:
+def headline(cases: dict[str, dict[str, Any]], scaling: dict[int, dict[str, Any]], gaps: dict[str, dict[str, float]]) -> dict[str, float]:
     """Cascadia's gains: baseline SLO scale / Cascadia's and Cascadia's throughput / baseline's,
     mean and max over the cases a baseline has (CascadeServe misses cases it finds infeasible);
     "baselines" pools both baselines' ratios (the abstract's average)."""
@@ -436,7 +443,7 @@ def headline(cases: dict[str, dict[str, Any]], scaling: dict[int, dict[str, floa
         values[f"{metric}_gain_vs_baselines_mean"] = float(np.mean(found))
     values["gap_to_exhaustive_small"] = gaps["llama_8_gpus"]["gap"]
     for gpus in (32, 80):
-        values[f"planning_time_{gpus}_gpus_s"] = scaling[gpus]["runtime_s"] if gpus in scaling else float("nan")
+        values[f"planning_time_{gpus}_gpus_s"] = scaling.get(gpus, {}).get("runtime_s", float("nan"))
     return values
 
 
@@ -595,8 +602,11 @@ def write_report(path: Path, results: dict[str, Any], setup: str) -> None:
     lines += markdown_table(("case", "h1, h2", "p1, p2, p3 (%)", "f1, f2, f3", "parallelism", "planned Q", "planned L (s)",
                              "J", "iterations", "runtime (s)", "paper h / p / f"), rows)
     lines += ["", "## §4.4 / Fig. 10: planning time vs cluster size (trace 1, q = 85, load scaled with GPUs)", ""]
+    planned = {gpus: row for gpus, row in results["scaling"].items() if "runtime_s" in row}
     lines += markdown_table(("GPUs", "runtime (s)", "iterations"), [(gpus, f"{row['runtime_s']:.2f}", row["iterations"])
-                                                                     for gpus, row in results["scaling"].items()])
+                                                                     for gpus, row in planned.items()])
+    lines += [f"- {gpus} GPUs: no plan, Alg. 1 cannot start: {row['no_plan']}"
+              for gpus, row in results["scaling"].items() if "runtime_s" not in row]
     lines += ["", "## App. J: bi-level vs exhaustive search", ""]
     lines += markdown_table(
         ("case", "GPUs", "threshold levels", "J bi-level", "J exhaustive", "gap", "bi-level (s)", "exhaustive (s)"),
@@ -657,7 +667,7 @@ def plot_figures(out: Path, results: dict[str, Any], scales: np.ndarray) -> None
     ax.legend()
     save_figure(fig, out / "fig6_throughput.png", dpi=100)
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    gpus = sorted(results["scaling"])
+    gpus = sorted(g for g, row in results["scaling"].items() if "runtime_s" in row)
     ax.plot(gpus, [results["scaling"][g]["runtime_s"] for g in gpus], marker="o")
     ax.set_xlabel("GPUs")
     ax.set_ylabel("planning time (s)")

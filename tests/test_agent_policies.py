@@ -4,6 +4,8 @@ MaskablePPO and PPO through agents.train."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -20,6 +22,8 @@ from agents.policies import (
     check_slot_observation,
 )
 from agents.train import train
+from envs.presets import make_scenario
+from envs.scenario import InstanceGroup
 
 ROUTING = "servegym/Routing-v0"
 POLICY_CLASSES = {"ppo": InstanceScoringPolicy, "maskable_ppo": MaskableInstanceScoringPolicy}
@@ -208,8 +212,13 @@ def test_dense_rewards_sum_to_minus_the_time_requests_spent_in_the_system(reward
 
 
 def test_balance_shaping_charges_the_routing_decision_at_once():
-    """Routing to an instance holding n requests lowers Φ by ((n + 1)² − n²) / 256 right away."""
-    env = routing_env(reward="latency_balance")
+    """Routing to an instance holding n requests lowers Φ by ((n + 1)² − n²) / 256 right away.
+    On an engine without a front end (``vidur-2024``): under ``vllm-v1`` a routed request joins
+    its instance's queue after the engine's HTTP front-end time (``frontend_ms``), and the
+    potential counts it from then."""
+    instances = tuple(InstanceGroup(dataclasses.replace(group.config, engine="vidur-2024"), group.count)
+                      for group in make_scenario("default").instances)
+    env = routing_env(reward="latency_balance", instances=instances)
     busy_observation(env, seed=8, steps=12)
     reward_fn = env.unwrapped.reward_fn
     counts = [i.num_requests for i in env.unwrapped.cluster.instances.values()]

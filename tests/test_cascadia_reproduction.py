@@ -87,7 +87,13 @@ def test_quick_run_writes_report_figures_and_tensorboard(tmp_path):
         assert sum(cells["plan"]["gpus"]) == repro.TOTAL_GPUS
         # --quick serves the first request seed only: the mean is that seed's value
         assert cells["Cascadia"]["min_slo_scale_by_seed"] == [cells["Cascadia"]["min_slo_scale"]]
-    assert sum("CascadeServe" in cells for cells in results["cases"].values()) >= len(results["cases"]) - 1
+    # CascadeServe has no plan where no cascade is accurate enough (q90/trace1), nor at q85/trace1, whose
+    # accuracy needs much of trace 1 on the 671B: with int4 experts at Marlin-MoE cost no 32-GPU plan
+    # carries that at the top QPS range
+    no_plan = {case: cells["cascadeserve_error"] for case, cells in results["cases"].items() if "cascadeserve_error" in cells}
+    assert sorted(no_plan) == ["q85/trace1", "q90/trace1"]
+    assert no_plan["q90/trace1"].startswith("accuracy SLO 90 unattainable: the most accurate cascade reaches")
+    assert no_plan["q85/trace1"].startswith("accuracy SLO 85 unattainable on 32 GPUs: the QPS range")
     for case, cells in results["cases"].items():  # §4.1's stand-alone: the 671B for q >= 85, the 70B below
         q = float(case.split("/")[0][1:])
         assert cells["standalone_model"] == repro.CASCADIA_MODELS[2 if q >= 85 else 1]

@@ -27,7 +27,6 @@ from baselines.cauchy.scaling_scenario import (
 from baselines.cauchy.selection import build_candidates, pareto_filter, rank_by_ce
 from baselines.cauchy.workloads import ENGINES, INVENTORY, get_workload
 from envs.scaling import ADD, HOLD, REMOVE
-from envs.scenarios.cauchy import CAUCHY_ENGINE
 from envs.scenarios.cauchy_autoscaling import PRESET_LENGTHS, PRESET_MEAN_RPS, PRESET_TIME_COMPRESSION, tick_s
 from experiments import cauchy_autoscaling as fig10
 from experiments.cauchy_reproduction import FIG67_CLAIMS, melange_plan
@@ -174,7 +173,15 @@ def test_quick_run_compares_the_three_systems_on_both_loads(tmp_path):
             # static never changes its plan's GPUs; the autoscalers do, and only with valid actions
             assert static["instances_added"] == static["instances_removed"] == 0
             assert set(static["series"]["gpus"]) == {held_gpus}
-            assert auto["instances_added"] > 0 and len(set(auto["series"]["gpus"])) > 1
+            if (setup["engine"], load) == (engine, "azure"):
+                # vllm-0.6-chunked profiles the plan's <1xH800-SXM> at 7.7 req/s (vllm-0.6: 7.3): the
+                # quick Azure slice's highest window mean, 9.0 req/s, stays under Alg. 1's scale-out
+                # bound 1.2 x 7.7 (it crosses vllm-0.6's 8.8), and a one-combo plan cannot scale in
+                assert fig10.window_qps_range(auto["series"])[1] <= 1.2 * auto["plan_goodput_rps"]
+                assert auto["instances_added"] == auto["instances_removed"] == 0
+                assert set(auto["series"]["gpus"]) == {held_gpus}
+            else:
+                assert auto["instances_added"] > 0 and len(set(auto["series"]["gpus"])) > 1
             # dollars: static holds the plan's GPUs at their $/hour for the whole episode
             assert static["cost_usd"] == pytest.approx(usd_per_s * static["duration_s"], rel=1e-9)
             assert np.all(np.diff(auto["series"]["cost_usd"]) >= 0)
@@ -424,9 +431,8 @@ def test_an_engine_scenario_deploys_every_unit_with_the_engine():
     plan = mean_load_plan(workload, workload.target_rps, engine="vllm-0.6-chunked")
     scenario = autoscaling_scenario(workload, plan_counts(plan), azure_profile(), workload.target_rps, 60.0,
                                     engine="vllm-0.6-chunked")
-    assert scenario.instance_options == {"engine": CAUCHY_ENGINE, "scheduler": "sarathi",
-                                         "scheduler_options": {"chunk_tokens": 512}}
-    assert all(config.scheduler == "sarathi" for unit in scenario.scaling_units() for config in unit.configs)
+    assert scenario.instance_options == {"engine": "vllm-0.6-chunked"}  # the profile carries the batching
+    assert all(config.engine == "vllm-0.6-chunked" for unit in scenario.scaling_units() for config in unit.configs)
     cluster = scenario.build_cluster()
     assert all(instance.scheduler.chunked_prefill_tokens == 512 for instance in cluster.instances.values())
     assert scenario.combo_goodput_rps == tuple(

@@ -42,18 +42,18 @@ PRESET_MEAN_RPS = 200.0  # 4 x the §4.1 QPS of 50 req/s
 PRESET_TIME_COMPRESSION = 60.0
 # (unit kind, profiled goodput req/s, count serving at reset), planner order.
 PRESET_PLAN: tuple[tuple[str, float, int], ...] = (
-    ("<1xH800-SXM,3xH20-NVL>", 61.2866, 0),
-    ("<1xH800-SXM,3xA800-PCIe>", 94.5169, 1),
-    ("<1xH800-SXM,2xH800-SXM>", 117.3765, 1),
-    ("<1xH800-SXM>", 30.6433, 0),
-    ("<1xA800-PCIe,2xH20-NVL>", 39.7394, 0),
-    ("<1xA800-PCIe,1xA800-PCIe>", 30.6433, 0),
-    ("<1xA800-PCIe>", 10.3747, 0),
-    ("<1xH20-NVL,1xH20-NVL>", 19.8697, 0),
-    ("<1xH20-NVL>", 8.3542, 0),
-    ("<2xH800-SXM>", 43.3362, 0),
-    ("<2xA800-PCIe>", 18.2206, 0),
-    ("<2xH20-NVL>", 14.6721, 0),
+    ("<1xH800-SXM,3xH20-NVL>", 66.8335, 0),
+    ("<1xH800-SXM,3xA800-PCIe>", 103.0714, 2),
+    ("<1xH800-SXM,2xH800-SXM>", 117.3765, 0),
+    ("<1xH800-SXM>", 34.8962, 0),
+    ("<1xA800-PCIe,2xH20-NVL>", 43.3362, 0),
+    ("<1xA800-PCIe,1xA800-PCIe>", 33.4168, 0),
+    ("<1xA800-PCIe>", 12.3377, 0),
+    ("<1xH20-NVL,1xH20-NVL>", 22.6274, 0),
+    ("<1xH20-NVL>", 9.5137, 0),
+    ("<2xH800-SXM>", 49.3507, 0),
+    ("<2xA800-PCIe>", 20.7494, 0),
+    ("<2xH20-NVL>", 16.0, 0),
 )
 
 
