@@ -1,4 +1,4 @@
-"""INFaaS-style cost routing, the global-scheduler baseline of multitier-llumnix.txt §3.7.
+"""INFaaS-style cost routing, the global-scheduler baseline of Llumnix-K §3.7.
 
 Eq. 5: ``cost(r) = alpha * q_r + beta * s_r + gamma * penalty(r)``, the request going to the
 cheapest replica. ``q_r`` is the estimated queue depth (waiting + running + swapped requests),
@@ -93,7 +93,7 @@ class InfaasThresholds:
 
 @register
 class Infaas(RoutingPolicy):
-    """INFaaS cost routing (multitier-llumnix.txt §3.7, eq. 5); constants and states in the
+    """INFaaS cost routing (Llumnix-K §3.7, eq. 5); constants and states in the
     module docstring."""
 
     name = "infaas"

@@ -1,4 +1,4 @@
-"""K-tier Llumnix headroom and dispatch (multitier-llumnix.txt §3.2–3.4) for servegym/Tier-v0
+"""K-tier Llumnix headroom and dispatch (Llumnix-K §3.2–3.4) for servegym/Tier-v0
 and servegym/Routing-v0.
 
 Three headroom schedules, h_p the budget of tier p as a fraction of an instance's KV blocks M:
@@ -103,7 +103,7 @@ class HeadroomPolicy(RoutingPolicy):
 
 @register
 class Llumnix(HeadroomPolicy):
-    """K-tier Llumnix (multitier-llumnix.txt eq. 3): h_p = h_max · e^(−λp), λ = 3 / (K − 1)."""
+    """K-tier Llumnix (Llumnix-K eq. 3): h_p = h_max · e^(−λp), λ = 3 / (K − 1)."""
 
     name = "llumnix"
 
@@ -113,7 +113,7 @@ class Llumnix(HeadroomPolicy):
 
 @register
 class LlumnixBinary(HeadroomPolicy):
-    """Original Llumnix's binary priority (multitier-llumnix.txt §3.3): tier 0 reserves h_max of
+    """Original Llumnix's binary priority (Llumnix-K §3.3): tier 0 reserves h_max of
     the KV blocks, the other tiers nothing."""
 
     name = "llumnix_binary"
@@ -126,7 +126,7 @@ class LlumnixBinary(HeadroomPolicy):
 
 @register
 class NoPriority(HeadroomPolicy):
-    """No headroom for any tier: plain freeness dispatch (multitier-llumnix.txt §5.1, K = 1)."""
+    """No headroom for any tier: plain freeness dispatch (Llumnix-K §5.1, K = 1)."""
 
     name = "no_priority"
 

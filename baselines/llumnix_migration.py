@@ -1,6 +1,6 @@
 """Llumnix load-rebalancing migration for servegym/Migration-v0 (periodic mode).
 
-``llumnix_migration`` is the K-tier paper's rule (multitier-llumnix.txt §3.5): every
+``llumnix_migration`` is the K-tier paper's rule (Llumnix-K §3.5): every
 migration interval, when the freeness gap ΔF = max F − min F reaches θ = 0.3 blocks per
 request, the least free instance (source) sends one request to the freest one
 (destination). F is F_full with the paper's default headroom (§3.4: "F_full ... is used for
@@ -108,7 +108,7 @@ class MigrationPolicy(Policy):
 
 @register
 class LlumnixMigration(MigrationPolicy):
-    """K-tier Llumnix rebalancing (multitier-llumnix.txt §3.5): least free → freest when
+    """K-tier Llumnix rebalancing (Llumnix-K §3.5): least free → freest when
     ΔF_full ≥ θ = 0.3; see the module docstring."""
 
     name = "llumnix_migration"

@@ -1,6 +1,6 @@
 """Llumnix freeness-band auto-scaling for servegym/Scaling-v0.
 
-``llumnix_scaling`` is the K-tier paper's rule (multitier-llumnix.txt §3.6): the cluster-average
+``llumnix_scaling`` is the K-tier paper's rule (Llumnix-K §3.6): the cluster-average
 normal freeness F̄_normal = (1/N) Σ_i F_normal,i over the N serving instances; scale out when
 F̄_normal < −0.5, scale in when F̄_normal > 1.5, otherwise hold. F_normal (no headroom) is the
 ``freeness_normal`` feature, so priority isolation is not read as a capacity shortage.
@@ -87,7 +87,7 @@ class FreenessBandScaling(Policy):
 
 @register
 class LlumnixScaling(FreenessBandScaling):
-    """K-tier Llumnix auto-scaling (multitier-llumnix.txt §3.6): F̄_normal < −0.5 adds an
+    """K-tier Llumnix auto-scaling (Llumnix-K §3.6): F̄_normal < −0.5 adds an
     instance, > 1.5 removes one."""
 
     name = "llumnix_scaling"

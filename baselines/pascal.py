@@ -1,4 +1,4 @@
-"""PASCAL's instance-level scheduler (pascal.txt §IV-B) on servegym/Routing-v0.
+"""PASCAL's instance-level scheduler (PASCAL §IV-B) on servegym/Routing-v0.
 
 - New (reasoning) requests: Algorithm 1. Candidates are the instances whose token pacer reports
   no answering-SLO violation (``t_i`` = TRUE); among them (all instances if none) the smallest
@@ -50,7 +50,7 @@ from envs.schema import DecodedObservation
 @register
 class Pascal(RoutingPolicy):
     """PASCAL: Algorithm 1 for arrivals, Algorithm 2 with adaptive migration at ``</think>``
-    (pascal.txt §IV-B; choices the paper leaves open in the module docstring)."""
+    (PASCAL §IV-B; choices the paper leaves open in the module docstring)."""
 
     name = "pascal"
     migration: ClassVar[str] = "adaptive"  # "adaptive", "never" (stay) or "always" (Algorithm 2)
@@ -72,14 +72,14 @@ class Pascal(RoutingPolicy):
         return ~view.instances["pacer_behind"] & (view.instances["answers_overdue"] == 0)
 
     def route(self, view: DecodedObservation, valid: np.ndarray) -> int:
-        """Algorithm 1 (pascal.txt §IV-B)."""
+        """Algorithm 1 (PASCAL §IV-B)."""
         candidates = valid & self.slo_compliant(view)
         if not candidates.any():
             candidates = valid
         return self.least_kv_slot(view, candidates)
 
     def algorithm2(self, view: DecodedObservation, valid: np.ndarray, source: int) -> int:
-        """Algorithm 2 (pascal.txt §IV-B): the answering request's instance."""
+        """Algorithm 2 (PASCAL §IV-B): the answering request's instance."""
         load = view.instances["reasoning"] - view.instances["demoted"]
         candidates = valid & self.slo_compliant(view)
         if not candidates.any():
@@ -110,7 +110,7 @@ class Pascal(RoutingPolicy):
 
 @register
 class PascalNoMigration(Pascal):
-    """PASCAL(NoMigration) (pascal.txt §V-D, Fig. 13): Algorithm 1 placement, hierarchical
+    """PASCAL(NoMigration) (PASCAL §V-D, Fig. 13): Algorithm 1 placement, hierarchical
     queues, but every request stays on its instance at ``</think>``."""
 
     name = "pascal_no_migration"
@@ -119,7 +119,7 @@ class PascalNoMigration(Pascal):
 
 @register
 class PascalNonAdaptive(Pascal):
-    """PASCAL(NonAdaptive) (pascal.txt §V-D, Fig. 15): always moves to Algorithm 2's choice at
+    """PASCAL(NonAdaptive) (PASCAL §V-D, Fig. 15): always moves to Algorithm 2's choice at
     ``</think>``, whatever the memory of either instance."""
 
     name = "pascal_non_adaptive"

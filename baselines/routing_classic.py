@@ -162,7 +162,7 @@ class LeastOutstandingRouting(RoutingPolicy):
 @register
 class LeastKVRouting(RoutingPolicy):
     """Smallest KV footprint, GPU plus host memory: PASCAL's placement for its FCFS and RR
-    baselines (pascal.txt §V-A: "reasoning requests are placed on the instance with the smallest
+    baselines (PASCAL §V-A: "reasoning requests are placed on the instance with the smallest
     KV footprint, and no migration occurs at phase transitions"). Ties as ``least_kv_slot``."""
 
     name = "least_kv"

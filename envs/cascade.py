@@ -28,7 +28,7 @@ from simulator.instance_arrays import RUNNING, WAITING
 from simulator.metrics.stats import mean_float64, percentile_linear
 
 E2E_SCALE_S = 10.0  # seconds; the context's p95 latency is squashed by it
-BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (cascadeserve.txt §3)
+BURST_WINDOW_S = 0.1  # CascadeServe's producer measures QPS every 100 ms (CascadeServe §3)
 ACTION_MODES = ("thresholds", "gear", "continuous")
 QUALITY_REWARDS = ("quality", "quality_episode", "slo_quality_episode")  # take quality_min, penalty_mu, kind, difficulty_mean
 
@@ -94,18 +94,18 @@ def cascade_mask(
 
 
 class CascadeEnv(ServingEnv):
-    """Tune the thresholds of a model cascade (cascadia.txt §3.3, Fig. 4) online.
+    """Tune the thresholds of a model cascade (Cascadia §3.3, Fig. 4) online.
 
     ## Description
     A step is one control interval (the scenario's ``control_interval_s``). Requests enter the
     cascade's first (smallest) model; when an answer of stage i completes, a judge taking
-    ``judge_latency_s`` (0.27 s, cascadia.txt App. H) accepts it if the request's judge signal
+    ``judge_latency_s`` (0.27 s, Cascadia App. H) accepts it if the request's judge signal
     for that model is at least threshold h_i, else the request starts over (queue, prefill,
     decode) on stage i + 1, its earlier output discarded; the last stage always accepts
     (``simulator.cascade``). Scores are drawn at reset from the episode's seed by
     ``simulator.cascade_quality`` (kind ``quality_kind``): ``"judge"`` scores 0-100 (the judge
     sees the score), ``"correct"`` correct = 100 / incorrect = 0 (the judge sees the model's
-    certainty, cascadeserve.txt), or the replay kinds ``"mt_bench"``, ``"mmlu"``, ``"gsm8k"``
+    certainty, CascadeServe), or the replay kinds ``"mt_bench"``, ``"mmlu"``, ``"gsm8k"``
     (real RouteLLM rows, two-model cascades). Within a stage, requests go to the instance with
     the fewest requests. The clock starts at 0 at reset; the first interval runs after the
     first action. The deployment is the scenario's and stays fixed.
@@ -115,14 +115,14 @@ class CascadeEnv(ServingEnv):
     level k of stage i sets h_i = 100 · k / (threshold_levels − 1) (default 11 levels: 0, 10,
     ..., 100); level 0 accepts every answer, the top level only perfect scores. Thresholds
     start at level 0. ``action="gear"``: ``Discrete(len(gears))``, gear g sets the thresholds
-    ``gears[g]`` (a CascadeServe gear plan's cascades, cascadeserve.txt §3); the episode starts
+    ``gears[g]`` (a CascadeServe gear plan's cascades, CascadeServe §3); the episode starts
     in gear 0. ``action="continuous"``: ``Box(-1, 1, (stages - 1,), float32)``, entry a_i sets
     h_i = 50 · (a_i + 1), any real threshold in [0, 100] (the symmetric, normalised box SB3
     recommends for Gaussian policies; thresholds are ordinal, so a Gaussian explores
     neighbouring thresholds where a categorical treats every level as unrelated); thresholds start
     at 0 (a_i = −1). With ``entry_stages`` (gear mode only) gear g's arrivals enter stage
     ``entry_stages[g]`` instead of the first (a model served alone: model switching,
-    cascadeserve.txt §6.2); thresholds of earlier stages then do not matter. Mask
+    CascadeServe §6.2); thresholds of earlier stages then do not matter. Mask
     (``action_masks()``): a threshold above 0 at stage i needs a serving instance of model
     i + 1 (threshold mode: per-stage masks concatenated, level 0 always allowed; gear mode: one
     entry per gear, which also needs its entry stage's model served when that stage is not 0;
@@ -151,14 +151,14 @@ class CascadeEnv(ServingEnv):
 
     ## Rewards
     ``reward="quality"`` (default): −(p95 E2E of the interval's requests in seconds) −
-    μ · max(0, q_min − Q) / (z₁ − z₂), cascadia.txt §3.3's J(θ) negated, with Q the interval's
+    μ · max(0, q_min − Q) / (z₁ − z₂), Cascadia §3.3's J(θ) negated, with Q the interval's
     mean accepted score, z₁ / z₂ the mean scores of the last / first model
     (``stage_mean_scores``), q_min = ``quality_min`` (default 80), μ = ``quality_penalty_mu``
     (default 100). ``reward="quality_episode"``: the same latency term, the quality constraint
     on the episode's running mean score (``envs.rewards``). ``reward="slo_quality_episode"``:
     ``quality_episode`` charging the interval's SLO misses instead of its p95 (maximise SLO
     attainment at an accuracy target). ``reward="quality_latency"``:
-    cascadia.txt App. C negated, Q / 100 − ν · max(0, L − L_max) / L_max with L_max = ``latency_max_s`` (default: the scenario's E2E
+    Cascadia App. C negated, Q / 100 − ν · max(0, L − L_max) / L_max with L_max = ``latency_max_s`` (default: the scenario's E2E
     SLO) and ν = ``latency_penalty_nu`` (default 1). ``"slo"``, ``"latency"`` and ``"cost"`` as
     in ``envs.rewards``. Every reward counts the requests that finished during the step.
 
@@ -173,7 +173,7 @@ class CascadeEnv(ServingEnv):
     one of its instance groups, the first with at least one instance), ``action``
     (``"thresholds"`` | ``"gear"`` | ``"continuous"``), ``threshold_levels``, ``gears`` (list of
     threshold vectors, required for and only for ``action="gear"``), ``quality_kind``, ``difficulty_mean`` (δ of
-    the difficulty model; ``TRACE_DIFFICULTY_MEAN`` has cascadia.txt's traces), ``quality_min``,
+    the difficulty model; ``TRACE_DIFFICULTY_MEAN`` has Cascadia's traces), ``quality_min``,
     ``quality_penalty_mu``, ``latency_max_s``, ``latency_penalty_nu``, ``judge_latency_s``, ``entry_stages``,
     ``min_queue_lengths``, ``max_queue_wait_s``, ``observe_episode_quality`` (add the episode's
     quality so far to the context: under an episode-level quality constraint, ``quality_episode``

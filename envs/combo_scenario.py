@@ -1,4 +1,4 @@
-"""Scenarios deployed as GPU Combos (cauchy.txt §3.1: prefill + decode instances, or one
+"""Scenarios deployed as GPU Combos (Cauchy §3.1: prefill + decode instances, or one
 aggregated instance, deployed and removed as one unit).
 
 * ``ComboScenario``: a fixed deployment (e.g. an ILP plan made concrete) for
@@ -142,7 +142,7 @@ def combo_scenario(
 @dataclass(frozen=True)
 class ComboScalingScenario(Scenario):
     """A scenario with ``piecewise`` arrivals (a load profile whose mean is the workload's
-    ``rate_rps``) whose Scaling-v0 units are GPU combos (cauchy.txt §3.1):
+    ``rate_rps``) whose Scaling-v0 units are GPU combos (Cauchy §3.1):
     ``combos`` are the unit kinds (each with its profiled goodput, its routing weight),
     ``initial_counts[k]`` of ``combos[k]`` serve at reset; ``instances`` must be those
     combos' instances. The cluster is a ``ComboCluster``, so a request sent to a combo is

@@ -38,7 +38,7 @@ from simulator.request import Phase
 from simulator.routers import Router, make_router
 from simulator.sequence import Residency, Sequence
 
-LLUMNIX_POLLING_INTERVAL_S = 0.05  # Llumnix's migration polling interval (multitier-llumnix.txt §3.5)
+LLUMNIX_POLLING_INTERVAL_S = 0.05  # Llumnix's migration polling interval (Llumnix-K §3.5)
 MIGRATION_INTERVAL_BY_SCENARIO_S = {"default": 0.5}  # coarser where 0.05 s would make ~20k steps
 MODES = ("periodic", "phase")
 ROUTERS = ("round_robin", "least_loaded", "llumnix")
@@ -75,7 +75,7 @@ def migration_mask(max_instances: int) -> tuple[MaskPart, ...]:
 
 
 def migration_candidate(instance: Instance, excluded: Collection[int] = ()) -> Sequence | None:
-    """The request ``instance`` would migrate out (multitier-llumnix.txt §3.5: "queued requests
+    """The request ``instance`` would migrate out (Llumnix-K §3.5: "queued requests
     (no KV state, cheap to migrate) first, then low-priority running requests with small KV
     footprints"): the last queued request in the local scheduler's order (the one that would
     wait longest); else the running decode request of the lowest priority (highest tier) with
@@ -106,16 +106,16 @@ class MigrationEnv(ServingEnv):
     polling interval, 0.5 s for the ``default`` scenario; the first decision is after one
     interval). The action names a source and a destination instance; the source gives up
     the request Llumnix would pick (``migration_candidate``: queued requests first, then
-    low-priority running decode requests with small KV, multitier-llumnix.txt §3.5) and the
+    low-priority running decode requests with small KV, Llumnix-K §3.5) and the
     cluster migrates it: a queued request moves at once, a running one live, in stages,
     while it keeps decoding on the source (§3.5, Fig. 4). A request whose live migration is
     in flight (or was aborted) is not picked again while it stays on its source.
     ``mode="phase"`` (reasoning scenarios): a step is one request reaching ``</think>``
-    (pascal.txt §IV-B); the action keeps its answering phase in place or moves it, with its
+    (PASCAL §IV-B); the action keeps its answering phase in place or moves it, with its
     KV, to another instance. Arrivals are routed inside the env between decisions:
     round-robin (default), ``router="least_loaded"`` (fewest requests, ties to the
     lowest id) or ``router="llumnix"`` (K-tier Llumnix dispatch: the highest F_full under
-    the paper's default headroom, ``simulator.routers.freeness``, multitier-llumnix.txt §3.4;
+    the paper's default headroom, ``simulator.routers.freeness``, Llumnix-K §3.4;
     with migration this is the paper's Llumnix global scheduler).
 
     ## Action space

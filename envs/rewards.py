@@ -4,7 +4,7 @@ Each is computed from the requests that *finished* (completed or rejected) durin
 and from the cluster's cost, so a reward is never credited twice:
 
 - ``slo``: Σ over finished requests of w_tier · (+1 if it met its SLO else −1), divided by
-  the largest tier weight (tier weights from the scenario, multitier-llumnix.txt's tiers).
+  the largest tier weight (tier weights from the scenario, Llumnix-K's tiers).
 - ``latency``: −Σ over completed requests of E2E / 10 s, −1 per rejected request.
 - ``latency_dense``: −(∫ requests in the system dt over the step) / 10 s. By Little's law the
   episode's sum is −Σ over all requests of their time in the system / 10 s, the ``latency``
@@ -14,7 +14,7 @@ and from the cluster's cost, so a reward is never credited twice:
 - ``ttft_dense``: −Σ over tiers k of (w_k / max w) · ∫ W_k(t) dt over the step / 1 s, W_k the
   tier-k requests that have arrived and have no first token yet. By Little's law the episode's
   sum is −Σ over requests of (w_tier / max w) · TTFT / 1 s (a rejected request counted until its
-  rejection): the tier-weighted prefill latency of multitier-llumnix.txt §5.1, paid while the
+  rejection): the tier-weighted prefill latency of Llumnix-K §5.1, paid while the
   wait accrues rather than when the request finishes.
 - ``ttft_balance``: ``ttft_dense`` plus the shaping of ``latency_balance``. Under a burst the
   dense TTFT alone cannot tell a good placement from a bad one within a discounted horizon (a
@@ -36,7 +36,7 @@ and from the cluster's cost, so a reward is never credited twice:
   episode sum to Φ(end) − Φ(start) = 0 (every instance is empty at both ends).
 - ``cost``: SLO-meeting output tokens / 1,000 − ``usd_weight`` · (dollars spent during the
   step), ``usd_weight`` = 1,000 / (the scenario's full-cluster $ per hour); the ratio of the
-  two terms is tokens per USD (cauchy.txt §3.2) against an SLO floor. With
+  two terms is tokens per USD (Cauchy §3.2) against an SLO floor. With
   ``reference_tokens_per_usd`` R the reward is (SLO-meeting output tokens − R · dollars) / 1,000,
   the parametric form of the ratio objective (Dinkelbach, Management Science 1967): a window
   earns a positive reward exactly when its SLO-meeting tokens per USD beat R, so maximising it
@@ -45,7 +45,7 @@ and from the cluster's cost, so a reward is never credited twice:
   Russell, ICML 1999, γ = 1): a decision that makes the queue grow pays at once instead of when
   the delayed requests miss their SLOs tens of steps later, and the episode's shaping sums to
   Φ(end) − Φ(start) = 0 (nothing waits at either end).
-- ``quality`` (cascade scenarios): −J(θ) of cascadia.txt §3.3, −L − μ · max(0, q_min − Q) /
+- ``quality`` (cascade scenarios): −J(θ) of Cascadia §3.3, −L − μ · max(0, q_min − Q) /
   (z₁ − z₂), with L the p95 E2E (seconds) of the completed requests, Q their mean accepted
   score (a rejected request scores 0), z₁ / z₂ the mean scores of the cascade's last / first
   model (``simulator.cascade_quality.stage_mean_scores``); 0 when nothing finished.
@@ -61,8 +61,8 @@ and from the cluster's cost, so a reward is never credited twice:
   that missed their SLO (a rejected request misses). The episode's return is −(N / r) ·
   ((1 − SLO attainment) + μ · max(0, q_min − Q_episode) / (z₁ − z₂)): maximise SLO attainment
   subject to an accuracy target, CascadeServe's objective with an accuracy SLO
-  (cascadeserve.txt §3), in the penalty form of cascadia.txt §3.3.
-- ``quality_latency`` (cascade scenarios): cascadia.txt App. C's latency-constrained objective,
+  (CascadeServe §3), in the penalty form of Cascadia §3.3.
+- ``quality_latency`` (cascade scenarios): Cascadia App. C's latency-constrained objective,
   negated: Q / 100 − ν · max(0, L − L_max) / (z_lat,max − z_lat,min), with L and Q as above,
   L_max the latency budget and z_lat,min = 0, z_lat,max = L_max unless given; 0 when nothing
   finished.
@@ -337,7 +337,7 @@ def _check_cascade(scenario: Scenario, reward_name: str) -> None:
 
 
 class QualityReward(RewardFunction):
-    """Cascadia's latency-quality score, negated (cascadia.txt §3.3 and App. D): utopia z₁ and
+    """Cascadia's latency-quality score, negated (Cascadia §3.3 and App. D): utopia z₁ and
     nadir z₂ are the mean scores of the cascade's largest and smallest model under quality kind
     ``kind`` (``simulator.cascade_quality``); ``quality_min`` (q_min, default 80 of 100) and
     ``penalty_mu`` (μ, default 100, the paper's example) set the quality constraint and its weight."""
@@ -405,7 +405,7 @@ class EpisodeSLOQualityReward(EpisodeQualityReward):
 
 
 class LatencyConstrainedQualityReward(RewardFunction):
-    """cascadia.txt App. C, negated: maximise quality under a latency budget. ``latency_max_s``
+    """Cascadia App. C, negated: maximise quality under a latency budget. ``latency_max_s``
     (L_max) defaults to the scenario's tier-0 E2E SLO; ``latency_span_s`` (z_lat,max − z_lat,min)
     defaults to L_max (best latency 0, worst L_max); ``penalty_nu`` ν defaults to 1, so overrunning
     the budget by L_max costs as much as the whole 0-100 quality range."""

@@ -40,7 +40,7 @@ class RoutingEnv(ServingEnv):
 
     ## Description
     A step is one decision of the cluster's global scheduler: a new arrival, or a reasoning
-    request at its ``</think>`` token (pascal.txt §IV-B), which may continue where it is or
+    request at its ``</think>`` token (PASCAL §IV-B), which may continue where it is or
     move, with a KV transfer, to another instance. The simulation runs between decisions.
 
     ## Action space

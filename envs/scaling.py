@@ -73,12 +73,12 @@ class ScalingEnv(ServingEnv):
     """Scale the deployment: once per window, add or remove one unit of each kind.
 
     ## Description
-    A step is one scaling window of ``scaling_window_s`` simulated seconds (cauchy.txt §3.5
+    A step is one scaling window of ``scaling_window_s`` simulated seconds (Cauchy §3.5
     scales on a 2-minute sliding window). The scenario's ``instances`` serve at reset; its
     ``gpu_inventory`` bounds what may be added and ``max_instances`` is the number of instance
     slots. A *unit kind* is one of the scenario's ``scaling_units()``: by default each distinct
     aggregated ``InstanceConfig`` (GPU type, GPU count, model, ...); a scenario of GPU combos
-    (cauchy.txt §3.1) makes each combo, a prefill instance with its decode instances, one unit
+    (Cauchy §3.1) makes each combo, a prefill instance with its decode instances, one unit
     that is added and removed whole. Between steps, arrivals go to the serving unit with the
     fewest outstanding requests (waiting + running + swapped, over its instances) per
     ``routing_weight``, counting the new one (lowest entry id on ties); inside a unit the
@@ -110,7 +110,7 @@ class ScalingEnv(ServingEnv):
     instance stops.
 
     ## Rewards
-    ``reward="cost"`` (default: SLO-meeting output tokens against dollars spent, cauchy.txt
+    ``reward="cost"`` (default: SLO-meeting output tokens against dollars spent, Cauchy
     §3.2's tokens per USD; with ``reference_tokens_per_usd`` R, positive exactly when the
     window beats R tokens per USD; with ``waiting_potential`` c, plus the shaping
     c · (requests waiting before the window − after it), which sums to 0 over an episode),
@@ -125,7 +125,7 @@ class ScalingEnv(ServingEnv):
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``action`` (``"per_kind"`` or ``"one_unit"``),
     ``scaling_window_s`` (seconds; default the scenario's ``control_interval_s``, e.g. 120 s,
-    the autoscaler window of cauchy.txt §3.5, for ``cauchy``), ``reward``,
+    the autoscaler window of Cauchy §3.5, for ``cauchy``), ``reward``,
     ``reference_tokens_per_usd`` and ``waiting_potential`` (``cost`` reward only), ``strict``, ``invalid_action_penalty``,
     ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), and scenario / workload overrides as keywords (e.g.
     ``gpu_inventory``, ``max_instances``, ``rate_rps``).

@@ -86,7 +86,7 @@ class Workload:
     scaled to mean ``rate_rps``; ``piecewise``, the rates of ``arrival_options`` ``boundaries_s``
     / ``rates_rps``; more through ``register_arrival_process``), built with ``arrival_options``;
     or ``azure_conv`` / ``azure_code`` (the real Azure 2023 trace's arrival times rescaled to
-    ``rate_rps``, as cauchy.txt §4.1 does); or ``mooncake_conversation`` / ``mooncake_synthetic``
+    ``rate_rps``, as Cauchy §4.1 does); or ``mooncake_conversation`` / ``mooncake_synthetic``
     (Mooncake's traces with their prompts' block hashes, ``simulator.workloads.hash_traces``: an
     episode is a window of consecutive requests starting at a row drawn uniformly from the
     generator, its arrivals rescaled to mean ``rate_rps``; lengths and hashes are the trace's,
@@ -199,7 +199,7 @@ def _slo(tier: int, targets: Mapping[str, Any] | SLO) -> SLO:
 class ScalingUnit:
     """What servegym/Scaling-v0 adds or removes as one: instances deployed together, entry
     first (an aggregated instance, or a prefill instance with its decode instances, a GPU
-    combo of cauchy.txt §3.1). Between scaling decisions arrivals go to the serving unit with
+    combo of Cauchy §3.1). Between scaling decisions arrivals go to the serving unit with
     the fewest requests per ``routing_weight`` (e.g. the unit's goodput)."""
 
     name: str
@@ -231,8 +231,8 @@ class Scenario:
     add (defaults to exactly what ``instances`` use). ``max_instances`` sizes observation and
     action spaces (slots for instances added by scaling). ``episode_requests`` is the
     episode's length in arrivals. ``tier_weights[k]`` weights tier k in the ``slo`` reward.
-    ``qoe`` are the answering-phase targets of reasoning scenarios (pascal.txt §V-A).
-    ``cascade`` orders the models of a model cascade, smallest first (cascadia.txt §3.3);
+    ``qoe`` are the answering-phase targets of reasoning scenarios (PASCAL §V-A).
+    ``cascade`` orders the models of a model cascade, smallest first (Cascadia §3.3);
     empty for scenarios without one. A field of the wrong type or out of range raises
     ``ValueError`` naming it and its value.
     """

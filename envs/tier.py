@@ -56,7 +56,7 @@ class TierEnv(ServingEnv):
 
     ## Description
     Requests carry a priority tier (0 highest). Every arrival is dispatched inside the env by
-    the K-tier Llumnix rule (multitier-llumnix.txt §3.4): to the serving instance with the
+    the K-tier Llumnix rule (Llumnix-K §3.4): to the serving instance with the
     highest full freeness F_full (``simulator.headroom``, eq. 1–4), where each tier p present on
     an instance charges a headroom budget H_p = M · h_p. The paper fixes h_p = 0.2 · e^(−λp);
     here the agent sets h_p. A step is one control interval (``scenario.control_interval_s``

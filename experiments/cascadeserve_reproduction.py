@@ -1,4 +1,4 @@
-"""CascadeServe reproduction (cascadeserve.txt §6.3 Fig. 7, §6.4 Fig. 8-9) on the ``cascadeserve``
+"""CascadeServe reproduction (CascadeServe §6.3 Fig. 7, §6.4 Fig. 8-9) on the ``cascadeserve``
 scenario (Llama 3B -> 7B -> 13B -> 70B int4 on V100-32GB).
 
 1. GPUs needed across the latency-accuracy space (Fig. 7 shape), from the gear planner's own
@@ -185,7 +185,7 @@ def cell_savings(rows: list[dict[str, Any]], slos_s: tuple[float, ...]) -> list[
 
 
 COMMAND = "python -m experiments.cascadeserve_reproduction"
-PAPER_MAX_GPUS = 16  # cascadeserve.txt §6.2 / Fig. 7: up to 16 V100s
+PAPER_MAX_GPUS = 16  # CascadeServe §6.2 / Fig. 7: up to 16 V100s
 PAPER_QPS_MAX = 60.0  # §6.1: the trace is scaled to a maximum of 60 QPS
 
 
@@ -398,7 +398,7 @@ def worst_window(result: dict[str, Any], key: str, pick: Any) -> float:
 
 def report(grid: dict[str, Any], spiky: dict[str, Any], config: Config, out: Path) -> None:
     rows = grid["rows"]
-    lines = ["# CascadeServe reproduction (cascadeserve.txt)", "",
+    lines = ["# CascadeServe reproduction (CascadeServe)", "",
              "## Fig. 7: GPUs needed (planner simulator, latency SLO x accuracy)", "",
              f"Paper: {PAPER['gpu_savings']}.", "",
              "GPUs needed per system (``-``: no GPU count of the grid reaches the cell); saving = the cheapest",

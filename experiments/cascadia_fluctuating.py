@@ -1,4 +1,4 @@
-"""Cascadia under a fluctuating workload (cascadia.txt §4.4 "Re-scheduling", Fig. 11, App. G /
+"""Cascadia under a fluctuating workload (Cascadia §4.4 "Re-scheduling", Fig. 11, App. G /
 Table 5) on its testbed: 32 H100-80GB, the DeepSeek cascade 7B -> 70B -> 671B (int4).
 
 Stream: trace 1 -> trace 2 -> trace 3 for 8, 16 and 10 minutes (§4.4), each segment Poisson
@@ -25,12 +25,12 @@ planned from what trace 1 shows (its profile requests, rate and latency tables):
   what the ``cascadia`` policy does on Cascade-v0, whose deployment is fixed; applied at once.
 - ``Cascadia (static)``: trace 1's plan, never changed.
 - ``CascadeServe`` (the paper's cascade baseline in Fig. 11 / Table 5): the gear plan of
-  cascadeserve.txt Alg. 1 with the quality requirement as its accuracy SLO, planned as the
+  CascadeServe Alg. 1 with the quality requirement as its accuracy SLO, planned as the
   reproduction plans it for trace 1 (``baselines.cascadeserve.table_inputs``: one TP-only
   replica shape per model from the same lookup tables, 11 threshold levels, 6 QPS ranges
   weighted by the QPS measured in 100 ms intervals of trace 1's profile arrivals), served with
   online gear switching every 100 ms and §5's α rule (``baselines.cascadeserve.cluster_gears``);
-  QPS above the plan's spectrum use its last gear. The plan is made once: cascadia.txt App. G
+  QPS above the plan's spectrum use its last gear. The plan is made once: Cascadia App. G
   notes CascadeServe would pay a similar reconfiguration overhead to re-plan, but its gears
   are its own answer to load changes, and re-planning it is not described. Where Alg. 1 finds
   the accuracy SLO infeasible on 32 GPUs (line 7), CascadeServe is not deployed and the report
@@ -507,7 +507,7 @@ def _cause(results: dict[str, Any], baseline: str | None) -> str:
     the paper's margin, in this run's numbers."""
     mechanism = {
         STANDALONE: ("The simulator's DeepSeek-671B (int4 MoE, 37B active) is no costlier per request than the 70B, "
-                     "unlike cascadia.txt Fig. 1 / Table 2 (see experiments.cascadia_reproduction's stand-alone rows), "
+                     "unlike Cascadia Fig. 1 / Table 2 (see experiments.cascadia_reproduction's stand-alone rows), "
                      "so the stand-alone 671B on 32 GPUs carries every trace while a cascaded request pays each stage "
                      "and the judge"),
         CASCADESERVE: ("CascadeServe is planned from the same simulated latency tables, but its replica shapes come from "
@@ -544,7 +544,7 @@ def write_report(path: Path, results: dict[str, Any], settings: Settings) -> Non
     phases = "; ".join(f"{p['trace']} ({p['lengths']}, Poisson {p['rate_rps']:g} req/s, difficulty mean {p['difficulty_mean']:g}) "
                        f"{p['start_s']:.0f}-{p['end_s']:.0f} s, {p['requests']} requests, base latency {p['base_latency_s']:.1f} s"
                        for p in results["phases"])
-    lines = ["# Cascadia under a fluctuating workload (cascadia.txt §4.4, Fig. 11, App. G / Table 5)", "",
+    lines = ["# Cascadia under a fluctuating workload (Cascadia §4.4, Fig. 11, App. G / Table 5)", "",
              f"32 x {GPU}; cascade {' -> '.join(CASCADIA_MODELS)} (671B int4). Stream: {phases}. Monitor window "
              f"{settings.window_s:g} s, {100 * settings.subsample_fraction:g}% complexity subsample; re-scheduling delay "
              f"{settings.planning_delay_s:g} s (Alg. 1 runtime, App. G), replica start = weight load + {settings.provisioning_s:g} s; "

@@ -1,4 +1,4 @@
-"""Reproduce Cascadia's results (cascadia.txt §4) on its testbed: 32 H100-80GB, the DeepSeek
+"""Reproduce Cascadia's results (Cascadia §4) on its testbed: 32 H100-80GB, the DeepSeek
 cascade 7B -> 70B -> 671B (int4), judge latency 0.27 s.
 
 1. Fig. 5-6 / Table 2: Cascadia (Alg. 1 plan: thresholds, GPUs and parallelism per model) vs
@@ -8,11 +8,11 @@ cascade 7B -> 70B -> 671B (int4), judge latency 0.27 s.
    70. Metrics: the minimum SLO scale at 95% attainment (= p95 E2E / the trace's base latency,
    §4.1), the mean accepted score, and throughput (requests / makespan with all requests queued
    at t = 0).
-2. CascadeServe (cascadeserve.txt) plans a gear plan with the quality requirement as its accuracy
+2. CascadeServe plans a gear plan with the quality requirement as its accuracy
    SLO (``baselines.cascadeserve.accuracy_slo``) on the same 32 GPUs (4 servers of 8): its own
    hardware mapping (greedy pruning + LP load balancer) places replicas of each model, one replica
    shape per model (the TP-only shape with the highest sustainable rate per GPU in the same
-   lookup tables: "we tune the parallelism ... for CascadeServe", cascadia.txt §4.1); a replica's
+   lookup tables: "we tune the parallelism ... for CascadeServe", Cascadia §4.1); a replica's
    per-request runtime is 1 / that rate (servegym engines batch continuously, so the profile of a
    batch of b is b times it). The QPS ranges are weighted by the QPS the producer measures in
    100 ms intervals of the trace (App. C.2's re-planning with the measured distribution; the
@@ -97,11 +97,11 @@ ATTAINMENT = 0.95
 LLAMA_CASCADE = ("Llama-3-8B", "Llama-3-70B")
 SYSTEMS = ("Cascadia", "CascadeServe", "Stand-alone")
 BASELINES = ("CascadeServe", "Stand-alone")
-GPUS_PER_SERVER = 8  # cascadia.txt §4.1: 4 servers of 8 H100s
-CASCADESERVE_LEVELS = 11  # cascadeserve.txt §4.2: "a small number of discretized thresholds"
+GPUS_PER_SERVER = 8  # Cascadia §4.1: 4 servers of 8 H100s
+CASCADESERVE_LEVELS = 11  # CascadeServe §4.2: "a small number of discretized thresholds"
 CASCADESERVE_RANGES = 6
 CASCADESERVE_MAX_BATCH = 4  # with runtimes linear in the batch, longer queues only add waiting
-# cascadia.txt §4.1: "For quality requirement of 90 and 85, we choose stand-alone DeepSeek-671B for comparison,
+# Cascadia §4.1: "For quality requirement of 90 and 85, we choose stand-alone DeepSeek-671B for comparison,
 # and for quality requirement of 80 and 70, we choose stand-alone DeepSeek-dist-70B" (index into CASCADIA_MODELS).
 STANDALONE_MODEL_INDEX = {90.0: 2, 85.0: 2, 80.0: 1, 70.0: 1}
 
@@ -122,7 +122,7 @@ TRACES = (
     Trace("trace3", "sharegpt_cauchy", 60.0, TRACE_DIFFICULTY_MEAN[3]),
 )
 
-# cascadia.txt's numbers: (value, where).
+# Cascadia's numbers: (value, where).
 PAPER: dict[str, tuple[float, str]] = {
     "slo_scale_gain_vs_baselines_mean": (2.3, "2.3x tighter SLOs on average over both baselines (abstract)"),
     "throughput_gain_vs_baselines_mean": (2.4, "2.4x higher throughput on average over both baselines (abstract)"),
@@ -164,7 +164,7 @@ class Settings:
 
 QUICK = Settings(120, 120, 400, 21, (16, 32), 6, 60, 40, 3.0, (2,), (1.0, 3.0), 5.0)
 FULL = Settings(1500, 600, 1000, 101, (16, 32, 48, 64, 80), 11, 600, 200, 10.0, (0, 1, 2), (1.0, 2.0, 3.0), 30.0)
-LLAMA_QUALITY = 80.0  # cascadia.txt App. I runs the Llama cascade at average quality requirement 80
+LLAMA_QUALITY = 80.0  # Cascadia App. I runs the Llama cascade at average quality requirement 80
 
 
 SERVE_SEED, BURST_SEED, SEED_STRIDE = 11, 13, 100  # request seed s serves seed 11 + 100 s, its burst 13 + 100 s
@@ -228,7 +228,7 @@ def standalone(trace: Trace, quality_min: float, tables: list[ModelLatencyTable]
     """§4.1's stand-alone baseline: the model the paper names for ``quality_min``
     (``STANDALONE_MODEL_INDEX``), its parallelism for all 32 GPUs from the same tables."""
     if quality_min not in STANDALONE_MODEL_INDEX:
-        raise ValueError(f"cascadia.txt §4.1 names no stand-alone model for quality requirement {quality_min!r}; "
+        raise ValueError(f"Cascadia §4.1 names no stand-alone model for quality requirement {quality_min!r}; "
                          f"it names one for {sorted(STANDALONE_MODEL_INDEX)}")
     index = STANDALONE_MODEL_INDEX[quality_min]
     strategy = tables[index].strategy_for(trace.rate_rps, TOTAL_GPUS)
@@ -494,7 +494,7 @@ def load_cause(results: dict[str, Any]) -> str:
         for name, c in llama["cases"].items())
     sweep = ", ".join(f"{row['Stand-alone']['p95_e2e_s'] / row['Cascadia']['p95_e2e_s']:.2f}x at {row['rate_rps']:g} req/s"
                       for row in llama["load_sweep"].values())
-    return ("Setting: load. cascadia.txt states no arrival rate; at the traces' rates (25-60 req/s) the stand-alone runs "
+    return ("Setting: load. Cascadia states no arrival rate; at the traces' rates (25-60 req/s) the stand-alone runs "
             f"at low SLO scales, far from the 12-17 its baselines need in the paper (§4.2, Table 5). Per trace: {per_trace}. "
             f"Trace 3 with both deployments held, Cascadia's p95 gain by rate: {sweep}. Where the 70B alone scores below "
             "the requirement, Alg. 1 sends every request through both models (a high threshold), paying both plus the "
@@ -532,7 +532,7 @@ def standalone_cause(results: dict[str, Any]) -> str:
     unloaded = results["unloaded_p95_s"]
     return (f"Simulator contradicts the paper's cost ordering of {large} (int4 MoE, 37B active) and {medium}. "
             f"Stand-alone on 32 GPUs, 671B vs 70B throughput: {per_trace}; unloaded p95 {unloaded[large]:.1f} vs "
-            f"{unloaded[medium]:.1f} s. cascadia.txt Fig. 1 has the 671B slowest and Table 2 (90, 1) gives it 20 GPUs "
+            f"{unloaded[medium]:.1f} s. Cascadia Fig. 1 has the 671B slowest and Table 2 (90, 1) gives it 20 GPUs "
             "for 50% of requests vs 8 GPUs for 94% on the 70B (~4.7x the GPUs per request). A cascaded request pays "
             "every stage it passes plus the 0.27 s judge, so against a large model this cheap a cascade gains little or "
             f"loses: {standalone_gains_text(results)}. "
@@ -551,7 +551,7 @@ def cascadeserve_cause(results: dict[str, Any]) -> str:
     same = sum(1 for cells in cases.values() if "CascadeServe" in cells
                and abs(cells["CascadeServe"]["min_slo_scale"] / cells["Cascadia"]["min_slo_scale"] - 1.0) <= 0.2)
     return (f"Setting: CascadeServe here is planned from the same simulated per-trace latency tables as Cascadia "
-            "(cascadia.txt §4.1 tunes its parallelism), so it does see the trace's lengths, the edge the paper credits "
+            "(Cascadia §4.1 tunes its parallelism), so it does see the trace's lengths, the edge the paper credits "
             f"to Cascadia; its SLO scale is within 20% of Cascadia's in {same} of "
             f"{len(cases) - len(unplanned)} planned cases. Both cascades lose to the stand-alone 671B for the cost "
             "reason of the stand-alone rows, which compresses every cascade's latency gap. CascadeServe has no plan "
@@ -560,7 +560,7 @@ def cascadeserve_cause(results: dict[str, Any]) -> str:
 
 def write_report(path: Path, results: dict[str, Any], setup: str) -> None:
     ours = results["headline"]
-    lines = ["# Cascadia reproduction (cascadia.txt §4)", "", setup, "", "## Headline numbers", ""]
+    lines = ["# Cascadia reproduction (Cascadia §4)", "", setup, "", "## Headline numbers", ""]
     lines += markdown_table(("metric", "paper", "ours"), [(key, f"{text} ({value:g})", f"{ours.get(key, float('nan')):.3g}")
                                                           for key, (value, text) in PAPER.items()])
     lines += ["", "## Fig. 5-6: minimum SLO scale at 95% attainment, throughput, quality", ""]
@@ -616,7 +616,7 @@ def write_report(path: Path, results: dict[str, Any], setup: str) -> None:
     unloaded = ", ".join(f"{model} {value:.1f} s" for model, value in results["unloaded_p95_s"].items())
     lines += ["", "## Reading the comparison", "",
               f"Unloaded p95 E2E per model in this simulator (trace 1 lengths, fastest replica shape, lowest table rate): {unloaded}. "
-              "cascadia.txt Fig. 1 has the 671B slowest; here the int4 MoE (37B active) is not, so a stand-alone 671B is a strong "
+              "Cascadia Fig. 1 has the 671B slowest; here the int4 MoE (37B active) is not, so a stand-alone 671B is a strong "
               "baseline at high quality requirements, while every cascaded request pays each stage it passes plus the judge. "
               "The MILP balances per-stage p95s (§3.2), so the measured end-to-end p95 exceeds the planned L."]
     llama = results["llama"]

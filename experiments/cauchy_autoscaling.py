@@ -1,4 +1,4 @@
-"""Reproduce Cauchy's Fig. 10 (cauchy.txt §4.6): combo-level autoscaling (``cauchy_autoscaler``,
+"""Reproduce Cauchy's Fig. 10 (Cauchy §4.6): combo-level autoscaling (``cauchy_autoscaler``,
 Algorithm 1) vs static deployment (``cauchy_static``), and Cauchy* (``cauchy_aggregated``, the
 same autoscaler over aggregated combos only, §4.1) on servegym/Scaling-v0, Llama-3.1-8B,
 8 H800 + 8 A800 + 8 H20, DailyMail / ShareGPT / LongWriter; and Fig. 6 / Fig. 7 (§4.2) in the
@@ -88,7 +88,7 @@ from simulator.workloads import LoadProfile, azure_profile, servegen_day_profile
 FANS_OUT = True  # the episodes: takes --workers / --address (simulator.fanout)
 SCALING = "servegym/Scaling-v0"
 SYSTEMS = ("cauchy_static", "cauchy_autoscaler", "cauchy_aggregated")  # Scaling-v0 policies
-MELANGE = "melange_static"  # Mélange's plan and router, static (cauchy.txt §4.2's baseline)
+MELANGE = "melange_static"  # Mélange's plan and router, static (Cauchy §4.2's baseline)
 ALL_SYSTEMS = (*SYSTEMS, MELANGE)
 LOADS = ("azure", "servegen")
 # Fig. 10 / §4.6: P90 E2E latency (s) without -> with autoscaling.
@@ -453,7 +453,7 @@ def headlines(results: dict[str, Any]) -> list[Headline]:
 
 # ----------------------------------------------------------------------------- outputs
 def write_report(path: Path, results: dict[str, Any], rows: list[Headline], setup_text: str) -> None:
-    lines = ["# Cauchy Fig. 10: combo autoscaling vs static (cauchy.txt §4.6)", "", setup_text, "",
+    lines = ["# Cauchy Fig. 10: combo autoscaling vs static (Cauchy §4.6)", "", setup_text, "",
              "## Headline rows (paper setup first): Fig. 6 / 7 against static Mélange, Fig. 10's P90 E2E; Azure-trace load", ""]
     lines += markdown_table(("setup", "claim", "paper", "paper cut (%)", "ours cut (%)", "ours / paper", "reproduced", "cause"),
                             [(r.setup, r.claim, r.paper_text, f"{r.paper_value:.1f}", f"{r.ours:+.1f}", f"{r.ratio:.2f}",

@@ -1,4 +1,4 @@
-"""Reproduce Cauchy's results (cauchy.txt §4.2-§4.5) on its testbed: 8 H800 + 8 A800 + 8 H20,
+"""Reproduce Cauchy's results (Cauchy §4.2-§4.5) on its testbed: 8 H800 + 8 A800 + 8 H20,
 Llama-3.1-8B, DailyMail / ShareGPT / LongWriter at 54 / 50 / 6 req/s (§4.1).
 
 Plans come from the profiled goodput table (``baselines/data/cauchy_goodput.json``):
@@ -80,7 +80,7 @@ OBJECTIVES = {"CO-LP": "co", "MCE-LP": "mce", "MC-LP": "mc"}
 TABLE3_COMBOS = {f"1P{d}D": Combo("H800-SXM", 1, "H20-NVL", d) for d in (1, 2, 3)}
 METRICS = ("total_tokens_per_usd", "slo_tokens_per_usd", "e2e_mean_s", "ttft_mean_s", "tpot_mean_s", "slo_attainment")
 
-# cauchy.txt's numbers: (value, where). Ranges are two entries (lowest, highest over workloads).
+# Cauchy's numbers: (value, where). Ranges are two entries (lowest, highest over workloads).
 PAPER: dict[str, tuple[float, str]] = {
     "fig7_cauchy_ce_gain_vs_melange_min": (0.164, "CE +16.4% (lowest workload), Fig. 7 / §4.2"),
     "fig7_cauchy_ce_gain_vs_melange_max": (0.383, "CE +38.3% (highest workload), Fig. 7 / §4.2"),
@@ -547,7 +547,7 @@ def _pct(value: float) -> str:
 
 
 def write_report(path: Path, results: dict[str, Any], rows: list[Headline]) -> None:
-    lines = ["# Cauchy reproduction (cauchy.txt §4)", "", results["settings"]["text"], "",
+    lines = ["# Cauchy reproduction (Cauchy §4)", "", results["settings"]["text"], "",
              "## Headline rows (paper setup first)", "",
              "Ours: gains (CE) and cuts (latency) in percent relative to the baseline, so positive = Cauchy's component "
              "better; a range claim compares midpoints. Reproduced = same direction and within 2x of the paper.", ""]

@@ -1,4 +1,4 @@
-"""Reproduce the K-tier Llumnix paper's comparison (multitier-llumnix.txt §5) on ``multitier``.
+"""Reproduce the K-tier Llumnix paper's comparison (Llumnix-K §5) on ``multitier``.
 
 Systems (§5.3): **Llumnix+Llumlet**: K-tier freeness dispatch with the default headroom
 (Migration-v0's ``router="llumnix"``, i.e. ``envs.tier.freest_instance``), ΔF migration every
@@ -251,7 +251,7 @@ def write_report(path: Path, results: dict[str, Any], scales: dict[str, int], se
     wins = sum(v[3] > 1.0 for t in ours.values() for v in t.values())
     total = sum(len(t) for t in ours.values())
     k3 = results["fig5"][LLUMNIX][3]["tier_ttft_p50_s"]
-    lines = ["# K-tier Llumnix reproduction (multitier-llumnix.txt §5)", "", setup, "", "## Headline", "",
+    lines = ["# K-tier Llumnix reproduction (Llumnix-K §5)", "", setup, "", "## Headline", "",
              "| claim | paper | ours | ours / paper |", "|---|---|---|---|"]
     for distribution in DISTRIBUTIONS:
         paper, mine = PAPER_TABLES[(distribution, "10K")][4], ours[(distribution, low)][4]

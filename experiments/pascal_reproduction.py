@@ -1,4 +1,4 @@
-"""Reproduce PASCAL's headline results (pascal.txt §V-B, §V-D) on the ``pascal`` scenario.
+"""Reproduce PASCAL's headline results (PASCAL §V-B, §V-D) on the ``pascal`` scenario.
 
 Systems (§V-A): PASCAL (Algorithms 1-2, adaptive migration, ``pascal`` local scheduler); FCFS
 and RR (vLLM FCFS with KV spilled to CPU memory / round-robin with a 500-token quantum, placed
@@ -75,7 +75,7 @@ SYSTEMS: dict[str, System] = {
     "PASCAL(NonAdaptive)": System("pascal_non_adaptive", "pascal", {"quantum_tokens": 500, "demotion_kv_tokens": 5000}),
 }
 
-# pascal.txt's numbers, §V-B to §V-D (AlpacaEval2.0 / Arena-Hard, high rate unless said)
+# PASCAL's numbers, §V-B to §V-D (AlpacaEval2.0 / Arena-Hard, high rate unless said)
 PAPER = {
     "max_ttft_cut_vs_fcfs": (0.72, "up to 61% (AlpacaEval2.0) / 72% (Arena-Hard), §V-B"),
     "max_ttft_cut_vs_rr": (0.33, "up to 33% (AlpacaEval2.0) / 29% (Arena-Hard), §V-B"),
@@ -145,7 +145,7 @@ def tail_ttft_by_bin(outcomes: list[RequestOutcome]) -> dict[int, float]:
 
 
 def violation_rate(outcomes: list[RequestOutcome], expected_ttfat_s: float, expected_tpot_s: float, anchor: str) -> float:
-    """Share of requests whose answering-phase QoE is below 0.95 (pascal.txt §III-A); rejected
+    """Share of requests whose answering-phase QoE is below 0.95 (PASCAL §III-A); rejected
     requests count as violations."""
     if not outcomes:
         return float("nan")
@@ -221,7 +221,7 @@ def _percent_or_seconds(key: str, value: float) -> str:
 
 
 def write_report(path: Path, cells, ours: dict[str, float], rates: dict[str, float], setup: str) -> None:
-    lines = ["# PASCAL reproduction (pascal.txt §V)", "", setup, "", "## Headline numbers (high rate)", ""]
+    lines = ["# PASCAL reproduction (PASCAL §V)", "", setup, "", "## Headline numbers (high rate)", ""]
     lines += markdown_table(("metric", "paper", "ours", "ours / paper"), [
         (key, paper_text, _percent_or_seconds(key, ours[key]), f"{ours[key] / paper_value:.2f}" if paper_value else "n/a")
         for key, (paper_value, paper_text) in PAPER.items()])

@@ -1,6 +1,6 @@
-"""Cauchy's analytic throughput and cost-efficiency (Tokens/USD) model, cauchy.txt Sec. 3.2, eqs. (1)-(15).
+"""Cauchy's analytic throughput and cost-efficiency (Tokens/USD) model, Cauchy Sec. 3.2, eqs. (1)-(15).
 
-Symbols (cauchy.txt Table 2): ``l`` layers, ``h`` hidden size, ``i`` intermediate size,
+Symbols (Cauchy Table 2): ``l`` layers, ``h`` hidden size, ``i`` intermediate size,
 ``v`` vocab size, ``k`` KV heads, ``s = h / n`` head size, ``d`` bytes per element of the
 torch dtype, ``B`` batch size, ``R_in`` / ``R_out`` mean input / output tokens per request,
 ``GPU_n`` GPU count, ``GPU_f`` peak FLOP/s, ``GPU_b`` peak memory bandwidth (bytes/s),
@@ -24,7 +24,7 @@ from hardware.models import ModelSpec
 
 @dataclass(frozen=True)
 class CauchyCoefficients:
-    """Model-dependent coefficients of cauchy.txt Sec. 3.2.
+    """Model-dependent coefficients of Cauchy Sec. 3.2.
 
     Attributes:
         c1: quadratic attention FLOP coefficient ``4 l h`` (eq. 1), FLOPs per token^2.

@@ -7,13 +7,13 @@ One iteration (continuous batching, optionally chunked prefill) costs, in second
 
 * Linear ops (QKV, O, MLP up/gate/down; MoE: router, shared and routed experts) use the
   roofline ``max(FLOPs / (peak * eta_c), bytes / (bandwidth * eta_m)) + c`` of
-  ``hardware/profiles.py``, the analytic form of cauchy.txt Sec. 3.2 (prefill compute-bound,
+  ``hardware/profiles.py``, the analytic form of Cauchy Sec. 3.2 (prefill compute-bound,
   eq. 4; decode weight-read-bound, eq. 10) with efficiencies fitted to measured operator
   profiles (the engine's kernel set, below). A GPU without a profile uses its
   ``profile_family``'s efficiencies with its own peak FLOP/s and bandwidth. Routed MoE experts read the weights of the expected
   number of distinct experts hit, ``E (1 - (1 - k/E)^T)`` for ``T`` tokens (uniform routing).
 * Attention: prefill is compute-bound in query-key pairs (``4 * query width`` FLOPs per pair,
-  cauchy.txt eq. 1); decode is memory-bound in KV bytes read, plus per-sequence and fixed
+  Cauchy eq. 1); decode is memory-bound in KV bytes read, plus per-sequence and fixed
   terms (``profiles.AttentionCalibration``: Vidur's A100 fit, or the 2026 Hopper fit).
 * TP: per-GPU work is split ``tp`` ways; two ring all-reduces of ``tokens * hidden * 2``
   bytes per layer over ``gpu.intra_node_link_gbps`` (latency + bandwidth fitted to Vidur's

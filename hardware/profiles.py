@@ -5,7 +5,7 @@ credit in its README). This module loads it and fits, per profiled GPU family
 (``"a100"``, ``"a40"``, ``"h100"``), the operator model that ``hardware/latency.py`` evaluates:
 
 * linear (GEMM) op: ``max(FLOPs / (peak * eta_compute), bytes / (bandwidth * eta_memory))
-  + c_linear`` — cauchy.txt Sec. 3.2 takes prefill as compute-bound (eq. 4) and decode as
+  + c_linear`` — Cauchy Sec. 3.2 takes prefill as compute-bound (eq. 4) and decode as
   memory-bound (eq. 10) at full peak; the roofline max with fitted efficiencies covers both;
 * elementwise op (layernorm, rope, activation, residual add): ``c_elementwise + bytes /
   (bandwidth * eta_elementwise)``;
@@ -533,7 +533,7 @@ class AttentionCalibration:
     every family uses it):
 
     * decode KV read: KV bytes / (bandwidth * ``decode_kv_memory_fraction``);
-    * prefill scores: ``4 * query width`` FLOPs per pair (cauchy.txt eq. 1, ``C1 = 4 l h``) at
+    * prefill scores: ``4 * query width`` FLOPs per pair (Cauchy eq. 1, ``C1 = 4 l h``) at
       ``prefill_compute_fraction`` of peak;
     * prefill per-token work (Q/K/V/O traffic and KV-cache writes) as
       ``prefill_bytes_per_query_channel * query width`` effective bytes at full bandwidth;

@@ -4,7 +4,7 @@ latency model; ``--engines`` lists the engine profiles with their sources.
 Per pairing: whether the weights fit at TP 1/2/4/8 (``y``/``n``, ``-`` where the TP degree
 does not divide the model's heads), and at the smallest TP that fits (memory utilisation
 0.9): KV capacity, prefill time of 1,024 tokens, time per output token at batch 1 and 32
-(1,024 context tokens each) and Cauchy's cost-efficiency (cauchy.txt eq. 14) for a
+(1,024 context tokens each) and Cauchy's cost-efficiency (Cauchy eq. 14) for a
 ShareGPT-like request (R_in 290, R_out 207, B 32) with the GPU serving both phases.
 """
 

@@ -1,4 +1,4 @@
-"""Model cascades (cascadia.txt §3.3, Fig. 4): requests start at the smallest model, a judge
+"""Model cascades (Cascadia §3.3, Fig. 4): requests start at the smallest model, a judge
 scores each answer and forwards it to the next, larger model when the score is below that
 stage's threshold; the last stage always accepts.
 
@@ -6,8 +6,8 @@ Two parts:
 
 - ``assign_cascade_quality`` gives every request a score per model from
   ``simulator.cascade_quality`` (a latent-difficulty model fitted to RouteLLM's per-prompt
-  data, or a replay of that data); the scores stand in for the judge's grades (cascadia.txt
-  uses GPT-4o grading 0-100) or for correctness (cascadeserve.txt's accuracy);
+  data, or a replay of that data); the scores stand in for the judge's grades (Cascadia
+  uses GPT-4o grading 0-100) or for correctness (CascadeServe's accuracy);
 - ``simulator.routers.cascade.CascadeRouter``, the cluster's router and completion hook that
   carries a request through the stages, so each request still ends with exactly one
   ``RequestOutcome``.

@@ -4,13 +4,13 @@ per-prompt data, and a replay of that data.
 Model. Request r has a latent difficulty d_r ~ N(δ, 1) (δ = ``difficulty_mean``, 0 by
 default, > 0 for a harder workload); model m has a skill a_m. Two kinds of score, 0-100:
 
-- ``"judge"`` (cascadia.txt §4.1: GPT-4o grades answers 0-100): the score is
+- ``"judge"`` (Cascadia §4.1: GPT-4o grades answers 0-100): the score is
   100 · sigmoid(a_m − b_J · d_r + s_J · ε_rm), ε_rm ~ N(0, 1) independent per (request, model).
   The judge sees this score; it is also the quality that counts.
-- ``"correct"`` (cascadeserve.txt §6.1: accuracy on HellaSwag): model m answers request r
+- ``"correct"`` (CascadeServe §6.1: accuracy on HellaSwag): model m answers request r
   correctly with probability c_rm = sigmoid(a_m − b_C · d_r); the quality is 100 if correct
   else 0 (so a mean quality is an accuracy in %). The cascade's judge sees the model's certainty
-  100 · c_rm (cascadeserve.txt §4.1: the softmax of the predicted token, here calibrated).
+  100 · c_rm (CascadeServe §4.1: the softmax of the predicted token, here calibrated).
 
 Models are conditionally independent given d_r, so the loading b (against the noise) sets the
 cross-model correlation. Both are fitted to lm-sys/RouteLLM's per-prompt data of
@@ -23,7 +23,7 @@ Mixtral-8x7B and GPT-4 on the same prompts (``simulator/data/routellm/``):
   both means and standard deviations and their correlation.
 
 Skills of catalog models. Judge kind: a_m = α + β · ln(P_m / 1e9), P_m the total parameter
-count. The DeepSeek cascade of cascadia.txt (7B, 70B, 671B) gets the skills that best reproduce
+count. The DeepSeek cascade of Cascadia (7B, 70B, 671B) gets the skills that best reproduce
 its Appendix E Table 2 on trace 1 (thresholds -> processing ratios and attained quality
 q_min for q_min = 90, 85, 80), and (α, β) is the least-squares line through them
 (``fit_catalog_skills``). The mean scores this gives (about 51 / 75 / 90 for 7B / 70B / 671B,
@@ -63,7 +63,7 @@ REPLAY_KINDS = ("mt_bench", "mmlu", "gsm8k")
 QUALITY_KINDS = FITTED_KINDS + REPLAY_KINDS
 MIXTRAL_PARAMS = 46.7e9  # Mixtral-8x7B total parameters (Jiang et al. 2024, "Mixtral of Experts", §2)
 
-# cascadia.txt Appendix E, Table 2: (q_min, trace) -> thresholds (h1, h2), processing ratios (p2, p3).
+# Cascadia Appendix E, Table 2: (q_min, trace) -> thresholds (h1, h2), processing ratios (p2, p3).
 CASCADIA_TABLE2 = {
     (90, 1): ((99.0, 91.0), (0.94, 0.50)),
     (85, 1): ((74.0, 64.0), (0.62, 0.21)),
@@ -91,7 +91,7 @@ class KindParameters:
 # Shipped results of ``fit_catalog_skills`` (re-fitted by tests/test_cascade_quality.py).
 JUDGE_PARAMETERS = KindParameters("judge", loading=3.1039, noise=1.8448, skill_intercept=-2.1566, skill_per_log_param=1.1318)
 CORRECT_PARAMETERS = KindParameters("correct", loading=2.5360, noise=0.0, skill_intercept=-2.1083, skill_per_log_param=0.9247)
-TRACE_DIFFICULTY_MEAN = {1: 0.0, 2: -0.6043, 3: -0.5986}  # δ of cascadia.txt's traces 1-3 (Table 2)
+TRACE_DIFFICULTY_MEAN = {1: 0.0, 2: -0.6043, 3: -0.5986}  # δ of Cascadia's traces 1-3 (Table 2)
 PARAMETERS_BY_KIND = {"judge": JUDGE_PARAMETERS, "correct": CORRECT_PARAMETERS}
 
 # ----------------------------------------------------------------------------- numerics
@@ -338,7 +338,7 @@ def fit_judge(scores: np.ndarray | None = None) -> JudgeFit:
 # ----------------------------------------------------------------------------- routing through a cascade
 @dataclass(frozen=True)
 class RouteStats:
-    """Expected routing of a threshold cascade (cascadia.txt Fig. 4): ``processing_ratios[i]``
+    """Expected routing of a threshold cascade (Cascadia Fig. 4): ``processing_ratios[i]``
     the share of requests stage i processes (p_i of Table 2, p_1 = 1), ``accepted_shares[i]`` the
     share it answers, ``quality`` the mean accepted score Q(θ) (§3.3)."""
 
@@ -393,7 +393,7 @@ class CatalogFit:
 
 def fit_catalog_skills() -> CatalogFit:
     """The judge kind's (b_J, s_J) from MT-Bench (``fit_judge``); its skill line (α, β) by least
-    squares on cascadia.txt Table 2's trace-1 rows (processing ratios p_2, p_3 and attained quality
+    squares on Cascadia Table 2's trace-1 rows (processing ratios p_2, p_3 and attained quality
     = q_min, the quality in units of 100); δ of traces 2 and 3 on their rows. The correct kind:
     b_C of MMLU, β_C = β · b_C / b_J, α_C so a 46.7 B model has Mixtral's MMLU skill."""
     judge_fit = fit_judge()
@@ -452,7 +452,7 @@ def expected_model_quality(model: str, kind: str = "judge", difficulty_mean: flo
 def stage_mean_scores(models: SequenceOf[str], kind: str = "judge", difficulty_mean: float = 0.0) -> list[float]:
     """Each stage's mean score when it answers every request: the fitted model's expectation, or
     for a replay kind the data's column mean (Mixtral's for the first stage, GPT-4's for the second).
-    The first and last entries are cascadia.txt §3.3's nadir z₂ and utopia z₁."""
+    The first and last entries are Cascadia §3.3's nadir z₂ and utopia z₁."""
     check_kind(kind)
     _check_models(models, kind)
     if kind in REPLAY_KINDS:
@@ -471,7 +471,7 @@ def _check_thresholds(models: SequenceOf[str], thresholds: SequenceOf[float]) ->
 def cascade_route_stats(models: SequenceOf[str], thresholds: SequenceOf[float], kind: str = "judge",
                         difficulty_mean: float = 0.0) -> RouteStats:
     """Expected processing ratios, accepted shares and quality Q(θ) of the cascade ``models`` under
-    thresholds h_1..h_{C-1} (cascadia.txt §3.3 footnote 3 estimates the same from profiled
+    thresholds h_1..h_{C-1} (Cascadia §3.3 footnote 3 estimates the same from profiled
     scores): integrals of the fitted model, or exact averages over a replay kind's rows."""
     check_kind(kind)
     _check_models(models, kind)

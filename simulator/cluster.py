@@ -5,7 +5,7 @@ or the name of one in the router registry (``simulator.routers``; default: round
 serving instances). With ``router=None`` every arrival becomes a
 *decision* that ``advance`` returns to its caller (the Gymnasium env), which answers with
 ``dispatch``. Reasoning→answering transitions can likewise go to ``phase_router`` (PASCAL's
-placement at ``</think>``, pascal.txt §IV-B).
+placement at ``</think>``, PASCAL §IV-B).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Decision:
 
 @dataclass(frozen=True)
 class MigrationConfig:
-    """Live migration (multitier-llumnix.txt §3.5, Fig. 4; Llumnix defaults): copy the KV in
+    """Live migration (Llumnix-K §3.5, Fig. 4; Llumnix defaults): copy the KV in
     stages while the request keeps decoding on the source; when the blocks left to copy are at
     most ``last_stage_max_blocks`` or ``max_stages`` stages ran, pause it, copy the rest and
     resume on the destination."""
@@ -356,7 +356,7 @@ class Cluster:
 
     def dispatch_in_place(self, seq: Sequence, instance_id: int) -> None:
         """Run a request wholly on one instance whatever its role (Cauchy's opportunistic
-        in-place execution, cauchy.txt §3.4.2)."""
+        in-place execution, Cauchy §3.4.2)."""
         self.version += 1
         instance = self._instance(instance_id)
         if instance.lifecycle != Lifecycle.SERVING:
@@ -430,7 +430,7 @@ class Cluster:
     # ----------------------------------------------------------------- KV movement
     def link_gbps(self, source: Instance, target: Instance) -> float:
         """Bandwidth between two instances: the slower GPU's intra-node link for the same GPU
-        type, else the slower host link (cross-node, cauchy.txt §3.4.2 uses TCP)."""
+        type, else the slower host link (cross-node, Cauchy §3.4.2 uses TCP)."""
         if source.gpu.name == target.gpu.name:
             return min(source.gpu.intra_node_link_gbps, target.gpu.intra_node_link_gbps)
         return min(source.gpu.host_link_gbps, target.gpu.host_link_gbps)
@@ -443,7 +443,7 @@ class Cluster:
         self.events.schedule(self.events.now_s + delay_s, lambda s: target.accept_transferred(s), seq)
 
     def migrate(self, seq: Sequence, target_id: int) -> bool:
-        """Live-migrate a request (multitier-llumnix.txt §3.5). Queued requests move at once;
+        """Live-migrate a request (Llumnix-K §3.5). Queued requests move at once;
         running decode requests move in stages while decoding. Returns False (nothing
         happens) when the target cannot take it now."""
         self.version += 1

@@ -1,5 +1,5 @@
 """A cluster deployed as GPU Combos, with Cauchy's intra-combo instance scheduler
-(cauchy.txt §3.4.2) as its dispatch and decode-router hooks.
+(Cauchy §3.4.2) as its dispatch and decode-router hooks.
 
 A request sent to a combo (to its entry instance: the prefill instance, or the aggregated
 instance) is placed inside the combo by ``instance_scheduler``:

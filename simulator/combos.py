@@ -1,4 +1,4 @@
-"""GPU Combos (cauchy.txt §3.1, §3.3.2): a prefill GPU group paired with a decode GPU group, or
+"""GPU Combos (Cauchy §3.1, §3.3.2): a prefill GPU group paired with a decode GPU group, or
 a homogeneous aggregated group, and the instances a combo deploys.
 
 A combo is deployed and removed whole (``simulator.combo_cluster.ComboCluster``). Prefill GPUs
@@ -45,7 +45,7 @@ class Combo:
         get_gpu(self.prefill_gpu)
         tp = _positive_int("prefill_gpus", self.prefill_gpus)
         if tp > MAX_TP:
-            raise ValueError(f"prefill_gpus={tp} exceeds the TP limit {MAX_TP} (two GPUs per server, cauchy.txt §4.1)")
+            raise ValueError(f"prefill_gpus={tp} exceeds the TP limit {MAX_TP} (two GPUs per server, Cauchy §4.1)")
         if self.decode_gpu is None:
             if self.decode_gpus != 0:
                 raise ValueError(f"an aggregated combo has no decode GPUs, got decode_gpus={self.decode_gpus!r}")

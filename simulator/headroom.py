@@ -1,4 +1,4 @@
-"""K-tier Llumnix freeness with per-tier headroom (multitier-llumnix.txt §3.2–3.6).
+"""K-tier Llumnix freeness with per-tier headroom (Llumnix-K §3.2–3.6).
 
 An instance's freeness (eq. 1) is ``F = (M − Σ_r V(r)) / B``: M its KV blocks, V(r) the
 virtual usage of each request on it (eq. 2), B its batch size. Virtual usage (eq. 2):

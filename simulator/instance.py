@@ -8,7 +8,7 @@ events (requests entering or leaving, iteration boundaries); the rest lives besi
   batch under one event, for speed; ``coalesce=False`` plans one iteration per event, the
   slow path the tests use as an oracle (results are bit-identical);
 - ``simulator.queue_gate`` holds new prefills until a minimum queue length is reached
-  (CascadeServe's batching, cascadeserve.txt §4.5; ``set_min_queue_length``), off by default;
+  (CascadeServe's batching, CascadeServe §4.5; ``set_min_queue_length``), off by default;
 - ``simulator.pacer`` gives PASCAL's token-pacer SLO flag (``answering_behind_pace``).
 
 This class runs one batch at a time through all of its GPUs; a ``pp > 1`` replica that keeps
@@ -455,7 +455,7 @@ class Instance:
         self, seq: Sequence, callback: Callable[[Sequence], None], on_gone: Callable[[Sequence], None] | None = None
     ) -> None:
         """Take a running ``seq`` out after the iteration in progress, then call ``callback(seq)``
-        (the hand-off of live migration, multitier-llumnix.txt §3.5). If ``seq`` left the batch
+        (the hand-off of live migration, Llumnix-K §3.5). If ``seq`` left the batch
         at that boundary (it completed, or reached a phase change that took it out), nothing
         is taken out and ``on_gone(seq)`` is called instead."""
         if seq.instance_id != self.instance_id or seq.residency != Residency.RUNNING:

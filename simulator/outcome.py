@@ -19,7 +19,7 @@ class RequestOutcome:
     ``max_tbt_s`` is the largest gap between two consecutive output tokens.
     ``reasoning_end_s`` is when the last reasoning token (``</think>``) was produced; the
     wait from it to ``first_answer_token_s`` is the blocking after the phase change
-    (pascal.txt Fig. 13).
+    (PASCAL Fig. 13).
     """
 
     request_id: int

@@ -1,4 +1,4 @@
-"""PASCAL's token pacer as an SLO flag (pascal.txt §IV-B, Alg. 1; §IV-C).
+"""PASCAL's token pacer as an SLO flag (PASCAL §IV-B, Alg. 1; §IV-C).
 
 The pacer releases answer tokens to the user at one token per TPOT target; it does not change
 which requests run (``simulator.schedulers.pascal``), so the simulator keeps only its flag:

@@ -18,7 +18,7 @@ Differences from Vidur: Vidur forms up to ``num_stages`` batches at once when it
 that arrived meanwhile. Vidur charges no CPU time; here the CPU overhead sits on stage 0
 (vLLM's driver worker is stage 0's first GPU).
 
-Checked against Cascadia's measurements (cascadia.txt Table 1: Llama3-70B on four H100s,
+Checked against Cascadia's measurements (Cascadia Table 1: Llama3-70B on four H100s,
 1,600 prompt / 16 output tokens): real throughput 0.21 req/s with TP 4, 0.26 with TP 2 x PP 2
 and 0.27 with PP 4, so PP >= TP at equal GPU count on long prompts and short outputs.
 ``tests/test_pipeline.py`` checks that ordering on the same setup with chunked prefill
@@ -26,7 +26,7 @@ and 0.27 with PP 4, so PP >= TP at equal GPU count on long prompts and short out
 (``fcfs``, vLLM v0 without chunking) microbatches alternate long prefills and short decodes,
 a short one waits behind a long one at every stage and holds a pipeline slot meanwhile, and
 PP 4 falls below TP 4 on that workload: the pipeline bubble that Sarathi-Serve (OSDI '24,
-cited in multitier-llumnix.txt) removes with uniform chunks.
+cited in Llumnix-K) removes with uniform chunks.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CascadeServe's minimum queue length (cascadeserve.txt §4.5): an instance starts no new
+"""CascadeServe's minimum queue length (CascadeServe §4.5): an instance starts no new
 prefill batch until enough requests wait, so that its batches are large."""
 
 from __future__ import annotations

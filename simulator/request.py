@@ -30,7 +30,7 @@ class SLO:
     (checked when the SLO is made).
 
     ``ttft_s`` time to first token, ``tbt_s`` worst gap between tokens (also the TPOT target),
-    ``ttfat_s`` time to first *answer* token (reasoning models, pascal.txt §V-A),
+    ``ttfat_s`` time to first *answer* token (reasoning models, PASCAL §V-A),
     ``e2e_s`` end-to-end latency.
     """
 

@@ -1,4 +1,4 @@
-"""PASCAL (pascal.txt §IV-B): Algorithm 1, Algorithm 2, adaptive migration and the two
+"""PASCAL (PASCAL §IV-B): Algorithm 1, Algorithm 2, adaptive migration and the two
 variants on hand-built observations; the features they read; short episodes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cascade quality model: fitted to RouteLLM's per-prompt data, calibrated to cascadia.txt
+"""Cascade quality model: fitted to RouteLLM's per-prompt data, calibrated to Cascadia
 Table 2, replayable; the shipped constants equal a re-fit."""
 
 import numpy as np
@@ -82,7 +82,7 @@ def test_shipped_constants_equal_a_refit():
 
 @pytest.mark.parametrize("case", sorted(CASCADIA_TABLE2))
 def test_table2_thresholds_give_the_papers_processing_ratios(case):
-    """cascadia.txt App. E Table 2: the paper's thresholds reproduce its processing ratios within
+    """Cascadia App. E Table 2: the paper's thresholds reproduce its processing ratios within
     0.08 and meet the quality requirement up to 6 points (the model has 2 skill parameters and
     2 trace shifts for 18 numbers)."""
     (h1, h2), (p2, p3) = CASCADIA_TABLE2[case]

@@ -1,4 +1,4 @@
-"""CascadeServe planner pieces (cascadeserve.txt §4-5) against hand-computed toys."""
+"""CascadeServe planner pieces (CascadeServe §4-5) against hand-computed toys."""
 
 from __future__ import annotations
 

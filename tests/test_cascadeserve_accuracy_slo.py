@@ -1,4 +1,4 @@
-"""CascadeServe's accuracy-SLO planning (cascadeserve.txt §3, §4.3, App. C.2) against brute force
+"""CascadeServe's accuracy-SLO planning (CascadeServe §3, §4.3, App. C.2) against brute force
 on toy problems, and its online gear switching on a simulator cluster (§3, §5)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CascadeServe's Alg. 1 inputs from Cascadia's lookup tables (cascadia.txt §4.1, cascadeserve.txt
+"""CascadeServe's Alg. 1 inputs from Cascadia's lookup tables (Cascadia §4.1, CascadeServe
 §3, App. C.2): replica shapes, profiles linear in the batch, servers of 8 GPUs, measured QPS
 weights, and the plan's placement as instance groups."""
 

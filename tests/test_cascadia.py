@@ -1,4 +1,4 @@
-"""Cascadia's planner pieces (cascadia.txt §3.2-§3.3, Alg. 1, App. D) and the ``cascadia`` policy:
+"""Cascadia's planner pieces (Cascadia §3.2-§3.3, Alg. 1, App. D) and the ``cascadia`` policy:
 MILP vs brute force, the §3.3 worked example, threshold replay, lookup tables, Alg. 1 invariants."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cascadia under a fluctuating workload (cascadia.txt §4.4, Fig. 11): the trace 1 -> 2 -> 3
+"""Cascadia under a fluctuating workload (Cascadia §4.4, Fig. 11): the trace 1 -> 2 -> 3
 stream, the shift detector on that stream and a quick end-to-end run (the re-scheduling pieces
 themselves: tests/test_cascadia_rescheduling.py)."""
 

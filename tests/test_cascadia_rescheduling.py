@@ -1,4 +1,4 @@
-"""Cascadia's re-scheduling pieces (cascadia.txt §4.4, App. G): the shift detector on
+"""Cascadia's re-scheduling pieces (Cascadia §4.4, App. G): the shift detector on
 hand-made windows, the nearest cached length distribution, the models the thresholds need,
 and the rolling update on a small cluster."""
 

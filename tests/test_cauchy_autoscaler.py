@@ -1,4 +1,4 @@
-"""Cauchy's combo autoscaler (cauchy.txt §3.5, Algorithm 1) on Scaling-v0: it acts only once a
+"""Cauchy's combo autoscaler (Cauchy §3.5, Algorithm 1) on Scaling-v0: it acts only once a
 full 2-minute window has passed, covers the deficit with a CO-LP plan, never exceeds the
 inventory, scales in after the 30 s grace period; and the static baseline never acts."""
 

@@ -1,4 +1,4 @@
-"""Cauchy's Fig. 10 set-up (cauchy.txt §4.6): real load profiles, the compressed clock, the
+"""Cauchy's Fig. 10 set-up (Cauchy §4.6): real load profiles, the compressed clock, the
 profiled-arrival scenario both systems run on, static Mélange on the same requests (Fig. 6 / 7),
 and the quick reproduction end to end."""
 

@@ -1,4 +1,4 @@
-"""Goodput profiling (cauchy.txt §3.3.1): the rate search, one simulated attainment, and the
+"""Goodput profiling (Cauchy §3.3.1): the rate search, one simulated attainment, and the
 shipped table (complete, and reproduced by re-measuring an entry)."""
 
 from __future__ import annotations

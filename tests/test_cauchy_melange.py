@@ -1,4 +1,4 @@
-"""Mélange (cauchy.txt §4.2's baseline; ../shared/DESIGN.md): request-size buckets, the slice
+"""Mélange (Cauchy §4.2's baseline; ../shared/DESIGN.md): request-size buckets, the slice
 ILP on a toy instance solved by hand, and its run-time router."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cauchy's planner: GPU combos, Pareto filtering and CE ranking (cauchy.txt §3.3.1), the
+"""Cauchy's planner: GPU combos, Pareto filtering and CE ranking (Cauchy §3.3.1), the
 eq. 16 ILP and its §4.3 variants on a toy instance solved by hand, infeasibility and the
 §3.3.2 fallback."""
 

@@ -1,4 +1,4 @@
-"""Cauchy's hierarchical scheduler: goodput-weighted RR across combos (cauchy.txt §3.4.1) and
+"""Cauchy's hierarchical scheduler: goodput-weighted RR across combos (Cauchy §3.4.1) and
 its §4.4 rivals on Routing-v0, and the opportunistic instance scheduler inside a combo
 (§3.4.2) against basic RR prefill-then-decode."""
 

@@ -1,4 +1,4 @@
-"""Cauchy cost-efficiency model (cauchy.txt Sec. 3.2, eqs. 1-15) against hand-computed numbers."""
+"""Cauchy cost-efficiency model (Cauchy Sec. 3.2, eqs. 1-15) against hand-computed numbers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hardware.cost_efficiency import (
 from hardware.gpus import get_gpu
 from hardware.models import get_model
 
-# ShareGPT means, cauchy.txt Sec. 4.1.
+# ShareGPT means, Cauchy Sec. 4.1.
 R_IN, R_OUT, BATCH = 290, 207, 32
 
 # Llama-3.1-8B (l=32, h=4096, i=14336, v=128256, k=8, s=128, d=2), worked by hand:

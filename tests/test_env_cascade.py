@@ -23,7 +23,7 @@ SMALL, LARGE = "Llama-3.1-8B", "Llama-3.1-70B"
 
 
 def tiny_cascade(large_instances: int = 1, **overrides) -> Scenario:
-    """Llama-3.1-8B -> Llama-3.1-70B on H100s (the Llama cascade of cascadia.txt App. H)."""
+    """Llama-3.1-8B -> Llama-3.1-70B on H100s (the Llama cascade of Cascadia App. H)."""
     scenario = Scenario(
         name="tiny_cascade",
         description="8B (1 x H100) -> 70B (TP 4 on H100) cascade, 100 requests",
@@ -146,7 +146,7 @@ def outcome(e2e_s: float, quality: float, rejected: bool = False, slo: SLO = SLO
 
 
 def test_quality_reward_reproduces_cascadias_worked_example():
-    """cascadia.txt §3.3: z1 = 95, z2 = 75, q_min = 90, mu = 100 (scores on 0-100)."""
+    """Cascadia §3.3: z1 = 95, z2 = 75, q_min = 90, mu = 100 (scores on 0-100)."""
     reward = QualityReward(tiny_cascade(), quality_min=90.0, penalty_mu=100.0)
     reward.utopia, reward.nadir = 95.0, 75.0
     assert reward(None, [outcome(11.0, 88.0)] * 20) == pytest.approx(-21.0)

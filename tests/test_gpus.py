@@ -28,7 +28,7 @@ REQUIRED_GPUS = (
     "RTX-PRO-6000",
 )
 
-# cauchy.txt Table 1: TFLOPs, BW (GB/s), Mem (its "GB" is the nominal capacity, which the
+# Cauchy Table 1: TFLOPs, BW (GB/s), Mem (its "GB" is the nominal capacity, which the
 # memory is built in GiB), Price ($/h), TFLOP/$, GB/$.
 CAUCHY_TABLE_1 = {
     "H800-SXM": (989, 3350, 80, 2.69, 1.32e6, 4.48e6),
@@ -90,7 +90,7 @@ def test_h800_wins_compute_per_dollar_and_h20_wins_bandwidth_per_dollar():
     bandwidth_ratio = (h20.mem_bandwidth_gbps / h20.price_per_hour_usd) / (
         h800.mem_bandwidth_gbps / h800.price_per_hour_usd
     )
-    # cauchy.txt Sec. 2.3: "3.7x higher compute efficiency but 2.1x lower memory efficiency".
+    # Cauchy Sec. 2.3: "3.7x higher compute efficiency but 2.1x lower memory efficiency".
     assert round(compute_ratio, 1) == 3.7
     assert round(bandwidth_ratio, 1) == 2.1
 
@@ -113,7 +113,7 @@ def test_h100_96gb_is_pascals_part():
     assert gpu.memory_gib == 96
     assert gpu.memory_bytes == 96 * 1024**3 == 103_079_215_104
     assert gpu.memory_gb == pytest.approx(103.079215104, rel=1e-12)
-    assert "pascal.txt" in gpu.source
+    assert "PASCAL" in gpu.source
 
 
 # Capacity in GiB per GPU family, the total nvidia-smi reports for the card (MiB) where the

@@ -1,4 +1,4 @@
-"""CascadeServe's minimum queue length (cascadeserve.txt §4.5) in the simulator, Cascade-v0 and
+"""CascadeServe's minimum queue length (CascadeServe §4.5) in the simulator, Cascade-v0 and
 the ``cascadeserve`` policy: hand-computed start times, the bounded wait, completion, and the
 planned lengths applied online."""
 

@@ -1,4 +1,4 @@
-"""Model switching (cascadeserve.txt §6.2 MS, §6.6 "No cascade"): planned with the gear planner,
+"""Model switching (CascadeServe §6.2 MS, §6.6 "No cascade"): planned with the gear planner,
 served online with requests entering the gear's model."""
 
 from __future__ import annotations

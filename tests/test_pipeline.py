@@ -150,7 +150,7 @@ def _throughput_rps(tp: int, pp: int, **config) -> float:
 
 
 def test_pp_outruns_tp_on_long_prompts_and_short_outputs_as_cascadia_measured():
-    # cascadia.txt Table 1 (Llama3-70B, four H100s, 1,600 / 16 tokens): 0.21 req/s with TP 4,
+    # Cascadia Table 1 (Llama3-70B, four H100s, 1,600 / 16 tokens): 0.21 req/s with TP 4,
     # 0.26 with TP 2 x PP 2, 0.27 with PP 4. With chunked prefill (512-token chunks) every
     # microbatch is alike, so the stages stay busy and PP saves the TP all-reduces.
     chunked = dict(scheduler="sarathi", scheduler_options={"chunk_tokens": 512})

@@ -1,4 +1,4 @@
-"""QoE (pascal.txt Fig. 3, after Andes) and token-curve helpers, against hand-computed areas."""
+"""QoE (PASCAL Fig. 3, after Andes) and token-curve helpers, against hand-computed areas."""
 
 from __future__ import annotations
 

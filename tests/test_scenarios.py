@@ -19,13 +19,13 @@ from simulator.instance import InstanceConfig, Lifecycle
 from simulator.request import SLO
 
 PAPER_PRESETS = {
-    "multitier": "multitier-llumnix.txt",
-    "pascal": "pascal.txt",
-    "cauchy": "cauchy.txt",
-    "cauchy_dailymail": "cauchy.txt",
-    "cauchy_longwriter": "cauchy.txt",
-    "cascadia": "cascadia.txt",
-    "cascadeserve": "cascadeserve.txt",
+    "multitier": "Llumnix-K",
+    "pascal": "PASCAL",
+    "cauchy": "Cauchy",
+    "cauchy_dailymail": "Cauchy",
+    "cauchy_longwriter": "Cauchy",
+    "cascadia": "Cascadia",
+    "cascadeserve": "CascadeServe",
 }
 
 

@@ -114,7 +114,7 @@ def test_fcfs_with_swap_resumes_the_newest_without_recomputing_and_pays_the_copi
 
 # ------------------------------------------------------------------------------ rr
 def test_round_robin_swaps_out_the_request_that_used_its_quantum_for_a_waiting_one():
-    """pascal.txt Fig. 2(c): three requests, memory for two. A and B (100-token prompts, 7 blocks
+    """PASCAL Fig. 2(c): three requests, memory for two. A and B (100-token prompts, 7 blocks
     each) run; C's 7 blocks do not fit beside them (21 > 20). After their 20-token quantum, A and B
     go to the back of the order (A, then B), so the batch becomes C + A and B is swapped out."""
     quantum = 20

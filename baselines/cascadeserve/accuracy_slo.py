@@ -1,4 +1,4 @@
-"""The accuracy-SLO pieces of the gear planner (cascadeserve.txt §3 "accuracy SLO", §4.3, App. C.2).
+"""The accuracy-SLO pieces of the gear planner (CascadeServe §3 "accuracy SLO", §4.3, App. C.2).
 
 With an SLO on accuracy CascadeServe "optimize[s] latency while achieving the desired accuracy"
 (§3). The accuracy of a gear plan is "the time-weighted average of all cascades being used in the

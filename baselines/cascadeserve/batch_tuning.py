@@ -1,4 +1,4 @@
-"""SP4, batching by minimum queue length (cascadeserve.txt §4.5), evaluated with a gear simulator
+"""SP4, batching by minimum queue length (CascadeServe §4.5), evaluated with a gear simulator
 in the manner of App. C.1.
 
 The simulator: samples arrive (Poisson at the gear's QPS, fixed seed) into the queue of a replica

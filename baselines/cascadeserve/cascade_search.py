@@ -1,4 +1,4 @@
-"""SP1, cascade search (cascadeserve.txt §4.2): sample cascades (threshold vectors) at random,
+"""SP1, cascade search (CascadeServe §4.2): sample cascades (threshold vectors) at random,
 evaluate them on validation samples (App. C.2) and keep the Pareto front of accuracy vs cost.
 
 A cascade here is a vector of threshold *levels*, one per stage but the last, over the ordered

@@ -1,4 +1,4 @@
-"""CascadeServe's online gear switching (cascadeserve.txt §3 "Gear plan operation", §5) driving a
+"""CascadeServe's online gear switching (CascadeServe §3 "Gear plan operation", §5) driving a
 simulator cluster directly, for experiments that serve a request list through
 ``simulator.routers.cascade.CascadeRouter`` rather than through servegym/Cascade-v0.
 

@@ -1,4 +1,4 @@
-"""Load balancing LP of cascadeserve.txt §4.4, eq. 1-3.
+"""Load balancing LP of CascadeServe §4.4, eq. 1-3.
 
 Variables ``q_r >= 0``, the QPS replica r serves. Minimise Σ q_r (eq. 1) subject to
 Σ_{r ∈ R[m]} q_r >= QPS_m for every model m of the cascade (eq. 2) and

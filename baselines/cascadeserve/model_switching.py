@@ -1,4 +1,4 @@
-"""Model switching (MS, cascadeserve.txt §6.2 baseline [72]; §6.6 "No cascade"): serve each
+"""Model switching (MS, CascadeServe §6.2 baseline [72]; §6.6 "No cascade"): serve each
 request with one model, picked by the measured QPS, planned with CascadeServe's own machinery.
 
 The gear planner (Alg. 1) runs unchanged except for SP1: instead of sampled cascades its

@@ -1,4 +1,4 @@
-"""The gear planner: cascadeserve.txt Alg. 1 (§4.1), the error-driven alternating loop over
+"""The gear planner: CascadeServe Alg. 1 (§4.1), the error-driven alternating loop over
 SP1 cascade search (§4.2), SP2 workload adaption (§4.3), SP3 hardware mapping (§4.4: greedy
 pruning with eq. 4, load balancing with eq. 1-3) and SP4 batch tuning (§4.5), with either SLO of
 §3: a latency SLO (maximise accuracy subject to p95 latency <= SLO at every QPS) or an accuracy SLO

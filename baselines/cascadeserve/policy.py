@@ -1,4 +1,4 @@
-"""``cascadeserve``: online gear switching on servegym/Cascade-v0 (cascadeserve.txt §3, §5), and
+"""``cascadeserve``: online gear switching on servegym/Cascade-v0 (CascadeServe §3, §5), and
 ``model_switching`` (MS, §6.2), the same QPS lookup over a plan of single models.
 
 Every control interval (100 ms in the ``cascadeserve`` scenario) the producer measures the QPS
@@ -130,7 +130,7 @@ class CascadeServePolicy(Policy):
 
 @register
 class ModelSwitchingPolicy(Policy):
-    """MS (cascadeserve.txt §6.2, [72]): "switches between single models based on the measured
+    """MS (CascadeServe §6.2, [72]): "switches between single models based on the measured
     QPS". Every control interval (100 ms) the measured QPS picks the gear of a model-switching
     plan (one model per QPS range, ``model_switching.plan_model_switching``); requests enter
     that model (Cascade-v0 built with ``gear_env_options(plan)``). No α hysteresis (§5 is

@@ -1,4 +1,4 @@
-"""Planning inputs of CascadeServe (cascadeserve.txt §3 "User-provided information", App. C.1):
+"""Planning inputs of CascadeServe (CascadeServe §3 "User-provided information", App. C.1):
 model profiles (runtime per batch size, memory), the devices, and model replicas on them.
 
 Our simulator gives every instance its GPUs exclusively (no co-location), so the profile built

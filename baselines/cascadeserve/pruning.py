@@ -1,4 +1,4 @@
-"""Model placement by greedy pruning (cascadeserve.txt §4.4, eq. 4).
+"""Model placement by greedy pruning (CascadeServe §4.4, eq. 4).
 
 Start from a placement (§4.1: every model on every device) and prune, one replica at a time, the
 one with the highest pruning utility until no device's memory is over-allocated:

@@ -14,7 +14,7 @@ from baselines.cascadeserve.profiles import Replica, scenario_profiles
 from envs.scenario import InstanceGroup, Scenario
 from simulator.cascade import assign_cascade_quality
 
-GPUS_PER_NODE = 2  # cascadeserve.txt §6.2: 8 nodes of 2 V100s
+GPUS_PER_NODE = 2  # CascadeServe §6.2: 8 nodes of 2 V100s
 
 
 def validation_scores(scenario: Scenario, num_samples: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:

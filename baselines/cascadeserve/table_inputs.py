@@ -1,9 +1,9 @@
-"""CascadeServe on Cascadia's testbed: Alg. 1's inputs (cascadeserve.txt §3 "User-provided
+"""CascadeServe on Cascadia's testbed: Alg. 1's inputs (CascadeServe §3 "User-provided
 information") from Cascadia's replica lookup tables (``baselines.cascadia.parallelism``), and the
 gear plan's placement as instance groups.
 
 CascadeServe replicates models but has no parallelism search of its own; "we tune the
-parallelism ... for CascadeServe" (cascadia.txt §4.1): each model gets the TP-only replica shape
+parallelism ... for CascadeServe" (Cascadia §4.1): each model gets the TP-only replica shape
 with the highest sustainable rate per GPU in the tables (``replica_shapes``). A replica's
 per-request runtime is 1 / that rate; servegym engines batch continuously, so the profile of a
 batch of b is b times it. Devices are servers of ``gpus_per_server`` GPUs. The QPS spectrum is

@@ -1,4 +1,4 @@
-"""SP2, workload adaption (cascadeserve.txt §4.3): split [0, qps_max] into n_ranges equal QPS
+"""SP2, workload adaption (CascadeServe §4.3): split [0, qps_max] into n_ranges equal QPS
 ranges and give each a cascade from the Pareto front (cheapest first).
 
 With a latency SLO the non-SLO metric is accuracy, so every range starts with the most accurate

@@ -1,4 +1,4 @@
-"""Cascadia's deployment solver: the resource-allocation MILP of cascadia.txt §3.2, with PuLP + CBC.
+"""Cascadia's deployment solver: the resource-allocation MILP of Cascadia §3.2, with PuLP + CBC.
 
 Binaries ``x[i, f]`` (model type i gets f GPUs), continuous ``L >= 0``::
 

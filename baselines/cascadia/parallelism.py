@@ -1,4 +1,4 @@
-"""Cascadia's parallelism strategy search and latency lookup tables (cascadia.txt §3.2, App. B).
+"""Cascadia's parallelism strategy search and latency lookup tables (Cascadia §3.2, App. B).
 
 For model type i with ``f`` GPUs, Cascadia tries every strategy of replicas with TP / PP
 degrees, ``Σ_j tp_j · pp_j <= f``, and keeps the one whose simulated p95 latency
@@ -447,7 +447,7 @@ def write_cache(path: Path = TABLES_PATH, entries: Sequence[tuple[str, str, str]
 
 @command("baselines.cascadia.parallelism")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Cascadia latency lookup tables (cascadia.txt §3.2)")
+    parser = argparse.ArgumentParser(description="Cascadia latency lookup tables (Cascadia §3.2)")
     parser.add_argument("--write", action="store_true", help=f"rebuild {TABLES_PATH.name}")
     add_arguments(parser)
     args = parser.parse_args(argv)

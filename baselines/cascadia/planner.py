@@ -1,4 +1,4 @@
-"""Cascadia's bi-level scheduler (cascadia.txt Alg. 1, §3.2-§3.3, App. D).
+"""Cascadia's bi-level scheduler (Cascadia Alg. 1, §3.2-§3.3, App. D).
 
     θ ← θ₀ (proportional routing, model i gets 1/i of the requests)
     repeat

@@ -1,5 +1,5 @@
 """The ``cascadia`` policy on servegym/Cascade-v0: thresholds from Cascadia's routing solver for
-the env's deployment, re-planned when the measured load shifts (cascadia.txt §3.3, §4.4).
+the env's deployment, re-planned when the measured load shifts (Cascadia §3.3, §4.4).
 
 Cascade-v0 keeps the scenario's deployment fixed, so the policy runs the routing half of Alg. 1
 (App. D: argmin over thresholds of J with the deployment held) for that deployment: build the

@@ -1,4 +1,4 @@
-"""Cascadia's re-scheduling under a shifting workload (cascadia.txt §4.4 "Re-scheduling",
+"""Cascadia's re-scheduling under a shifting workload (Cascadia §4.4 "Re-scheduling",
 footnote 5, App. G), driving a running ``simulator.cluster.Cluster`` and its
 ``simulator.routers.cascade.CascadeRouter`` directly (Cascade-v0 keeps its deployment fixed).
 

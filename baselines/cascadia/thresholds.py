@@ -1,5 +1,5 @@
 """Cascadia's routing level: thresholds, the quality they give, and the Chebyshev-guided
-latency-quality score (cascadia.txt §3.3, App. D).
+latency-quality score (Cascadia §3.3, App. D).
 
 A routing strategy θ is the threshold vector H = (h_1, ..., h_{C-1}) (§3.3, Fig. 4): a request
 starts at model 1 and is accepted at the first stage i whose judge score is >= h_i (the last stage

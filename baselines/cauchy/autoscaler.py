@@ -1,4 +1,4 @@
-"""Cauchy's adaptive combo-level autoscaler (cauchy.txt §3.5, Algorithm 1) and the static
+"""Cauchy's adaptive combo-level autoscaler (Cauchy §3.5, Algorithm 1) and the static
 baseline, for servegym/Scaling-v0.
 
 A combo is one Scaling-v0 unit kind (``ScalingEnv.units``): a disaggregated
@@ -258,7 +258,7 @@ class CauchyAutoscaler(Policy):
 
 @register
 class CauchyAggregated(CauchyAutoscaler):
-    """Cauchy* (cauchy.txt §4.1 "Comparative Methods": "a variant of CAUCHY that only supports
+    """Cauchy* (Cauchy §4.1 "Comparative Methods": "a variant of CAUCHY that only supports
     aggregated GPU Combos", its advantage over Mélange "dynamic resource adjustment"): Algorithm 1 with
     scale-out and refinement planned over the aggregated combos only."""
 

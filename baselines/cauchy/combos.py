@@ -1,4 +1,4 @@
-"""The combos Cauchy's planner considers (cauchy.txt §3.3.2): counts run "from 1:1 to 2:6", so
+"""The combos Cauchy's planner considers (Cauchy §3.3.2): counts run "from 1:1 to 2:6", so
 with one prefill instance of TP = prefill count the shapes are 1P1D, 1P2D, 1P3D at TP 1 (1:1,
 1:2, 1:3) and at TP 2 (2:2, 2:4, 2:6), plus the aggregated ``<1 x G>`` and ``<2 x G>`` of each
 GPU type (§3.3.1). A ``Combo`` itself is a deployment unit of the simulator

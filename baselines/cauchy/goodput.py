@@ -1,4 +1,4 @@
-"""The profiled goodput table (cauchy.txt §3.3.1 "profiling goodput under given SLA"): every
+"""The profiled goodput table (Cauchy §3.3.1 "profiling goodput under given SLA"): every
 GPU Combo's goodput per workload, and Mélange's per (bucket, GPU type) goodputs, measured
 with the simulator (``baselines.cauchy.search``) and cached in
 ``baselines/data/cauchy_goodput.json`` so planning never re-simulates.

@@ -1,4 +1,4 @@
-"""Combo deployment optimisation (cauchy.txt §3.3.2, eq. 16) and its two §4.3 variants, with
+"""Combo deployment optimisation (Cauchy §3.3.2, eq. 16) and its two §4.3 variants, with
 PuLP + CBC.
 
 ``x[m, n]`` (integer >= 0) is how many combos n serve model / service m. Constraints of eq. 16:

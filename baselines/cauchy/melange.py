@@ -1,4 +1,4 @@
-"""Mélange, Cauchy's baseline (cauchy.txt §4.2): aggregated single-GPU instances of mixed
+"""Mélange, Cauchy's baseline (Cauchy §4.2): aggregated single-GPU instances of mixed
 types, allocated statically by an ILP over request-size buckets.
 
 Requests are bucketed by (prompt, output) length; each bucket's rate is cut into ``slices``

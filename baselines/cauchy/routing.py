@@ -1,4 +1,4 @@
-"""Cauchy's combo scheduler (cauchy.txt §3.4.1) and its §4.4 comparison policies, for
+"""Cauchy's combo scheduler (Cauchy §3.4.1) and its §4.4 comparison policies, for
 servegym/Routing-v0 on a ``ComboScenario``: each arrival goes to a combo (its entry slot);
 inside the combo the scenario's instance scheduler (§3.4.2) places it.
 

@@ -1,4 +1,4 @@
-"""Cauchy's planner applied to the autoscaling experiment (cauchy.txt §4.6, Fig. 10): which
+"""Cauchy's planner applied to the autoscaling experiment (Cauchy §4.6, Fig. 10): which
 GPU combos are Scaling-v0's unit kinds, the static plan for the mean load, and the autoscaler's
 windows on a compressed clock. The scenario itself (``ComboScalingScenario``, the
 ``cauchy_autoscaling`` preset) lives in ``envs``; ``autoscaling_scenario`` here builds one for

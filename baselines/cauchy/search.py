@@ -1,6 +1,6 @@
 """Goodput by simulation: the largest request rate at which a deployment still meets its SLO.
 
-Cauchy profiles each combo's goodput "under given SLA" (cauchy.txt §3.3.1, SLOs of §3.3.3).
+Cauchy profiles each combo's goodput "under given SLA" (Cauchy §3.3.1, SLOs of §3.3.3).
 Here goodput is the largest Poisson rate at which at least ``attainment`` (default 90%) of
 the requests of a run meet the SLO (TTFT, and the TBT target checked against TPOT as
 ``simulator.metrics`` does). The run lasts ``duration_s`` seconds of arrivals (at least

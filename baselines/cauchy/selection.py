@@ -1,4 +1,4 @@
-"""Adaptive combo selection (cauchy.txt §3.3.1): CE of each combo by eq. 15, profiled goodput,
+"""Adaptive combo selection (Cauchy §3.3.1): CE of each combo by eq. 15, profiled goodput,
 Pareto filtering of directional variants, ranking by CE."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cauchy's three workloads as the planner sees them (cauchy.txt §4.1, §3.3.3): mean lengths,
+"""Cauchy's three workloads as the planner sees them (Cauchy §4.1, §3.3.3): mean lengths,
 SLO targets and target QPS, keyed by the simulator's length-sampler name; and the serving
 engines Cauchy's instances can batch as."""
 

@@ -1,4 +1,4 @@
-"""``cascadeserve``: a four-model Llama cascade under spiky load on 16 V100s (cascadeserve.txt §6)."""
+"""``cascadeserve``: a four-model Llama cascade under spiky load on 16 V100s (CascadeServe §6)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from envs.scenario import InstanceGroup, Scenario, Workload
 from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
-# cascadeserve.txt §6.1 "Llama": OpenLlama 3b, Llama-2 7b / 13b / 70b, all 4-bit GPTQ; smallest first.
+# CascadeServe §6.1 "Llama": OpenLlama 3b, Llama-2 7b / 13b / 70b, all 4-bit GPTQ; smallest first.
 CASCADESERVE_ENGINE = "vidur-2024"
 """The serving engine every CascadeServe replica runs (``hardware.engines``)."""
 CASCADESERVE_MODELS = ("OpenLlama-3B", "Llama-2-7B", "Llama-2-13B", "Llama-2-70B")
 
 
 def cascadeserve() -> Scenario:
-    """CascadeServe's Llama workload (cascadeserve.txt §6.1-6.2): 16 NVIDIA V100 32 GB (8 nodes
+    """CascadeServe's Llama workload (CascadeServe §6.1-6.2): 16 NVIDIA V100 32 GB (8 nodes
     of 2), the cascade OpenLlama-3B -> Llama-2-7B -> Llama-2-13B -> Llama-2-70B, every model
     with 4-bit (GPTQ) weights.
 
@@ -48,7 +48,7 @@ def cascadeserve() -> Scenario:
     return Scenario(
         name="cascadeserve",
         description="3B -> 7B -> 13B -> 70B Llama (int4) cascade on 16 V100-32GB, Gamma CV 4 at 20 req/s, 1-token outputs",
-        reference="cascadeserve.txt §6.1 (models, trace), §6.2 (16 V100 32 GB), §3 (gear switching every 100 ms)",
+        reference="CascadeServe §6.1 (models, trace), §6.2 (16 V100 32 GB), §3 (gear switching every 100 ms)",
         instances=(
             InstanceGroup(InstanceConfig(engine=CASCADESERVE_ENGINE, gpu="V100-32GB", model=tiny, dtype="int4"), 2),
             InstanceGroup(InstanceConfig(engine=CASCADESERVE_ENGINE, gpu="V100-32GB", model=small, dtype="int4"), 2),

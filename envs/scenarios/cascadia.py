@@ -1,4 +1,4 @@
-"""``cascadia``: a three-model DeepSeek cascade on 32 H100s (cascadia.txt §4)."""
+"""``cascadia``: a three-model DeepSeek cascade on 32 H100s (Cascadia §4)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from envs.scenario import InstanceGroup, Scenario, Workload
 from simulator.instance import InstanceConfig
 from simulator.request import SLO
 
-# cascadia.txt §4.1: DeepSeek-dist-7B, DeepSeek-dist-70B, DeepSeek-671B (AWQ INT4), smallest first.
+# Cascadia §4.1: DeepSeek-dist-7B, DeepSeek-dist-70B, DeepSeek-671B (AWQ INT4), smallest first.
 CASCADIA_ENGINE = "vllm-v1"
 """The serving engine every Cascadia replica runs (``hardware.engines``): the paper's baselines run
 on SGLang (§4.1) and it names no engine of its own, so a current engine; servegym profiles vLLM's."""
@@ -14,7 +14,7 @@ CASCADIA_MODELS = ("DeepSeek-R1-Distill-Qwen-7B", "DeepSeek-R1-Distill-Llama-70B
 
 
 def cascadia() -> Scenario:
-    """Cascadia's testbed (cascadia.txt §4.1): 4 servers x 8 H100-80GB, 32 GPUs. Cascade, small
+    """Cascadia's testbed (Cascadia §4.1): 4 servers x 8 H100-80GB, 32 GPUs. Cascade, small
     to large: DeepSeek-R1-Distill-Qwen-7B ("DeepSeek-dist-7B"), DeepSeek-R1-Distill-Llama-70B
     (the distilled 70B) and DeepSeek-R1-671B with INT4 (AWQ) weights.
 
@@ -44,7 +44,7 @@ def cascadia() -> Scenario:
     return Scenario(
         name="cascadia",
         description="7B -> 70B -> 671B(int4) DeepSeek cascade on 32 H100-80GB, ShareGPT, Poisson 10 req/s",
-        reference="cascadia.txt §4.1 (cluster, models, SLO scale), Appendix E Tables 2-3 (deployment for trace 1, q = 85)",
+        reference="Cascadia §4.1 (cluster, models, SLO scale), Appendix E Tables 2-3 (deployment for trace 1, q = 85)",
         instances=(
             InstanceGroup(InstanceConfig(engine=CASCADIA_ENGINE, gpu="H100-80GB", model=small, tp=2), 2),
             InstanceGroup(InstanceConfig(engine=CASCADIA_ENGINE, gpu="H100-80GB", model=medium, tp=2), 6),

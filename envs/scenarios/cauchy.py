@@ -1,5 +1,5 @@
 """``cauchy``, ``cauchy_dailymail``, ``cauchy_longwriter``: Llama-3.1-8B on Cauchy's
-heterogeneous 24-GPU cluster (cauchy.txt §4.1), one preset per workload."""
+heterogeneous 24-GPU cluster (Cauchy §4.1), one preset per workload."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ CAUCHY_WORKLOADS: dict[str, tuple[str, float, float, float]] = {
 
 
 def cauchy(lengths: str = "sharegpt_cauchy") -> Scenario:
-    """Cauchy's testbed (cauchy.txt §4.1): 8 H800-SXM + 8 A800-PCIe + 8 H20-NVL, two GPUs per
+    """Cauchy's testbed (Cauchy §4.1): 8 H800-SXM + 8 A800-PCIe + 8 H20-NVL, two GPUs per
     server (TP up to 2), Llama-3.1-8B for every experiment.
 
     Workload by ``lengths``: ``sharegpt_cauchy`` (default; ShareGPT, mean 290 / 207 tokens),
@@ -52,7 +52,7 @@ def cauchy(lengths: str = "sharegpt_cauchy") -> Scenario:
     return Scenario(
         name=name,
         description=f"Llama-3.1-8B, 8 H800 + 8 A800 + 8 H20 (12 deployed, TP 2), {lengths}, Poisson {rate_rps:g} req/s",
-        reference="cauchy.txt §4.1 (cluster, model, workloads, QPS), §3.3.3 (SLOs), §3.5.1 (scaling window, 90 s start-up)",
+        reference="Cauchy §4.1 (cluster, model, workloads, QPS), §3.3.3 (SLOs), §3.5.1 (scaling window, 90 s start-up)",
         instances=groups,
         workload=Workload(
             arrival="poisson", rate_rps=rate_rps, lengths=lengths, slo_by_tier=(SLO(ttft_s=ttft_s, tbt_s=tbt_s),)

@@ -1,4 +1,4 @@
-"""``cauchy_autoscaling``: Cauchy's autoscaling experiment (cauchy.txt §4.6, Fig. 10) for
+"""``cauchy_autoscaling``: Cauchy's autoscaling experiment (Cauchy §4.6, Fig. 10) for
 servegym/Scaling-v0: the §4.1 testbed deployed as GPU combos, each added and removed whole,
 serving a time-varying load taken from a real rate series, with the scaling machinery's clock
 compressed like the load.
@@ -108,7 +108,7 @@ def combo_autoscaling_scenario(
 
 
 def cauchy_autoscaling() -> ComboScalingScenario:
-    """Preset ``cauchy_autoscaling``: Fig. 10's ShareGPT cell (cauchy.txt §4.6) on a 60x
+    """Preset ``cauchy_autoscaling``: Fig. 10's ShareGPT cell (Cauchy §4.6) on a 60x
     compressed clock, for agents: the Azure conv minute profile at 4 x 50 req/s, every planner
     combo a Scaling-v0 unit kind, the CO-LP plan for the mean serving at reset, a scaling step
     every 0.5 s (58 simulated seconds, 11,600 requests, 116 steps an episode)."""

@@ -1,4 +1,4 @@
-"""``multitier``: K-tier Llumnix scheduling on four replicas (multitier-llumnix.txt §4)."""
+"""``multitier``: K-tier Llumnix scheduling on four replicas (Llumnix-K §4)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def exponential_tier_weights(num_tiers: int) -> tuple[float, ...]:
 
 
 def multitier(num_tiers: int = BEST_NUM_TIERS, priorities: str = "uniform", kv_blocks: int | None = None) -> Scenario:
-    """Four replicas under K priority tiers, as multitier-llumnix.txt §4.4 simulates on Vidur.
+    """Four replicas under K priority tiers, as Llumnix-K §4.4 simulates on Vidur.
 
     Hardware/model: §4.4 says only "4 replica instances"; the authors' run configuration
     (andersvestrum/llumnix_sim ``vidur/metrics/latency_config.py``) sets Vidur's ``a100``
@@ -67,7 +67,7 @@ def multitier(num_tiers: int = BEST_NUM_TIERS, priorities: str = "uniform", kv_b
     return Scenario(
         name="multitier",
         description=f"4 x Llama-2-7B on A100-80GB ({pool}), {num_tiers} {priorities} tiers, Poisson 1,250 req/s burst",
-        reference="multitier-llumnix.txt §4 (setup), §4.2 (tier distributions), §5.3 (K = 4)",
+        reference="Llumnix-K §4 (setup), §4.2 (tier distributions), §5.3 (K = 4)",
         instances=(InstanceGroup(replica, 4),),
         workload=Workload(
             arrival="poisson",

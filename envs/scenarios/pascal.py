@@ -1,4 +1,4 @@
-"""``pascal``: phase-aware serving of a reasoning model on eight H100s (pascal.txt §V-A)."""
+"""``pascal``: phase-aware serving of a reasoning model on eight H100s (PASCAL §V-A)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ simulator PASCAL validated against ran vLLM 0.6.1."""
 
 
 def pascal(rate: str = "medium") -> Scenario:
-    """PASCAL's evaluation cluster (pascal.txt §V-A): eight instances, each one NVIDIA H100 96 GB
+    """PASCAL's evaluation cluster (PASCAL §V-A): eight instances, each one NVIDIA H100 96 GB
     GPU (so TP 1) serving DeepSeek-R1-Distill-Qwen-32B, Poisson arrivals.
 
     Lengths: prompt, output and reasoning tokens from ServeGen's DeepSeek-R1 production data
@@ -55,7 +55,7 @@ def pascal(rate: str = "medium") -> Scenario:
     return Scenario(
         name="pascal",
         description=f"8 x DeepSeek-R1-Distill-Qwen-32B on H100-96GB, ServeGen R1 lengths, Poisson {rate} rate",
-        reference="pascal.txt §V-A (setup, scheduler), §III-B (TTFAT / TPOT / QoE targets)",
+        reference="PASCAL §V-A (setup, scheduler), §III-B (TTFAT / TPOT / QoE targets)",
         instances=(InstanceGroup(instance, 8),),
         workload=Workload(
             arrival="poisson",

@@ -5,12 +5,12 @@ run's duration (so per-group throughputs and goodputs add up to the run's) and n
 a cluster figure, not split). Rejected requests keep whatever ``instance_id`` the simulator gave them.
 
 ``"phase"`` splits each completed reasoning request (>= 1 reasoning and >= 1 answer token) into
-its two phases (pascal.txt §II-D: the reasoning phase spans prefill and reasoning tokens):
+its two phases (PASCAL §II-D: the reasoning phase spans prefill and reasoning tokens):
 
 - reasoning: latency = arrival to last reasoning token; first-token delay = TTFT;
   TPOT and largest gap between reasoning tokens;
 - answering: latency = last reasoning token to last token; first-token delay = last reasoning
-  token to first answer token (TTFAT as pascal.txt §III-B defines it); TPOT and largest gap
+  token to first answer token (TTFAT as PASCAL §III-B defines it); TPOT and largest gap
   between answer tokens.
 
 Phase times come from the token curve, which must have been recorded.

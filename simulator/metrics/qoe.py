@@ -1,6 +1,6 @@
 """Quality of Experience (QoE) of one streamed response, as PASCAL uses it after Andes.
 
-pascal.txt §II-C, Fig. 3 (after Andes [31]): the *expected* curve (black dotted line) shows the
+PASCAL §II-C, Fig. 3 (after Andes [31]): the *expected* curve (black dotted line) shows the
 first token at the TTFT target and then one token per TPOT target; the *digested* curve (yellow
 line) is what the user reads: delivered tokens pass through a token pacer, so the user never
 reads faster than one token per TPOT target, reads buffered tokens during a pause, and starves
@@ -12,14 +12,14 @@ Choices the paper leaves open, fixed here:
 - both curves are piecewise linear and integrated exactly, from their own start (each is 0
   before) to the later of the two completion times; a finished curve stays at its final count;
 - the first token is read the moment it arrives (a step to 1, as the expected curve starts);
-- reasoning requests: only answer tokens count (pascal.txt §III-B, Fig. 5: the answering
+- reasoning requests: only answer tokens count (PASCAL §III-B, Fig. 5: the answering
   phase's QoE is set by the TTFAT and TPOT targets). ``anchor`` sets where the expected curve
   starts, ``expected_ttfat_s`` after:
 
   - ``"arrival"``: request arrival (Andes' TTFT target, counted from submission);
-  - ``"reasoning_end"``: the last reasoning token, or arrival when there is none (pascal.txt
+  - ``"reasoning_end"``: the last reasoning token, or arrival when there is none (PASCAL
     §III-B defines TTFAT from the end of the reasoning phase);
-  - ``"first_answer_token"``: the actual first answer token (pascal.txt §V-A computes QoE "solely
+  - ``"first_answer_token"``: the actual first answer token (PASCAL §V-A computes QoE "solely
     from TPOT starting at the first answering token"; use it with ``expected_ttfat_s=0``).
 """
 
@@ -34,14 +34,14 @@ from simulator.metrics.token_curve import TokenCurve, token_time_s, validate_tok
 from simulator.outcome import RequestOutcome
 
 QOE_ANCHORS = ("arrival", "reasoning_end", "first_answer_token")
-PASCAL_QOE_VIOLATION_BELOW = 0.95  # pascal.txt §III-A / §V-A: an SLO violation is QoE < 0.95
+PASCAL_QOE_VIOLATION_BELOW = 0.95  # PASCAL §III-A / §V-A: an SLO violation is QoE < 0.95
 
 
 @dataclass(frozen=True, slots=True)
 class QoETargets:
     """Expected-curve targets shared by every request, and the violation threshold.
 
-    PASCAL's setting (pascal.txt §III-A, after [54]): TTFAT 0.25 s, TPOT 0.1 s, violation below 0.95.
+    PASCAL's setting (PASCAL §III-A, after [54]): TTFAT 0.25 s, TPOT 0.1 s, violation below 0.95.
     """
 
     expected_ttfat_s: float
@@ -64,7 +64,7 @@ def qoe(
     answer_start_token: int | None = None,
     anchor: str = "arrival",
 ) -> float:
-    """QoE in [0, 1] of a completed request's answer tokens (pascal.txt Fig. 3).
+    """QoE in [0, 1] of a completed request's answer tokens (PASCAL Fig. 3).
 
     Pass a ``RequestOutcome`` (arrival and reasoning tokens come from it), or a bare token curve
     with ``arrival_s`` and ``answer_start_token`` (tokens before the first answer token, default 0).
@@ -144,7 +144,7 @@ def _digested_curve(delivered: list[tuple[float, float]], read_rate_tokens_per_s
     """Tokens read by the user: delivery through a pacer releasing at most ``read_rate_tokens_per_s``.
 
     A reader with a backlog reads at the pace; one that has caught up follows delivery while
-    delivery is no faster than the pace (pascal.txt Fig. 3, phases i-iv).
+    delivery is no faster than the pace (PASCAL Fig. 3, phases i-iv).
     """
     previous_s, previous_delivered = delivered[0]
     read = previous_delivered

@@ -8,7 +8,7 @@ Conventions:
   time per output token after the first;
 - a request meets its SLO when it completed and every target set in its ``slo`` holds:
   TTFT <= ``ttft_s``, TTFAT <= ``ttfat_s``, E2E <= ``e2e_s`` and the decode target ``tbt_s``.
-  By default ``tbt_s`` is checked against TPOT, as DistServe and Cauchy do (cauchy.txt §3.3.3
+  By default ``tbt_s`` is checked against TPOT, as DistServe and Cauchy do (Cauchy §3.3.3
   profiles "TBT <= 50/30/30 ms" and reports mean TBT, i.e. TPOT); ``tbt_slo="max_gap"`` checks
   the worst gap instead. A request that never had a second token meets any decode target.
   Rejected requests count as misses. When no request of the run has any target, SLO attainment
@@ -17,10 +17,10 @@ Conventions:
   equals TTFT;
 - rates divide by ``duration_s``; without one, the run's span (first arrival to the last
   arrival or finish) is used; throughput and goodput count completed requests;
-- cost efficiency is tokens per USD (cauchy.txt §4.1): output tokens, and prompt + output tokens,
+- cost efficiency is tokens per USD (Cauchy §4.1): output tokens, and prompt + output tokens,
   of completed requests, over ``cost_usd``; ``goodput_tokens_per_usd`` counts only the output
   tokens of requests that met their SLO (cost efficiency that cannot be bought with latency);
-- QoE (pascal.txt Fig. 3, see ``qoe.py``) is computed for completed requests with at least one
+- QoE (PASCAL Fig. 3, see ``qoe.py``) is computed for completed requests with at least one
   answer token; the violation rate counts rejected requests as violations (as for SLOs).
 
 Empty sets give NaN, never an exception, and no value is ever inf.

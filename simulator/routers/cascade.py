@@ -1,4 +1,4 @@
-"""The router of a model cascade (cascadia.txt §3.3, Fig. 4): arrivals enter a stage's model,
+"""The router of a model cascade (Cascadia §3.3, Fig. 4): arrivals enter a stage's model,
 judged-out answers go on to the next stage (``simulator.cascade`` gives requests their scores)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from simulator.cluster import Cluster
     from simulator.instance import Instance
 
-JUDGE_LATENCY_S = 0.27  # one GPT-4o judgement, cascadia.txt §4 footnote 4 and App. H
+JUDGE_LATENCY_S = 0.27  # one GPT-4o judgement, Cascadia §4 footnote 4 and App. H
 
 
 class CascadeRouter:
@@ -27,13 +27,13 @@ class CascadeRouter:
 
     Give it to a cluster with ``Cluster(..., **router.cluster_options())``. Arrivals enter the
     entry stage, 0 unless ``set_entry_stage`` picks another (a model served alone, as model
-    switching does, cascadeserve.txt §6.2); within a stage a request goes to the serving
+    switching does, CascadeServe §6.2); within a stage a request goes to the serving
     instance of that model with the fewest requests (lowest id on ties). When a stage-i answer completes, the judge takes ``judge_latency_s``; then the answer
     is accepted if the request's score for that model is >= ``thresholds[i]``, else the request
     is re-submitted to stage i + 1 as a new sequence: it queues and prefills again and its
     earlier output is discarded. The last stage always accepts, without a judge. The judge
     compares the request's score, or, after ``set_judge_signals``, its signal (a model's
-    certainty for correct/incorrect quality, cascadeserve.txt §4.1) with the threshold.
+    certainty for correct/incorrect quality, CascadeServe §4.1) with the threshold.
 
     The request's one ``RequestOutcome`` is written at acceptance: ``arrival_s`` is the
     original arrival, ``finish_s`` the acceptance time (completion + judge latency, or the last
@@ -67,7 +67,7 @@ class CascadeRouter:
         self.judge_signals = signals
 
     def set_thresholds(self, thresholds: SequenceOf[float]) -> None:
-        """Thresholds h_1..h_{C-1} (cascadia.txt §3.3), one per stage but the last, each in [0, 100];
+        """Thresholds h_1..h_{C-1} (Cascadia §3.3), one per stage but the last, each in [0, 100];
         they apply to every judgement made from now on."""
         if len(thresholds) != len(self.models) - 1:
             raise ValueError(

@@ -1,4 +1,4 @@
-"""K-tier Llumnix dispatch (multitier-llumnix.txt §3.4): the instance with the highest full
+"""K-tier Llumnix dispatch (Llumnix-K §3.4): the instance with the highest full
 freeness F_full under per-tier headroom budgets (``simulator.headroom``, eq. 1-4). Tier-v0's
 router (its action sets the budgets), and Migration-v0's ``router="llumnix"`` with the paper's
 default budgets."""
@@ -45,7 +45,7 @@ class FreestInstanceRouter:
 
 
 def freest_instance(cluster: Cluster, seq: Sequence, headroom_fractions: np.ndarray) -> int:
-    """Dispatch rule of multitier-llumnix.txt §3.4: the serving, non-draining instance that can
+    """Dispatch rule of Llumnix-K §3.4: the serving, non-draining instance that can
     take ``seq`` (not decode-only, same model) with the highest F_full under
     ``headroom_fractions`` (``simulator.headroom.freeness_full``; from the cluster's arrays when it
     keeps them, else instance by instance); ties go to the lowest instance id."""

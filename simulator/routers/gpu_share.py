@@ -1,4 +1,4 @@
-"""Routing by a static plan's GPU shares (Mélange's run-time router, cauchy.txt §4.2): each
+"""Routing by a static plan's GPU shares (Mélange's run-time router, Cauchy §4.2): each
 request's class (e.g. its length bucket) has shares per GPU type; the request goes to a GPU type
 by smooth weighted round-robin over its class's shares, then to that type's serving instance
 with the fewest requests (lowest id on ties)."""

@@ -1,5 +1,5 @@
 """Routing between groups of instances deployed together (Scaling-v0's units: an aggregated
-instance, or a prefill instance with its decode instances, cauchy.txt §3.1): the serving unit
+instance, or a prefill instance with its decode instances, Cauchy §3.1): the serving unit
 with the fewest outstanding requests per unit of its routing weight, counting the new one."""
 
 from __future__ import annotations

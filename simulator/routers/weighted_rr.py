@@ -1,5 +1,5 @@
 """Smooth weighted round-robin: the deterministic proportional picker behind Cauchy's
-Goodput-Weighted Round Robin (cauchy.txt §3.4.1) and Mélange's slice routing.
+Goodput-Weighted Round Robin (Cauchy §3.4.1) and Mélange's slice routing.
 
 Each pick adds every eligible item's weight to its credit, takes the item with the most
 credit (lowest index on ties) and charges it the eligible weights' total (nginx's smooth

@@ -1,4 +1,4 @@
-"""PASCAL's intra-instance scheduler (pascal.txt §IV-C, Fig. 6)."""
+"""PASCAL's intra-instance scheduler (PASCAL §IV-C, Fig. 6)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from simulator.sequence import Sequence
 
 
 class PascalScheduler(RoundRobinScheduler):
-    """Two-level queue (pascal.txt §IV-C): reasoning requests in the high-priority queue,
+    """Two-level queue (PASCAL §IV-C): reasoning requests in the high-priority queue,
     answering requests in the low-priority queue, round-robin with a token quantum (500) inside
     each; a reasoning request whose KV exceeds ``demotion_kv_tokens`` (5,000, §V-A) is demoted
     to the low-priority queue. Answering requests get the memory left after reasoning ones.

@@ -1,4 +1,4 @@
-"""Strict tier priority, FCFS within a tier: the Llumlet queue of multitier-llumnix.txt §3."""
+"""Strict tier priority, FCFS within a tier: the Llumlet queue of Llumnix-K §3."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from simulator.sequence import Sequence
 
 
 class PriorityScheduler(LocalScheduler):
-    """Llumlet local scheduler (multitier-llumnix.txt §3, "priority-ordered request queue"):
+    """Llumlet local scheduler (Llumnix-K §3, "priority-ordered request queue"):
     waiting requests are admitted in (tier, arrival) order, tier 0 first; under memory pressure
     the lowest-tier, most recent running request is preempted."""
 

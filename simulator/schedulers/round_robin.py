@@ -1,4 +1,4 @@
-"""Round-robin with a token quantum (pascal.txt §II and §V-A baseline "RR")."""
+"""Round-robin with a token quantum (PASCAL §II and §V-A baseline "RR")."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ if TYPE_CHECKING:
 
 
 class RoundRobinScheduler(LocalScheduler):
-    """Each request gets a quantum of decode tokens (default 500, pascal.txt §V-A); once it has
+    """Each request gets a quantum of decode tokens (default 500, PASCAL §V-A); once it has
     used its quantum it goes to the back of the circular order (its priority is lowered).
     Time-sharing: at each iteration the batch is the longest prefix of that order that fits in
     KV memory, so lower-priority running requests are swapped out to host memory to admit
-    higher-priority ones (pascal.txt Fig. 2(c))."""
+    higher-priority ones (PASCAL Fig. 2(c))."""
 
     name = "rr"
     default_preemption = "swap"

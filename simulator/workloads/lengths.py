@@ -23,7 +23,7 @@ from simulator.workloads.traces import read_azure_columns
 
 EMPIRICAL_DATASETS = tuple(sorted([*VIDUR_LENGTH_FILES, *AZURE_TRACE_FILES]))
 
-# Mean input/output tokens of Cauchy's workloads (cauchy.txt §4.1); only the means are published.
+# Mean input/output tokens of Cauchy's workloads (Cauchy §4.1); only the means are published.
 PARAMETRIC_PRESETS: dict[str, tuple[int, int]] = {
     "cnn_dailymail": (702, 42),
     "sharegpt_cauchy": (290, 207),
@@ -138,7 +138,7 @@ def _sample_positive_integers(mean: float, dist: str, cv: float, n: int, rng: np
 
 class ParametricLengths:
     """Independent prompt and output lengths from a fitted distribution with given means, for
-    datasets known only by their means (e.g. Cauchy's, cauchy.txt §4.1).
+    datasets known only by their means (e.g. Cauchy's, Cauchy §4.1).
 
     ``dist="lognormal"`` takes CVs ``cv_prompt`` / ``cv_output`` (default 1);
     ``dist="exponential"`` (geometric, CV ~1) takes none. Means must be >= 1.
@@ -186,7 +186,7 @@ class ParametricLengths:
 
 
 def parametric_preset(name: str, **options) -> ParametricLengths:
-    """Cauchy's workloads by their published means (cauchy.txt §4.1): ``cnn_dailymail``
+    """Cauchy's workloads by their published means (Cauchy §4.1): ``cnn_dailymail``
     702/42, ``sharegpt_cauchy`` 290/207, ``longwriter`` 337/1330. Only the means are known, so
     the default distribution is the maximum-entropy one for a given mean, exponential
     (geometric); ``options`` go to ``ParametricLengths`` (e.g. ``dist="lognormal", cv_output=0.5``)."""
@@ -227,7 +227,7 @@ class BucketLengths:
 
 
 def multitier_table() -> BucketLengths:
-    """multitier-llumnix.txt Table 1: total tokens 64–128 (~65%), 128–256 (~22%), 256–384
+    """Llumnix-K Table 1: total tokens 64–128 (~65%), 128–256 (~22%), 256–384
     (~10%), 384–512 (~2%), normalised to sum to one; split 2:1 prefill:decode as the authors'
     public simulator configuration sets it (andersvestrum/llumnix_sim)."""
     return BucketLengths(((64, 128), (128, 256), (256, 384), (384, 513)), (0.65, 0.22, 0.10, 0.02), 2.0 / 3.0)

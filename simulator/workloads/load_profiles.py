@@ -2,7 +2,7 @@
 to drive ``piecewise`` arrivals at any mean rate and on a compressed clock.
 
 * ``azure_profile``: the Azure 2023 trace's arrival counts per minute (the "traffic patterns
-  scaled from Azure LLM Inference Trace" of cauchy.txt §4.6);
+  scaled from Azure LLM Inference Trace" of Cauchy §4.6);
 * ``servegen_day_profile``: one day of ServeGen's pooled m-large rate series (10-minute windows).
 
 Compressing the clock k times makes ``bin_s`` real seconds last ``bin_s / k`` simulated

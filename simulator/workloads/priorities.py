@@ -1,4 +1,4 @@
-"""Priority-tier distributions over K tiers, tier 0 the highest (multitier-llumnix.txt §4.2).
+"""Priority-tier distributions over K tiers, tier 0 the highest (Llumnix-K §4.2).
 
 The paper defines them in words (§4.2):
 

@@ -2,7 +2,7 @@
 
 Real data: Alibaba ServeGen's DeepSeek-R1 production traffic (73 clients, one day), pooled
 into one request-weighted distribution per field (see ``servegen_pooling``); the kind of
-reasoning/answer split PASCAL evaluates on (pascal.txt §V-A, Fig. 8).
+reasoning/answer split PASCAL evaluates on (PASCAL §V-A, Fig. 8).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def length_sampler(
     """The sampler called ``name``: an empirical dataset (``EmpiricalLengths``), one of Cauchy's
     parametric presets (``parametric_preset``), ``servegen_deepseek_r1`` (``ServeGenReasoning``,
     whose ``sample`` also returns reasoning tokens), ``fixed`` (``FixedLengths``: options
-    ``prompt_tokens``, ``output_tokens``) or ``multitier_table`` (multitier-llumnix.txt Table 1).
+    ``prompt_tokens``, ``output_tokens``) or ``multitier_table`` (Llumnix-K Table 1).
     ``options`` go to the sampler's constructor (caps, ``clip``, ...); missing or unknown ones
     raise ``ValueError`` naming them."""
     if name == "fixed":

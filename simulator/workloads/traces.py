@@ -207,7 +207,7 @@ def load_azure_trace(
     ``source`` is ``"azure_code"`` / ``"azure_conv"`` (the shipped Azure 2023 traces) or a
     path. ``max_requests`` keeps the first that many. Then arrival times are multiplied by
     ``time_scale``, or, with ``target_rate_rps``, rescaled so the mean rate (n - 1) / span
-    equals it, e.g. Cauchy's "Azure trace scaled to QPS 54/50/6" (cauchy.txt §4.1).
+    equals it, e.g. Cauchy's "Azure trace scaled to QPS 54/50/6" (Cauchy §4.1).
     """
     if isinstance(source, str) and source in AZURE_TRACE_FILES:
         path = AZURE_TRACE_FILES[source]
