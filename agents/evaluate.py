@@ -64,6 +64,7 @@ from agents.dashboard import (
     EPISODE_METRICS,
     KEY_METRICS,
     higher_is_better,
+    instance_cache_metrics,
     metric_names,
     plot_cost_vs_slo,
     plot_ttft_cdf,
@@ -329,7 +330,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence
 def markdown_table(results: Sequence[PolicyResult], seeds: Sequence[int], table: dict[str, dict[str, Interval]],
                    pairs: dict[tuple[str, str], Interval], metric: str = HEADLINE_METRIC) -> str:
     """The report: mode, reward, seeds, IQM [95% CI] per metric (rows) and policy (columns)
-    (``table``: ``aggregate``), which columns are identical, each trained run's mean ``metric``
+    (``table``: ``aggregate``; the per-instance prefix-cache metrics only in the CSV files), which columns are identical, each trained run's mean ``metric``
     over the evaluation seeds, and each agent's probability of improvement over each heuristic
     on ``metric`` (``pairs``: ``improvements``)."""
     runs = policy_runs(results)
@@ -343,9 +344,15 @@ def markdown_table(results: Sequence[PolicyResult], seeds: Sequence[int], table:
         f"Cells: IQM over training seeds x evaluation seeds [95% stratified-bootstrap interval over both, "
         f"rliable, {BOOTSTRAP_REPS:,} resamples] (Agarwal et al., NeurIPS 2021).",
     ]
+    metrics = table_metrics(results)
+    per_instance = instance_cache_metrics(metrics)
+    if per_instance:
+        lines.append(f"Per-instance prefix-cache metrics ({len(per_instance)}, e.g. `{per_instance[0]}`) are left out "
+                     "of this table: they are in `table.csv`, `episodes.csv` and TensorBoard.")
     lines += [text for text in (reward_line(results), identical_line(results)) if text]
     lines.append("")
-    lines += _table(["metric", *policies], [[name, *(table[p][name] for p in policies)] for name in table_metrics(results)],
+    lines += _table(["metric", *policies], [[name, *(table[p][name] for p in policies)] for name in metrics
+                                            if name not in per_instance],
                     ["left", *["right"] * len(policies)])
     agent_runs = [r for r in results if r.is_agent]
     if agent_runs and metric in table_metrics(results):

@@ -15,6 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from agents.config import build_config
 from agents.evaluate import (
+    PolicyResult,
     evaluate_policies,
     improvements,
     load_agent,
@@ -263,3 +264,21 @@ def test_agent_policy_hands_the_model_a_writable_copy_of_the_read_only_mask():
 def _unpadded(text: str) -> str:
     """A markdown table without to_markdown's column padding: runs of spaces as one."""
     return re.sub(r" {2,}", " ", text)
+
+
+def test_per_instance_cache_metrics_are_left_out_of_the_markdown_table_and_kept_in_the_csv(tmp_path):
+    """A report over an 8-instance caching scenario would list 16 per-instance rows; the table
+    names how many it leaves out and ``table.csv`` holds them."""
+    episodes = [{"slo_attainment": 0.5 + 0.1 * seed, "prefix_cache_hit_rate": 0.25, "prefix_hit_rate_i0": 0.5,
+                 "prefix_hit_rate_i1": 0.0, "prefix_cached_blocks_i0": 7.0, "cost_usd": 1.0, "return": -1.0, "invalid_actions": 0.0}
+                for seed in range(3)]
+    result = PolicyResult("round_robin", "round_robin", episodes, np.array([0.1, 0.2]))
+    report = write_report([result], [0, 1, 2], tmp_path)
+    rows = {line.split("|")[1].strip() for line in report.splitlines() if line.startswith("| ")}
+    assert {"slo_attainment", "prefix_cache_hit_rate", "return"} <= rows
+    assert not any(name.startswith(("prefix_hit_rate_i", "prefix_cached_blocks_i")) for name in rows)
+    assert "Per-instance prefix-cache metrics (3, e.g. `prefix_hit_rate_i0`) are left out" in report
+    with open(tmp_path / "table.csv") as f:
+        by_metric = {row["metric"]: float(row["iqm"]) for row in csv.DictReader(f)}
+    assert by_metric["prefix_hit_rate_i0"] == 0.5 and by_metric["prefix_cached_blocks_i0"] == 7.0
+    assert by_metric["slo_attainment"] == pytest.approx(0.6)
