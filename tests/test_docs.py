@@ -37,6 +37,19 @@ def test_tutorial_code_runs(page, tmp_path):
     assert completed.returncode == 0, completed.stderr[-3000:]
 
 
+def test_readme_example_prints_the_slo_attainment_of_its_episode(tmp_path):
+    """The README's short example runs as written and prints a fraction."""
+    blocks = PYTHON_BLOCK.findall((ROOT / "README.md").read_text())
+    assert len(blocks) == 1, "the README has one python example"
+    script = tmp_path / "readme_example.py"
+    script.write_text(blocks[0])
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    completed = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                               env=environment)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert 0.0 <= float(completed.stdout.strip().splitlines()[-1]) <= 1.0
+
+
 def test_docs_site_builds_with_warnings_as_errors(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
     completed = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
