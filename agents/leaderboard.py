@@ -2,7 +2,7 @@
 metric, IQM with 95% stratified-bootstrap intervals (``agents.statistics``, rliable).
 
     python -m agents.leaderboard runs/sweeps/leaderboard [MORE_SWEEP_DIRS ...] \\
-        [--out docs/leaderboard.md] [--all-configs]
+        [--out docs/leaderboard.md] [--all-configs] [--update]
 
 Without ``--out`` the board goes to ``leaderboard.md`` in the first sweep directory: the
 committed ``docs/leaderboard.md`` is written only when named. A sweep directory that does not
@@ -14,7 +14,9 @@ seeds) and each trained agent (an algorithm, reward and hyper-parameter assignme
 the training seeds). By default an algorithm and reward show their best assignment (chosen by
 the IQM on the same evaluation seeds, so its interval is optimistic); ``--all-configs`` shows
 every one, as a sweep's own ``table.md`` does. Beside ``--out`` go the same stem's ``.csv``
-and ``.png`` (one panel per scenario).
+and ``.png`` (one panel per scenario). ``--update`` rebuilds only the boards the sweeps hold and
+keeps the page's other boards as they are (``agents.leaderboard_kept``): a sweep of some
+scenarios refreshes their sections of the committed board.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from agents.headline import better_when_higher
+from agents.leaderboard_kept import KeptBoards, read_kept
 from agents.statistics import BOOTSTRAP_REPS, Interval, iqm, probability_of_improvement
 from simulator.cli import check_writable_dir, command
 
@@ -141,68 +144,95 @@ def agent_label(record: dict[str, Any]) -> str:
     return label + (f" [{', '.join(searched)}]" if searched else "")
 
 
+CSV_COLUMNS = ("board", "metric", "policy", "kind", "iqm", "ci_low", "ci_high", "runs", "tasks", "constraint",
+               "constraint_mean", "meets_constraint", "poi_vs_best_heuristic", "poi_low", "poi_high", "partial")
+
+
 def write_board(records: Sequence[dict[str, Any]], out: Path, *, best_only: bool = True, title: str = "Leaderboard",
-                sources: Sequence[str] = (), partial: str | None = None) -> list[Entry]:
+                sources: Sequence[str] = (), partial: str | None = None, kept: KeptBoards | None = None) -> list[Entry]:
     """Write ``out`` (markdown), the same stem ``.csv`` and ``.png``; return the entries.
     ``partial`` says what a board from an unfinished sweep lacks: the markdown and the figure
-    are marked partial with it, the CSV's ``partial`` column is true."""
+    are marked partial with it, the CSV's ``partial`` column is true. ``kept``: boards of the
+    earlier page at ``out`` written back beside the new ones (``agents.leaderboard_kept``)."""
     found = entries(records, best_only)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(found, title, sources, partial))
+    text = markdown(found, title, sources, partial, kept)
+    rows = [dict(zip(CSV_COLUMNS, [e.board, e.metric, e.policy, e.kind, e.interval.value, e.interval.low, e.interval.high,
+                                   e.interval.runs, e.interval.tasks, _constraint_text(e.constraint), e.constraint_mean,
+                                   e.meets_constraint, *((e.improvement.value, e.improvement.low, e.improvement.high)
+                                                         if e.improvement is not None else ("", "", "")),
+                                   partial is not None])) for e in found]
+    shown = list(found)
+    if kept is not None:
+        rows += [{**row, "partial": row.get("partial") or "False"} for row in kept.rows]
+        rows.sort(key=lambda row: row["board"])  # stable: each board keeps its ranking
+        shown = sorted(found + [_kept_entry(row) for row in kept.rows], key=lambda e: e.board)
+    out.write_text(text)
     with open(out.with_suffix(".csv"), "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["board", "metric", "policy", "kind", "iqm", "ci_low", "ci_high", "runs", "tasks",
-                         "constraint", "constraint_mean", "meets_constraint", "poi_vs_best_heuristic", "poi_low",
-                         "poi_high", "partial"])
-        writer.writerows([e.board, e.metric, e.policy, e.kind, e.interval.value, e.interval.low, e.interval.high,
-                          e.interval.runs, e.interval.tasks, _constraint_text(e.constraint), e.constraint_mean,
-                          e.meets_constraint, *((e.improvement.value, e.improvement.low, e.improvement.high)
-                                                if e.improvement is not None else ("", "", "")), partial is not None]
-                         for e in found)
-    if found:
-        figure = plot(found)
+        writer = csv.DictWriter(handle, CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    if shown:
+        figure = plot(shown)
         if partial is not None:
             figure.suptitle("PARTIAL: not every trial of the sweep finished", color="C3", fontsize="medium")
         figure.savefig(out.with_suffix(".png"), dpi=120)
     return found
 
 
-def markdown(found: Sequence[Entry], title: str, sources: Sequence[str], partial: str | None = None) -> str:
-    """One table per board, policies ranked best first; ``partial``: what an unfinished sweep lacks."""
+def _kept_entry(row: dict[str, str]) -> Entry:
+    """A kept board's entry, for the figure: its interval as the CSV row gives it (no scores)."""
+    interval = Interval(float(row["iqm"]), float(row["ci_low"]), float(row["ci_high"]), int(row["runs"]), int(row["tasks"]))
+    return Entry(row["board"], row["metric"], row["policy"], row["kind"], np.empty((0, 0)), interval, "")
+
+
+def markdown(found: Sequence[Entry], title: str, sources: Sequence[str], partial: str | None = None,
+             kept: KeptBoards | None = None) -> str:
+    """One table per board, policies ranked best first; ``partial``: what an unfinished sweep lacks;
+    ``kept``: boards of an earlier page written back word for word, in board order with the new ones."""
     lines = [f"# {title}" + (" (partial)" if partial else ""), ""]
     if partial:
         lines += [f"**Partial: {partial}**", ""]
     if sources:
         lines += [f"From the sweep(s) {', '.join(f'`{s}`' for s in sources)}.", ""]
+    if kept is not None and kept.sections:
+        lines += [f"Kept from the previous page (not in these sweeps): {', '.join(kept.sections)}"
+                  + (f", from the sweep(s) {', '.join(f'`{s}`' for s in kept.sources)}" if kept.sources else "")
+                  + ".", ""]
     lines += [f"Cells: IQM over training seeds x evaluation seeds [95% stratified-bootstrap interval over both, "
               f"rliable, {BOOTSTRAP_REPS:,} resamples] (Agarwal et al., NeurIPS 2021); a heuristic is one run. "
               "Agents are evaluated deterministically: each trained policy takes its most likely action "
               "(`agents.trial`).", ""]
-    if not found:
+    sections = {board: _section([e for e in found if e.board == board]) for board in dict.fromkeys(e.board for e in found)}
+    if kept is not None:
+        sections = {board: sections.get(board) or kept.sections[board] for board in sorted({*sections, *kept.sections})}
+    if not sections:
         return "\n".join(lines + ["No finished trial yet."]) + "\n"
-    for board in dict.fromkeys(e.board for e in found):
-        members = [e for e in found if e.board == board]
-        metric, constraint = members[0].metric, members[0].constraint
-        heuristic = best_heuristic(members)
-        poi = f"PoI vs {heuristic.policy}" if heuristic is not None else "PoI"
-        lines += [f"## {board}: {metric} ({'higher' if better_when_higher(metric) else 'lower'} is better)", "",
-                  f"Evaluation seeds: {members[0].interval.tasks} per run. {poi}: an agent's probability of "
-                  "improvement over the best heuristic [95% CI], paired on the evaluation seeds."]
-        if constraint is None:
-            lines += ["", f"| rank | policy | kind | IQM [95% CI] | {poi} | runs | detail |", "|---:|---|---|---:|---:|---:|---|"]
-            lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {_improvement_text(e)} | {e.interval.runs} "
-                      f"| {e.detail} |" for rank, e in enumerate(members, 1)]
-        else:
-            lines += [f"Target: mean {_constraint_text(constraint)}; a policy missing it (marked *missed*) ranks below "
-                      "every policy meeting it.", "",
-                      f"| rank | policy | kind | IQM [95% CI] | {poi} | mean {constraint[0]} | runs | detail |",
-                      "|---:|---|---|---:|---:|---:|---:|---|"]
-            lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {_improvement_text(e)} | {e.constraint_mean:.4g}"
-                      f"{'' if e.meets_constraint else ' *missed*'} | {e.interval.runs} | {e.detail} |"
-                      for rank, e in enumerate(members, 1)]
-        lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + "".join(sections.values()).rstrip("\n") + "\n"
+
+
+def _section(members: Sequence[Entry]) -> str:
+    """One board's heading, notes and ranked table."""
+    board, metric, constraint = members[0].board, members[0].metric, members[0].constraint
+    heuristic = best_heuristic(members)
+    poi = f"PoI vs {heuristic.policy}" if heuristic is not None else "PoI"
+    lines = [f"## {board}: {metric} ({'higher' if better_when_higher(metric) else 'lower'} is better)", "",
+             f"Evaluation seeds: {members[0].interval.tasks} per run. {poi}: an agent's probability of "
+             "improvement over the best heuristic [95% CI], paired on the evaluation seeds."]
+    if constraint is None:
+        lines += ["", f"| rank | policy | kind | IQM [95% CI] | {poi} | runs | detail |", "|---:|---|---|---:|---:|---:|---|"]
+        lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {_improvement_text(e)} | {e.interval.runs} "
+                  f"| {e.detail} |" for rank, e in enumerate(members, 1)]
+    else:
+        lines += [f"Target: mean {_constraint_text(constraint)}; a policy missing it (marked *missed*) ranks below "
+                  "every policy meeting it.", "",
+                  f"| rank | policy | kind | IQM [95% CI] | {poi} | mean {constraint[0]} | runs | detail |",
+                  "|---:|---|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {rank} | {e.policy} | {e.kind} | {e.interval} | {_improvement_text(e)} | {e.constraint_mean:.4g}"
+                  f"{'' if e.meets_constraint else ' *missed*'} | {e.interval.runs} | {e.detail} |"
+                  for rank, e in enumerate(members, 1)]
+    return "\n".join(lines) + "\n\n"
 
 
 def plot(found: Sequence[Entry]) -> Figure:
@@ -273,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help=f"markdown file (default: {BOARD_FILE} in the first sweep directory; "
                                                  "docs/leaderboard.md only when named); the .csv and .png go beside it")
     parser.add_argument("--all-configs", action="store_true", help="every hyper-parameter assignment, not the best")
+    parser.add_argument("--update", action="store_true",
+                        help="rebuild only the boards these sweeps hold; keep the other boards of the page at --out")
     args = parser.parse_args(argv)
     out = args.out or args.sweeps[0] / BOARD_FILE
     if out.suffix != ".md":
@@ -281,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not records:
         raise ValueError(f"sweeps {' '.join(map(str, args.sweeps))}: no finished trial (evaluation.json) yet")
     check_writable_dir("--out", out.parent)
-    found = write_board(records, out, best_only=not args.all_configs, sources=[str(s) for s in args.sweeps])
+    kept = read_kept(out, {record["board"] for record in records}) if args.update else None
+    found = write_board(records, out, best_only=not args.all_configs, sources=[str(s) for s in args.sweeps], kept=kept)
     print(out.read_text())
     print(f"{len(found)} entries; written {out}, {out.with_suffix('.csv')}, {out.with_suffix('.png')}")
     return 0

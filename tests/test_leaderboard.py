@@ -97,3 +97,44 @@ def test_each_agent_carries_its_probability_of_improvement_over_the_best_heurist
     assert (worse.value, worse.low, worse.high) == (0.0, 0.0, 0.0)
     text = leaderboard.markdown(found, "Board", [])
     assert "| IQM [95% CI] | PoI vs cascadia |" in text and "| 1 [1, 1] |" in text and "| 0 [0, 0] |" in text
+
+
+def _write_sweep(folder, records):
+    for record in records:
+        path = folder / "runs" / record["trial_id"] / "run" / "evaluation.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(record))
+
+
+def test_update_rebuilds_the_swept_boards_and_keeps_the_others_word_for_word(tmp_path):
+    """A board of cascadia and one of default; a second sweep of default only, with --update,
+    replaces default's section and rows and leaves cascadia's section, rows and bars as they were."""
+    default_records = [{**r, "trial_id": r["trial_id"] + "d", "board": "default (servegym/Routing-v0)"} for r in RECORDS]
+    first, second = tmp_path / "first", tmp_path / "second"
+    _write_sweep(first, RECORDS + default_records)
+    out = tmp_path / "board.md"
+    assert leaderboard.main([str(first), "--out", str(out)]) == 0
+    before = out.read_text()
+    cascadia_section = before[before.index("## cascadia"):before.index("## default")]
+    cascadia_rows = [line for line in out.with_suffix(".csv").read_text().splitlines() if line.startswith("cascadia")]
+    better = [{**r, "agent": _rows([0.5, 0.6, 0.7])} for r in default_records]
+    _write_sweep(second, better)
+    assert leaderboard.main([str(second), "--out", str(out), "--update"]) == 0
+    after = out.read_text()
+    assert after[after.index("## cascadia"):after.index("## default")] == cascadia_section
+    assert f"From the sweep(s) `{second}`." in after
+    assert f"Kept from the previous page (not in these sweeps): cascadia (servegym/Cascade-v0), from the sweep(s) `{first}`." in after
+    default_section = after[after.index("## default"):]
+    assert "| 1 | ppo (quality_episode) [learning_rate=0.0001] | agent | 0.6 [0.5, 0.7]" in default_section
+    lines = out.with_suffix(".csv").read_text().splitlines()
+    assert [line for line in lines if line.startswith("cascadia")] == cascadia_rows
+    assert sum(line.startswith("default") for line in lines) == 2 and len(lines) == 5
+    without_update = tmp_path / "fresh.md"
+    assert leaderboard.main([str(second), "--out", str(without_update)]) == 0
+    assert "## cascadia" not in without_update.read_text()
+
+
+def test_update_without_a_page_says_to_write_the_whole_board_first(tmp_path, capsys):
+    _write_sweep(tmp_path / "sweep", RECORDS)
+    assert leaderboard.main([str(tmp_path / "sweep"), "--out", str(tmp_path / "none.md"), "--update"]) == 2
+    assert "none.md does not exist; write the whole board first (without --update)" in capsys.readouterr().err
