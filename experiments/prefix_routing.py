@@ -6,7 +6,7 @@ separates the routers). Each router's mean over the seeds, its margin over least
 every seed's value.
 
     python -m experiments.prefix_routing [--seeds 10000,10001,10002] [--rates 2.5,3.4]
-        [--out docs/prefix_routing]
+        [--out docs/figures/prefix_routing]
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.prefix_routing", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="10000,10001,10002")
     parser.add_argument("--rates", default=f"{MOONCAKE_RATE_RPS},{MOONCAKE_CONVERSATION_RATE_RPS}")
-    parser.add_argument("--out", default="docs/prefix_routing", help="path without suffix (.md, .json)")
+    parser.add_argument("--out", default="docs/figures/prefix_routing", help="path without suffix (.md, .json)")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     rates = [float(r) for r in args.rates.split(",")]
