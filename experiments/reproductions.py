@@ -95,7 +95,8 @@ def run_script(name: str, out: Path, quick: bool, reuse: bool = False, workers: 
         status = module.main(argv)
         wall_s = time.perf_counter() - started
         if status not in (0, None):
-            raise RuntimeError(f"experiments.{name} main({argv}) returned {status}")
+            raise ValueError(f"experiments.{name} stopped with status {status} (its error is printed above); the page "
+                             "is not written: the scripts that finished can write their rows with --reuse --only")
     path = folder / "results.json"
     if not path.is_file():
         raise ValueError(f"no {path} to reuse: run experiments.{name} with --out {folder} first")

@@ -164,3 +164,12 @@ def test_the_four_scripts_that_fan_out_take_the_runners_flags():
 
 def test_workers_must_be_a_positive_integer(tmp_path, capsys):
     _refused(["--quick", "--out", str(tmp_path), "--workers", "0"], r"--workers must be a positive integer, got 0", capsys)
+
+
+def test_a_script_that_stops_with_an_error_is_one_error_line_and_no_page(tmp_path, monkeypatch, capsys):
+    failing = types.ModuleType("failing")
+    failing.main = lambda argv: 2
+    monkeypatch.setattr(reproductions, "load_script", lambda name: failing)
+    _refused(["--quick", "--out", str(tmp_path), "--only", "cascadia"],
+             r"experiments\.cascadia_reproduction stopped with status 2 .*--reuse --only", capsys)
+    assert not (tmp_path / "reproductions.md").exists()
