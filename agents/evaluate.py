@@ -330,9 +330,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence
 def markdown_table(results: Sequence[PolicyResult], seeds: Sequence[int], table: dict[str, dict[str, Interval]],
                    pairs: dict[tuple[str, str], Interval], metric: str = HEADLINE_METRIC) -> str:
     """The report: mode, reward, seeds, IQM [95% CI] per metric (rows) and policy (columns)
-    (``table``: ``aggregate``; the per-instance prefix-cache metrics only in the CSV files), which columns are identical, each trained run's mean ``metric``
-    over the evaluation seeds, and each agent's probability of improvement over each heuristic
-    on ``metric`` (``pairs``: ``improvements``)."""
+    (``table``: ``aggregate``; the per-instance prefix-cache metrics only in the CSV files), which
+    columns are identical, each trained run's mean ``metric`` over the evaluation seeds, and each
+    agent's probability of improvement over each heuristic on ``metric`` (``pairs``: ``improvements``)."""
     runs = policy_runs(results)
     policies = list(runs)
     trained = {p: [m.train_seed for m in members] for p, members in runs.items() if members[0].is_agent}
@@ -355,7 +355,7 @@ def markdown_table(results: Sequence[PolicyResult], seeds: Sequence[int], table:
                                             if name not in per_instance],
                     ["left", *["right"] * len(policies)])
     agent_runs = [r for r in results if r.is_agent]
-    if agent_runs and metric in table_metrics(results):
+    if agent_runs and metric in metrics:
         lines += ["", "Per training run, mean over the evaluation seeds:", ""]
         lines += _table(["run", "training seed", metric, "return"],
                         [[r.label, r.train_seed, f"{_mean(r, metric):.4g}", f"{_mean(r, 'return'):.4g}"] for r in agent_runs],

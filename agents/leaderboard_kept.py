@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SECTION_HEADING = re.compile(r"^## (?P<board>.+): (?P<metric>\S+) \((?:higher|lower) is better\)$")
-SOURCES_LINE = re.compile(r"^From the sweep\(s\) (.+)\.$")
+SOURCES_LINE = re.compile(r"^(?:From|Kept from the previous page .*, from) the sweep\(s\) (.+)\.$")
 
 
 @dataclass(frozen=True)
 class KeptBoards:
     """Boards kept from an earlier page: ``sections`` (board -> its markdown, heading first, ending
     in a blank line),
-    ``rows`` (their CSV rows, ranked as written) and ``sources`` (the sweeps that page names)."""
+    ``rows`` (their CSV rows, ranked as written) and ``sources`` (every sweep the page names: its
+    own and those of the boards it had kept, so a page updated twice still names them all)."""
 
     sections: dict[str, str]
     rows: list[dict[str, str]]
@@ -40,7 +41,7 @@ def read_kept(page: Path, replaced: Collection[str]) -> KeptBoards:
     current: list[str] | None = None
     for line in page.read_text().splitlines():
         if (match := SOURCES_LINE.match(line)) and not sections:
-            sources = re.findall(r"`([^`]+)`", match.group(1))
+            sources += [name for name in re.findall(r"`([^`]+)`", match.group(1)) if name not in sources]
         heading = SECTION_HEADING.match(line)
         if heading:
             current = None if heading["board"] in replaced else sections.setdefault(heading["board"], [])

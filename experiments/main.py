@@ -51,8 +51,8 @@ ENV_ID = "servegym/Routing-v0"
 SCENARIO = "default"
 ALGO = "maskable_ppo"
 # Routing baselines of the default scenario, in the README's order (the cache-aware routers apply
-# because the scenario's vllm-v1 caches prefixes); a name not registered or
-# not applicable to the env (``baselines.make`` raises) is left out and said so.
+# because the scenario's vllm-v1 caches prefixes); a name not registered or not applicable to the
+# env (``baselines.make`` raises) is left out and said so.
 BASELINES = ("round_robin", "random", "least_outstanding", "least_kv", "infaas", "llumnix", "pascal",
              "llmd_scorers", "sglang_cache_aware", "dynamo_kv")
 QUICK_BASELINES = ("round_robin", "least_outstanding")

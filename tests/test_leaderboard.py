@@ -129,6 +129,12 @@ def test_update_rebuilds_the_swept_boards_and_keeps_the_others_word_for_word(tmp
     lines = out.with_suffix(".csv").read_text().splitlines()
     assert [line for line in lines if line.startswith("cascadia")] == cascadia_rows
     assert sum(line.startswith("default") for line in lines) == 2 and len(lines) == 5
+    third = tmp_path / "third"
+    _write_sweep(third, [{**r, "trial_id": r["trial_id"] + "c"} for r in RECORDS])
+    assert leaderboard.main([str(third), "--out", str(out), "--update"]) == 0
+    # the kept default board came from the second sweep; the page also names the first, whose board it had kept
+    assert (f"Kept from the previous page (not in these sweeps): default (servegym/Routing-v0), from the sweep(s) "
+            f"`{second}`, `{first}`.") in out.read_text()
     without_update = tmp_path / "fresh.md"
     assert leaderboard.main([str(second), "--out", str(without_update)]) == 0
     assert "## cascadia" not in without_update.read_text()
