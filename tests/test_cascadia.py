@@ -242,6 +242,47 @@ def test_bilevel_plan_is_feasible_and_not_worse_than_its_start():
         assert planner.objective(allocation.latency_s, candidate.quality) >= exhaustive.objective - 1e-9
 
 
+@pytest.mark.parametrize("gpus, rate_rps", [(2, 1.0), (3, 4.0), (4, 8.0), (6, 10.0)])
+def test_fewest_gpus_says_which_routings_the_deployment_solver_can_deploy(gpus, rate_rps):
+    planner = toy_planner(gpus=gpus)
+    deployable = planner.fewest_gpus(rate_rps).sum(axis=1) <= gpus
+    for index, routing in enumerate(planner.routings):
+        try:
+            planner.deploy(routing, rate_rps)
+        except InfeasibleAllocationError:
+            assert not deployable[index], routing.thresholds
+        else:
+            assert deployable[index], routing.thresholds
+
+
+def test_alg1_starts_from_the_deployable_routing_nearest_the_proportional_one():
+    planner = toy_planner(gpus=4)
+    proportional = planner.profile.route(planner.profile.proportional_thresholds(planner.grid))
+    with pytest.raises(InfeasibleAllocationError):
+        planner.deploy(proportional, 6.0)  # the large model's half of 6 req/s needs 4 GPUs alone
+    nearest, nearest_distance = None, INF
+    for routing in planner.routings:  # brute force: every grid routing through the MILP
+        try:
+            allocation, _ = planner.deploy(routing, 6.0)
+        except InfeasibleAllocationError:
+            continue
+        distance = sum(abs(a - b) for a, b in zip(routing.reach_fractions, proportional.reach_fractions))
+        if distance < nearest_distance:
+            nearest, nearest_distance, start_allocation = routing, distance, allocation
+    start, (allocation, _) = planner.start(6.0)
+    assert start == nearest
+    assert allocation.gpus_by_model == start_allocation.gpus_by_model
+    plan = planner.plan(6.0)
+    assert plan.objective_history[0] == pytest.approx(planner.objective(start_allocation.latency_s, nearest.quality))
+    assert sum(plan.gpus_by_model) == 4 and plan.objective <= plan.objective_history[0]
+
+
+def test_alg1_names_the_grid_when_no_routing_is_deployable():
+    with pytest.raises(InfeasibleAllocationError, match=r"no allocation of exactly 2 GPUs .*; no threshold vector of "
+                                                        r"the 21-level grid sends loads that 2 GPUs carry at 10 req/s"):
+        toy_planner(gpus=2).plan(10.0)
+
+
 def test_planner_rejects_bad_inputs():
     with pytest.raises(ValueError, match="total_gpus"):
         toy_planner(gpus=0)

@@ -1,6 +1,6 @@
 """Cascadia's bi-level scheduler (Cascadia Alg. 1, §3.2-§3.3, App. D).
 
-    θ ← θ₀ (proportional routing, model i gets 1/i of the requests)
+    θ ← θ₀ (proportional routing, model i gets 1/i of the requests)*
     repeat
         (W, Q) ← derived from (θ, profiled subsample)         # rates reaching each model
         (D, L) ← DeploymentSolver(W, N)                        # lookup tables + MILP (§3.2)
@@ -12,6 +12,10 @@ The routing solver evaluates every threshold vector on the grid with the deploym
 fixed (App. D's upper problem): L(θ', D) = max_i l_i^{D_i}(p_i(θ') · λ) from the replica tables,
 Q(θ') from the profile. ``exhaustive`` is App. J's reference: every threshold vector, each with
 its own optimal allocation (enumerated, not the MILP).
+
+* Where no allocation of the N GPUs carries θ₀'s loads (the paper does not say what Alg. 1 does
+then), servegym starts from the grid's threshold vector nearest θ₀ whose loads some allocation
+carries (``start``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines.cascadia.milp import Allocation, brute_force_allocation, solve_allocation
+from baselines.cascadia.milp import Allocation, InfeasibleAllocationError, brute_force_allocation, solve_allocation
 from baselines.cascadia.parallelism import ModelLatencyTable, ParallelismStrategy
 from baselines.cascadia.thresholds import QualityProfile, Routing, latency_quality_score, threshold_grid
 from envs.scenario import InstanceGroup
@@ -143,15 +147,47 @@ class CascadiaPlanner:
     def routing_for(self, thresholds: Sequence[float]) -> Routing:
         return self.profile.route(thresholds)
 
+    def fewest_gpus(self, rate_rps: float) -> np.ndarray:
+        """``[routing, model]``: the fewest GPUs whose lookup-table latency is finite at the load
+        each grid routing sends each model (0 for no load, ``inf`` when no strategy of N GPUs
+        carries it). Table rows never rise with more GPUs, so a routing is deployable on exactly
+        N GPUs iff its row sums to at most N."""
+        fewest = np.full(self._reach.shape, np.inf)
+        for i, table in enumerate(self.tables):
+            rates = self._reach[:, i] * rate_rps
+            fewest[rates == 0, i] = 0.0
+            for strategy in table.strategies(self.total_gpus):
+                carried = np.isfinite(table.strategy_latency_s(strategy, rates)) & (rates > 0)
+                fewest[carried, i] = np.minimum(fewest[carried, i], strategy.num_gpus)
+        return fewest
+
+    def start(self, rate_rps: float) -> tuple[Routing, tuple[Allocation, tuple[ParallelismStrategy, ...]]]:
+        """θ₀ and its deployment: proportional routing (§3.3). Where no allocation of the N GPUs
+        carries θ₀'s loads, the grid routing nearest θ₀ (L1 distance of the reach fractions, the
+        grid's order breaking ties) among those some allocation carries; raises
+        ``InfeasibleAllocationError`` when the grid has none."""
+        proportional = self.profile.route(self.profile.proportional_thresholds(self.grid))
+        try:
+            return proportional, self.deploy(proportional, rate_rps)
+        except InfeasibleAllocationError as error:
+            deployable = np.flatnonzero(self.fewest_gpus(rate_rps).sum(axis=1) <= self.total_gpus)
+            if deployable.size == 0:
+                raise InfeasibleAllocationError(
+                    f"{error}; no threshold vector of the {len(self.grid)}-level grid sends loads that "
+                    f"{self.total_gpus} GPUs carry at {rate_rps:g} req/s either") from None
+            distance = np.abs(self._reach[deployable] - np.array(proportional.reach_fractions)).sum(axis=1)
+            nearest = self.routings[int(deployable[np.argmin(distance)])]
+            return nearest, self.deploy(nearest, rate_rps)
+
     # ------------------------------------------------------------------ Alg. 1
     def plan(self, rate_rps: float) -> CascadePlan:
         """Alg. 1 at total arrival rate ``rate_rps``."""
         _check_rate(rate_rps)
         started = time.perf_counter()
-        routing = self.profile.route(self.profile.proportional_thresholds(self.grid))
+        routing, deployment = self.start(rate_rps)
         best: tuple[float, Routing, Allocation, tuple[ParallelismStrategy, ...]] | None = None
         history: list[float] = []
-        deployments: dict[tuple[float, ...], tuple[Allocation, tuple[ParallelismStrategy, ...]]] = {}
+        deployments = {routing.thresholds: deployment}
         stable, iterations = 0, 0
         while iterations < self.max_iterations:
             iterations += 1
