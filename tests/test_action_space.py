@@ -23,7 +23,7 @@ ACTIONS = [
 ]
 
 
-@pytest.mark.parametrize("space", SPACES, ids=str)
+@pytest.mark.parametrize("space", SPACES, ids=lambda space: " ".join(str(space).split()))
 def test_same_answer_as_contains(space: gym.Space) -> None:
     for action in ACTIONS:
         assert action_in_space(space, action) == bool(space.contains(action)), (space, action)

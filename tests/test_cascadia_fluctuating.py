@@ -170,7 +170,7 @@ def test_headlines_by_hand():
     assert vs_standalone.ours == pytest.approx(0.0) and not vs_standalone.direction_ok
     assert vs_standalone.cause.startswith("Per seed [0]: 0%. On seed 0: ")
     assert "q90: Stand-alone p95 45.0 s" in vs_standalone.cause and "Cascadia 45.0 s" in vs_standalone.cause
-    assert "no costlier per request than the 70B" in vs_standalone.cause and "trace-1" not in vs_standalone.cause
+    assert "costs less against the 70B than Cascadia" in vs_standalone.cause and "trace-1" not in vs_standalone.cause
     runs["q90"][cf.CASCADESERVE] = {"error": "accuracy SLO 90 unattainable"}
     _, unplanned, _ = cf.headlines({"seed_headlines": [cf.headline(runs)], "seeds": [0], "runs": runs})
     assert math.isnan(unplanned.ours) and "has no plan (accuracy SLO 90 unattainable)" in unplanned.cause

@@ -135,6 +135,7 @@ def test_headlines_by_hand():
     standalone = by_where[("§4.2, Fig. 5", "stand-alone")]
     assert standalone.ours == pytest.approx(2.2 / 2.0) and not standalone.reproduced
     assert "trace1 20.00 vs 16.00 req/s" in standalone.cause  # 671B (q90) vs 70B (q70) stand-alone throughput
+    assert "671B costs 0.80x the GPU-seconds per request" in standalone.cause  # 16 / 20 on the same 32 GPUs
     # 2.2 / 2.0 in every case; throughput 10 / 20 in 6 cases and 10 / 16 in 6: 0.5625
     assert ("SLO scale gain 1.10x and throughput gain 0.56x on average (paper 2.8x, 3x); request seed by seed 1.10x "
             "and 0.56x") in standalone.cause
