@@ -48,6 +48,43 @@ def test_load_balancer_meets_demand_at_the_minimal_utilization():
         min_utilization(replicas, {"A": -1.0}, [A, B])
 
 
+def test_load_balancer_charges_each_replica_to_the_devices_it_runs_on():
+    # A split over d0 and d1, B alone on d2: 4 QPS of A cost 0.2 on each, 1 QPS of B 0.2 on d2.
+    replicas = [Replica("A", (0,)), Replica("A", (1,)), Replica("B", (2,))]
+    assert min_utilization(replicas, {"A": 4.0, "B": 1.0}, [A, B]) == pytest.approx(0.2, abs=1e-6)
+
+
+def test_load_balancer_loads_are_non_negative_even_where_a_negative_one_would_help():
+    # A on d0 and on the pair (d0, d1), B on d1 with 2 QPS (0.4). With q >= 0 the best is A all on
+    # d0 (u = 0.4); a negative load on the pair would lower d1 below 0.4, which eq. 1-3 forbid.
+    replicas = [Replica("A", (0, 1)), Replica("A", (0,)), Replica("B", (1,))]
+    demand = {"A": 2.0, "B": 2.0}
+    assert min_utilization(replicas, demand, [A, B]) == pytest.approx(0.4, abs=1e-6)
+    assert balance_load(replicas, demand, [A, B], 0.3) is None
+    loads = balance_load(replicas, demand, [A, B], 0.4 + 1e-9)
+    assert loads is not None and loads[replicas[0]] == pytest.approx(0.0, abs=1e-6)
+    assert loads[replicas[1]] == pytest.approx(2.0, abs=1e-6) and loads[replicas[2]] == pytest.approx(2.0, abs=1e-6)
+
+
+def test_load_balancer_zero_and_small_demands():
+    two_a = [Replica("A", (0,)), Replica("A", (1,))]
+    assert min_utilization(two_a, {"A": 0.5}, [A]) == pytest.approx(0.025, abs=1e-9)  # 0.5 x 0.1 s over two GPUs
+    assert min_utilization(two_a, {"A": 0.0, "B": 0.0}, [A, B]) == 0.0  # B unplaced, but asked for nothing
+    assert min_utilization(two_a + [Replica("B", (1,))], {"A": 0.0, "B": 1.0}, [A, B]) == pytest.approx(0.2, abs=1e-6)
+    with pytest.raises(LoadBalancingError, match=r"^B must serve 0.5 QPS but has no replica; placed: \['A'\]$"):
+        min_utilization(two_a, {"A": 1.0, "B": 0.5}, [A, B])
+
+
+def test_load_balancer_accepts_exactly_full_gpus_and_names_what_it_refuses():
+    one_a = [Replica("A", (0,))]
+    assert min_utilization(one_a, {"A": 10.0}, [A]) == pytest.approx(1.0, abs=1e-9)  # 10 x 0.1 s on one GPU
+    with pytest.raises(LoadBalancingError, match=r"needs GPU utilisation 1\.700 > 100% for demand \{'A': 17\.0\}"):
+        min_utilization(one_a, {"A": 17.0}, [A])
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match=f"utilization must be a positive finite number, got {bad!r}"):
+            balance_load(one_a, {"A": 1.0}, [A], bad)
+
+
 def test_pruning_removes_the_highest_utility_replica_per_eq4():
     # Two 10 GB devices, each holding A and B (6 GB each): 2 GB over-allocated on both.
     a, b = profile("A", 0.1, 6.0), profile("B", 0.1, 6.0)

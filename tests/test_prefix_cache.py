@@ -168,6 +168,21 @@ def test_a_hit_skips_the_cached_prompt_but_attention_reads_the_whole_context():
     assert (cache.hit_tokens, cache.query_tokens) == (1024, 1024 + 1500 + 1500)
 
 
+def test_a_prefill_batch_counts_only_the_tokens_a_hit_leaves_to_compute():
+    """vLLM's token budget counts the prompt tokens to compute: with 1,600, a cold 1,000-token
+    prompt leaves 600, enough for a 1,500-token prompt whose first 1,024 tokens hit (476 to compute),
+    so both prefill in the same iteration."""
+    cluster = Cluster({GPU: 1})
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model=MODEL, prefix_caching=True, max_batched_tokens=1600),
+                   ready_now=True)
+    warm = Request(0, 0.0, 1024, 1, block_hashes=BlockHashes(512, (1, 2)))
+    cold = Request(1, 100.0, 1000, 1, block_hashes=BlockHashes(512, (7, 8)))
+    hit = Request(2, 100.0, 1500, 1, block_hashes=BlockHashes(512, (1, 2, 3)))
+    outcomes = {o.request_id: o for o in cluster.run([warm, cold, hit])}
+    assert outcomes[1].first_token_s == outcomes[2].first_token_s
+    assert cluster.instances[0].prefix_cache.hit_tokens == 1024
+
+
 def test_a_fully_cached_prompt_still_computes_its_last_block():
     """vLLM keeps at least one prompt token to compute (its logits): a prompt of two full cached
     blocks hits one."""

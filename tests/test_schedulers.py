@@ -112,6 +112,36 @@ def test_fcfs_with_swap_resumes_the_newest_without_recomputing_and_pays_the_copi
     assert new.max_tbt_s == token_114_s - preempted_s
 
 
+def test_fcfs_admits_no_new_prompt_while_a_request_is_swapped_out():
+    """vLLM v0 admits nothing from the waiting queue while a sequence is swapped out: a short
+    request arriving just after request 1's swap-out (31 free blocks, it needs 2) waits until
+    request 0 finished and request 1 is back in."""
+    cluster = one_instance("fcfs", blocks=64, preemption="swap")
+    preempted_s = decode_times(prefill_s(PROMPT, PROMPT), 2, range(PROMPT + 1, PROMPT + PREEMPT_AT))[-1]
+    cluster.run([Request(0, 0.0, PROMPT, OUTPUT), Request(1, 0.0, PROMPT, OUTPUT), Request(2, preempted_s + 1e-3, 16, 4)])
+    outcomes = by_id(cluster)
+    assert outcomes[1].num_preemptions == 1
+    assert outcomes[2].first_scheduled_s > outcomes[0].finish_s
+
+
+def test_fcfs_fills_a_prefill_batch_up_to_its_token_budget_exactly():
+    """Prompts that wait at an iteration boundary join one prefill iteration in order while their
+    tokens fit ``max_batched_tokens``: with 1,000, prompts of 400, 400 and 300 that arrive during
+    a 2,000-token prefill (longer than the budget, so it runs alone) give 400 + 400 (the 300 would
+    pass 1,000), then the 300 alone; two of 500 fill 1,000 exactly, so they go together."""
+    cluster = one_instance("fcfs", max_batched_tokens=1000)
+    cluster.run([Request(0, 0.0, 2000, 1), Request(1, 1e-3, 400, 2), Request(2, 2e-3, 400, 2), Request(3, 3e-3, 300, 2)])
+    outcomes = by_id(cluster)
+    first_s = prefill_s(2000)
+    second_s = first_s + prefill_s(400, 400)
+    assert outcomes[0].first_token_s == first_s
+    assert outcomes[1].first_token_s == outcomes[2].first_token_s == second_s
+    assert outcomes[3].first_token_s == second_s + prefill_s(300)
+    cluster = one_instance("fcfs", max_batched_tokens=1000)
+    cluster.run([Request(0, 0.0, 2000, 1), Request(1, 1e-3, 500, 2), Request(2, 2e-3, 500, 2)])
+    assert by_id(cluster)[1].first_token_s == by_id(cluster)[2].first_token_s == first_s + prefill_s(500, 500)
+
+
 # ------------------------------------------------------------------------------ rr
 def test_round_robin_swaps_out_the_request_that_used_its_quantum_for_a_waiting_one():
     """PASCAL Fig. 2(c): three requests, memory for two. A and B (100-token prompts, 7 blocks
