@@ -4,6 +4,7 @@ hand-made score matrices (runs = training seeds, tasks = evaluation seeds)."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -123,3 +124,42 @@ def test_vectorised_iqm_equals_rliables():
     scores = np.random.default_rng(5).random((3, 7, 4))
     expected = [rly_metrics.aggregate_iqm(scores[..., k]) for k in range(4)]
     assert iqm_of_each_metric(scores) == pytest.approx(expected, abs=1e-15)
+
+
+def test_score_matrix_of_integer_scores_is_a_float_matrix():
+    matrix = score_matrix([[1, 2], [3, 4]])
+    assert matrix.dtype == np.float64 and matrix.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_a_single_run_gets_its_interval_from_resampling_the_evaluation_seeds():
+    # One run (a heuristic): resampling runs within each seed would always draw the same score, a
+    # point interval; resampling the seeds (task_bootstrap) spreads the estimate around the value.
+    one = iqm([[1.0, 2.0, 3.0, 4.0]], reps=200)  # IQM of 4 scores: mean of the middle two, 2.5
+    assert one.value == 2.5 and one.low < 2.5 < one.high
+    # Per seed P(X > Y) is 0, 1, 1/2 (a tie), 1: the mean is 0.625.
+    poi = probability_of_improvement([[1.0, 3.0, 2.0, 4.0]], [[2.0, 2.0, 2.0, 2.0]], reps=200)
+    assert poi.value == 0.625 and poi.low < 0.625 < poi.high
+
+
+def test_one_bootstrap_replicate_gives_a_point_interval():
+    # reps resamples: with a single one, both percentiles are that resample's estimate.
+    scores = [[1.0, 2.0, 3.0, 4.0], [2.0, 5.0, 1.0, 0.0]]
+    single = iqm(scores, reps=1)
+    assert single.low == single.high
+    poi = probability_of_improvement([[1.0, 3.0, 2.0, 4.0]], [[2.0, 2.0, 2.0, 2.0]], reps=1)
+    assert poi.low == poi.high
+
+
+def test_iqm_of_a_single_evaluation_seed_is_the_iqm_of_its_runs():
+    one_seed = iqm([[1.0], [3.0]], reps=50)  # two scores: nothing trimmed, mean 2
+    assert (one_seed.value, one_seed.runs, one_seed.tasks) == (2.0, 2, 1)
+
+
+def test_a_metric_without_finite_seeds_is_nan_silently_and_later_metrics_still_get_their_iqm():
+    scores = np.array([[[math.nan, 1.0], [math.nan, 3.0]]])  # 1 run x 2 seeds x 2 metrics, the first all NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no empty-sample warning from the bootstrap or the IQM
+        first, second = iqm_by_metric(scores, reps=50)
+        assert math.isnan(iqm_value([[math.nan, math.nan]]))
+    assert math.isnan(first.value) and first.tasks == 0
+    assert (second.value, second.tasks) == (2.0, 2)  # mean of 1 and 3

@@ -4,6 +4,7 @@ MILP vs brute force, the §3.3 worked example, threshold replay, lookup tables, 
 from __future__ import annotations
 
 import math
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -351,3 +352,26 @@ def test_threshold_policies_refuse_the_continuous_action_mode(name):
     env = gym.make("servegym/Cascade-v0", scenario="cascadia", action="continuous")
     with pytest.raises(ValueError, match=rf"policy '{name}' drives servegym/Cascade-v0 with action in \['thresholds'\], not 'continuous'"):
         baselines.make(name, env)
+
+
+@pytest.mark.parametrize("solve", [solve_allocation, brute_force_allocation])
+def test_allocation_where_the_first_model_takes_every_gpu(solve):
+    """Three model types, 2 GPUs. Model 0 needs a GPU; (2, 0, 0) gives max(0.2, 0, 0) = 0.2,
+    (1, 1, 0) and (1, 0, 1) give 0.9: the optimum comes last in enumeration order."""
+    table = np.array([[math.inf, 0.9, 0.2], [0.0, 0.5, 0.4], [0.0, 0.5, 0.4]])
+    started = time.perf_counter()
+    best = solve(table, 2)
+    assert best.gpus_by_model == (2, 0, 0) and best.latency_s == 0.2
+    assert 0.0 <= best.solve_time_s <= time.perf_counter() - started
+
+
+def test_infeasible_allocation_message_lists_up_to_12_counts_in_full():
+    """Model 0 feasible at f = 0..11 (12 counts, listed in full) or f = 0..12 (13, shortened);
+    model 1 at no count (the check before the MILP)."""
+    for feasible, listed in [(12, r"\[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11\]"),
+                             (13, r"\[0, 1, 2, 3, 4, 5, '\.\.\.', 10, 11, 12\]")]:
+        table = np.full((2, 15), math.inf)
+        table[0, :feasible] = 1.0
+        expected = rf"^no allocation of exactly 14 GPUs has a feasible GPU count for every model \(model 0: f in {listed}; model 1: f in \[\]\)$"
+        with pytest.raises(InfeasibleAllocationError, match=expected):
+            solve_allocation(table, 14)

@@ -202,3 +202,77 @@ def test_a_combo_is_recovered_from_its_instances():
         combo_of_configs([decode, prefill])  # decode first
     with pytest.raises(ValueError, match="no instance configs"):
         combo_of_configs([])
+
+
+def test_plan_lists_one_combo_per_copy_in_plan_order():
+    plan = solve_allocation({"m": ServiceDemand(TOY, 23.0)}, TOY_INVENTORY, "co")["m"]  # 2 x c1 + c3 (above)
+    assert plan.combos() == [(C1.combo, 10.0), (C1.combo, 10.0), (C3.combo, 3.0)]
+    assert plan.demand_rps == 23.0
+
+
+def test_solve_time_is_within_the_calls_wall_time():
+    import time
+
+    started = time.perf_counter()
+    plan = solve_allocation({"m": ServiceDemand(TOY, 23.0)}, TOY_INVENTORY, "co")["m"]
+    assert 0.0 < plan.solve_time_s <= time.perf_counter() - started
+
+
+def test_a_gpu_type_missing_from_the_inventory_is_zero_of_it():
+    """c_a <1xA800> (6 req/s, 1.19 $/h) would make 9 req/s cheapest as c_a + c3 (2.69 $/h); with
+    no A800 in the inventory MC-LP's plan is 3 x c3 (4.50 $/h), and 12 req/s cannot be met."""
+    c_a = Candidate(Combo(A800, 1), 1.19e6, 6.0)
+    inventory = {H20: 3}
+    plan = solve_allocation({"m": ServiceDemand((c_a, C3), 9.0)}, inventory, "mc")["m"]
+    assert counts(plan) == {C3.combo.name: 3}
+    with pytest.raises(InfeasibleDemandError, match=r"at most 9 req/s reachable \(unmet 3 req/s\)"):
+        solve_allocation({"m": ServiceDemand((c_a, C3), 12.0)}, inventory, "mc")
+
+
+def test_unmet_goodput_of_services_sharing_a_gpu_type_by_hand():
+    """Two H20s: a (5 req/s wanted, 10 per H20), b (1.5 wanted, 1 per H20), c (3 wanted, on an
+    A800 the inventory lacks). Most goodput served: one H20 each for a and b, 5 + 1 = 6 req/s
+    (both H20s to a serve 5, to b 1.5); so b misses 0.5 req/s and c all its 3."""
+    on_h20 = lambda goodput: Candidate(Combo(H20, 1), 1.0e6, goodput)  # noqa: E731
+    services = {"a": ServiceDemand((on_h20(10.0),), 5.0), "b": ServiceDemand((on_h20(1.0),), 1.5),
+                "c": ServiceDemand((Candidate(Combo(A800, 1), 1.19e6, 6.0),), 3.0)}
+    expected = (r"^goodput demand cannot be met with inventory \{'H20-NVL': 2\}: "
+                r"'b' needs 1\.5 req/s, at most 1 req/s reachable \(unmet 0\.5 req/s\); "
+                r"'c' needs 3 req/s, at most 0 req/s reachable \(unmet 3 req/s\)$")
+    with pytest.raises(InfeasibleDemandError, match=expected) as error:
+        solve_allocation(services, {H20: 2}, "co")
+    assert error.value.unmet_rps == {"a": pytest.approx(0.0, abs=1e-9), "b": pytest.approx(0.5), "c": pytest.approx(3.0)}
+
+
+def test_mce_lp_below_one_million_tokens_per_usd():
+    low = Candidate(Combo(H20, 1), 0.5e6, 3.0)  # 0.5 M tokens/USD: Dinkelbach must start below it
+    plan = solve_allocation({"m": ServiceDemand((low,), 3.0)}, TOY_INVENTORY, "mce")["m"]
+    assert counts(plan) == {low.combo.name: 1}
+
+
+def test_mce_lp_takes_a_low_ce_combo_when_the_best_plan_needs_it():
+    """H800 <= 2, H20 <= 3, 11 req/s. x1 <1xH800> CE 2 (7 req/s, 2.69 $/h), x2 <2xH800> CE 5
+    (4 req/s, 5.38 $/h), y <1xH20> CE 1 (5 req/s, 1.50 $/h). Overall CE Σ C P x / Σ P x of the
+    plans meeting 11 req/s: x2 + 2y (5 x 5.38 + 2 x 1.5) / 8.38 = 3.57, 2 x1 2.0, 2 x1 + y 1.78,
+    x2 + 3y 3.18, x1 + y 1.64, 3y 1.0: the best needs two of the worst combo."""
+    x1, x2, y = Candidate(Combo(H800, 1), 2e6, 7.0), Candidate(Combo(H800, 2), 5e6, 4.0), Candidate(Combo(H20, 1), 1e6, 5.0)
+    demand = {"m": ServiceDemand((x1, x2, y), 11.0)}
+    plan = solve_allocation(demand, {H800: 2, H20: 3}, "mce")["m"]
+    assert counts(plan) == {x2.combo.name: 1, y.combo.name: 2}
+    assert overall_ce(demand, {("m", 1): 1, ("m", 2): 2}) == pytest.approx(29.9 / 8.38)
+
+
+def test_plan_combos_uses_the_objective_asked_for():
+    assert counts(plan_combos(TOY, 23.0, TOY_INVENTORY, objective="mc")) == {C2.combo.name: 4}  # MC-LP, above
+    assert counts(plan_combos(TOY, 23.0, TOY_INVENTORY, objective="co")) == {C1.combo.name: 2, C3.combo.name: 1}
+
+
+def test_the_fallback_plan_keeps_the_demand_and_its_solve_time():
+    plan = plan_combos(TOY, 23.0, TOY_INVENTORY, shortlist=1)  # the fallback, above
+    assert plan.fallback and plan.demand_rps == 23.0 and plan.solve_time_s > 0.0
+
+
+@pytest.mark.parametrize("shortlist", [True, 2.5])
+def test_shortlist_must_be_an_integer(shortlist):
+    with pytest.raises(ValueError, match=rf"^shortlist must be a positive integer or None, got {shortlist!r}$"):
+        plan_combos(TOY, 5.0, TOY_INVENTORY, shortlist=shortlist)

@@ -518,3 +518,69 @@ def test_replay_kind_serves_real_rows():
     allowed = {10.0 * k for k in range(1, 11)} | {85.0, 95.0}
     for r in env.cluster.submitted_requests:
         assert set(r.quality_by_model.values()) <= allowed
+
+
+def _two_tier_cascade(**overrides) -> Scenario:
+    """tiny_cascade with a tier-0 E2E SLO of 20 s and a tier-1 one of 40 s."""
+    workload = Workload(rate_rps=4.0, lengths="sharegpt_cauchy", num_tiers=2,
+                        slo_by_tier=(SLO(e2e_s=20.0), SLO(e2e_s=40.0)))
+    return tiny_cascade(workload=workload, tier_weights=(2.0, 1.0), **overrides)
+
+
+def test_latency_constrained_reward_defaults_by_hand():
+    """L_max: the tier-0 E2E SLO, 20 s; span L_max; ν = 1: an interval at p95 30 s and mean
+    score 90 scores 0.9 - 1 x (30 - 20) / 20 = 0.4. A given span of 5 s makes it 0.9 - 10 / 5."""
+    scenario = _two_tier_cascade()
+    reward = LatencyConstrainedQualityReward(scenario)
+    assert (reward.scenario, reward.latency_max_s, reward.latency_span_s, reward.penalty_nu) == (scenario, 20.0, 20.0, 1.0)
+    assert reward(None, [outcome(30.0, 90.0)] * 4) == pytest.approx(0.4)
+    spanned = LatencyConstrainedQualityReward(scenario, latency_span_s=5.0)
+    assert spanned(None, [outcome(30.0, 90.0)] * 4) == pytest.approx(0.9 - 10.0 / 5.0)
+
+
+def test_latency_constrained_reward_arguments_at_their_boundaries():
+    cascade = tiny_cascade()
+    small = LatencyConstrainedQualityReward(cascade, latency_max_s=0.5, latency_span_s=0.5, penalty_nu=0.0)
+    assert (small.latency_max_s, small.latency_span_s, small.penalty_nu) == (0.5, 0.5, 0.0)
+    assert LatencyConstrainedQualityReward(cascade, penalty_nu=0.5).penalty_nu == 0.5
+    cases = [
+        ({"latency_max_s": 0.0}, r"^latency_max_s must be > 0, got 0\.0$"),
+        ({"latency_span_s": 0.0}, r"^latency_span_s must be > 0, got 0\.0$"),
+        ({"penalty_nu": -1.0}, r"^penalty_nu must be >= 0, got -1\.0$"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            LatencyConstrainedQualityReward(cascade, **kwargs)
+    no_e2e = tiny_cascade(workload=Workload(rate_rps=4.0, lengths="sharegpt_cauchy", slo_by_tier=(SLO(ttft_s=1.0),)))
+    with pytest.raises(ValueError, match=r"^reward 'quality_latency' needs latency_max_s: scenario 'tiny_cascade' has no E2E SLO$"):
+        LatencyConstrainedQualityReward(no_e2e)
+    with pytest.raises(ValueError, match=r"^reward 'quality_latency' needs a cascade of at least two models; "
+                                         r"scenario 'tiny_cascade' has cascade=\[\]$"):
+        LatencyConstrainedQualityReward(tiny_cascade(cascade=()))
+
+
+@pytest.mark.parametrize("reward_class, name", [
+    (QualityReward, "quality"), (EpisodeQualityReward, "quality_episode"),
+    (LatencyConstrainedQualityReward, "quality_latency"),
+])
+def test_quality_rewards_name_themselves_when_an_outcome_has_no_score(reward_class, name):
+    reward = reward_class(tiny_cascade())
+    with pytest.raises(ValueError, match=rf"^reward '{name}' needs outcomes with a quality score \(a cascade router\)$"):
+        reward(None, [outcome(1.0, math.nan)])
+
+
+def test_a_new_episode_quality_reward_starts_as_if_reset():
+    """r = 4 rps x 0.5 s = 2 requests an interval; a new reward has no deficit: 2 requests at 70
+    against q_min 80 open a deficit of 20, a penalty 10 x 20 / ((95 - 75) x 2) = 5."""
+    reward = EpisodeQualityReward(tiny_cascade(control_interval_s=0.5), quality_min=80.0, penalty_mu=10.0)
+    reward.utopia, reward.nadir = 95.0, 75.0
+    assert reward.requests_per_interval == 2.0
+    assert reward(None, [outcome(2.0, 70.0)] * 2) == pytest.approx(-2.0 - 5.0)
+    assert reward(None, [outcome(1.0, 90.0)] * 2) == pytest.approx(-1.0 + 5.0)  # mean 80: the deficit closes
+
+
+def test_an_interval_of_rejections_only_has_no_latency_term():
+    """Nothing completed: L = 0, Q = 0 (a rejection scores 0): −μ · (q_min − 0) / (z1 − z2) = −10 x 80 / 20."""
+    reward = QualityReward(tiny_cascade(), quality_min=80.0, penalty_mu=10.0)
+    reward.utopia, reward.nadir = 95.0, 75.0
+    assert reward(None, [outcome(3.0, math.nan, rejected=True)] * 2) == pytest.approx(-40.0)

@@ -160,3 +160,13 @@ def test_observation_follows_lifecycle_changes_and_slot_order():
     cluster.drain(0)
     assert lifecycle_rows() == [empty, [1, 0, 0, 1], [1, 1, 0, 0], empty]
     assert features.slots.tolist() == [1, 2]
+
+
+def test_freeness_full_names_a_tier_beyond_the_headroom_fractions():
+    cluster = Cluster({"A100-80GB": 1}, router=None, track_arrays=True)
+    cluster.deploy(InstanceConfig(engine=ENGINE, gpu="A100-80GB", model="Llama-3.1-8B"), ready_now=True)
+    cluster.submit([Request(0, 0.0, 100, 50, tier=2)])  # tier 2 of tiers 0..2
+    cluster.dispatch(cluster.advance().seq, 0)
+    load = InstanceLoad(cluster, np.array([0]), 2)  # two headroom fractions: tiers 0 and 1
+    with pytest.raises(ValueError, match=r"^requests of a tier beyond the 2 headroom fractions$"):
+        load.freeness_full(np.array([0.1, 0.2]))

@@ -63,6 +63,14 @@ def test_decode_batch_one_by_hand(a100_7b):
     assert per_context_token_s == pytest.approx(32 * 8.3e-9, rel=1e-9)  # 32 layers x 8.3e-6 ms
 
 
+def test_decode_attention_layer_is_vidurs_per_layer_fit(a100_7b):
+    """One layer's decode attention, Vidur's A100 / Llama-2-7B fit: 0.0452 ms fixed + 0.00022 ms a
+    sequence + 8.3e-6 ms a KV token (batch and context chosen so each term differs from its inverse)."""
+    for batch, context in ((1, 0), (8, 8192), (32, 1000)):
+        expected_s = 0.0452e-3 + 0.00022e-3 * batch + 8.3e-9 * context
+        assert a100_7b.decode_attention_layer_s(batch, context) == pytest.approx(expected_s, rel=1e-9)
+
+
 def test_decode_time_is_exactly_base_plus_per_token_times_context(a100_7b):
     for batch in (1, 7, 32, 256):
         base_s, per_context_token_s = a100_7b.decode_coefficients(batch)

@@ -187,3 +187,80 @@ def test_improvement_and_iqm_intervals_count_their_runs_and_usable_seeds():
     assert (first.value, first.runs, first.tasks) == (2.5, 2, 2)
     assert math.isnan(second.value) and math.isnan(second.low) and math.isnan(second.high)
     assert (second.runs, second.tasks) == (2, 0)
+
+
+def _finished(arrival_s: float, finish_s: float, rejected: bool = False):
+    from simulator.outcome import RequestOutcome
+    from simulator.request import SLO
+
+    return RequestOutcome(
+        request_id=0, tier=0, instance_id=0, arrival_s=arrival_s, prompt_tokens=1, output_tokens=1, reasoning_tokens=0,
+        first_scheduled_s=math.nan, first_token_s=math.nan, first_answer_token_s=math.nan, reasoning_end_s=math.nan,
+        finish_s=finish_s, max_tbt_s=0.0, preempted_s=0.0, num_preemptions=0, num_migrations=0, token_curve=(),
+        slo=SLO(), rejected_reason="exceeds_kv_capacity" if rejected else None,
+    )
+
+
+def test_latency_reward_charges_e2e_over_10_s_and_one_per_rejection_by_hand():
+    import envs
+    from envs.rewards import LatencyReward
+
+    reward = LatencyReward(envs.make_scenario("default"))
+    finished = [_finished(1.0, 6.0), _finished(2.0, 4.5), _finished(3.0, 3.3, rejected=True)]
+    # E2E 5 s and 2.5 s: 0.5 + 0.25; the rejection (0.3 s after arrival) costs 1, not 0.03.
+    assert reward(None, finished) == pytest.approx(-1.75)
+    assert reward(None, []) == 0.0
+
+
+@pytest.mark.parametrize("name", ["slo", "latency", "latency_dense", "latency_balance", "ttft_dense", "ttft_balance",
+                                  "slo_dense", "slo_balance", "cost"])
+def test_a_reward_keeps_the_scenario_it_was_made_for(name):
+    import envs
+    from envs.rewards import make_reward
+
+    scenario = envs.make_scenario("default")
+    assert make_reward(name, scenario).scenario is scenario
+
+
+def _fresh_cluster(counts: list[int]):
+    from types import SimpleNamespace
+
+    instances = {i: SimpleNamespace(num_requests=n) for i, n in enumerate(counts)}
+    return SimpleNamespace(events=SimpleNamespace(now_s=0.0), arrived=0, submitted_requests=[], outcomes=[],
+                           instances=instances)
+
+
+def test_a_new_dense_latency_reward_starts_as_if_reset_on_an_empty_cluster_at_time_0():
+    from types import SimpleNamespace
+
+    import envs
+    from envs.rewards import DenseLatencyReward
+
+    reward = DenseLatencyReward(envs.make_scenario("default"))  # no reset: the state of an empty cluster at 0 s
+    cluster = _fresh_cluster([0])
+    cluster.events.now_s, cluster.arrived = 2.0, 2
+    cluster.submitted_requests = [SimpleNamespace(arrival_s=0.5), SimpleNamespace(arrival_s=1.0)]
+    cluster.outcomes = [SimpleNamespace(finish_s=1.5)]  # the first ended at 1.5 s
+    # In the system: 0.5 -> 2.0 and 1.0 -> 2.0, less 1.5 -> 2.0 after the end: 1.5 + 1.0 - 0.5 = 2 request-seconds.
+    assert reward(cluster, []) == pytest.approx(-2.0 / 10.0)
+
+
+def test_load_balance_shaping_charges_the_potential_change_by_hand():
+    """Φ = −Σ (n / 16)² over the instances: a request joining an empty instance costs 1/256 at
+    once, one joining an instance of 2 costs (3² − 2²) / 256 = 5/256 (the docstring's (2n + 1) / 256)."""
+    from types import SimpleNamespace
+
+    import envs
+    from envs.rewards import BalancedDenseLatencyReward
+
+    reward = BalancedDenseLatencyReward(envs.make_scenario("default"))  # new: Φ = 0 of an empty cluster
+    cluster = _fresh_cluster([0, 0])
+    cluster.events.now_s, cluster.arrived = 1.0, 1
+    cluster.submitted_requests = [SimpleNamespace(arrival_s=0.5)]
+    cluster.instances[0].num_requests = 1
+    assert reward(cluster, []) == pytest.approx(-0.5 / 10.0 - 1.0 / 256.0)
+    cluster.events.now_s, cluster.arrived = 2.0, 3
+    cluster.submitted_requests += [SimpleNamespace(arrival_s=2.0), SimpleNamespace(arrival_s=2.0)]
+    cluster.instances[0].num_requests, cluster.instances[1].num_requests = 3, 0  # 1 -> 3 requests: (9 - 1) / 256
+    assert reward(cluster, []) == pytest.approx(-1.0 / 10.0 - 8.0 / 256.0)
+    assert reward.potential(cluster) == -9.0 / 256.0

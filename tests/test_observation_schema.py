@@ -203,3 +203,9 @@ def test_signed_ratio_decodes_zero_and_the_saturated_ends_without_warnings():
         warnings.simplefilter("error")
         decoded = signed_ratio(4.0).decode(np.array([-1.0, -0.5, 0.0, 0.5, 1.0], dtype=np.float32))
     assert decoded.tolist() == [-math.inf, -4.0, 0.0, 4.0, math.inf]
+
+
+def test_squash_by_hand():
+    from envs.observation import squash
+
+    assert (squash(0.0, 4.0), squash(3.0, 1.0), squash(1.0, 3.0)) == (0.0, 0.75, 0.25)

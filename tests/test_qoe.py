@@ -238,3 +238,44 @@ class TestTokenCurve:
             assert got == pytest.approx(max(gaps))
         else:
             assert math.isnan(got)
+
+
+def test_violation_threshold_is_in_0_exclusive_to_1_inclusive():
+    assert QoETargets(0.25, 0.1, violation_below=1.0).violation_below == 1.0
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match=rf"^violation_below must be in \(0, 1\], got {bad!r}$"):
+            QoETargets(0.25, 0.1, violation_below=bad)
+
+
+def test_no_answer_tokens_names_the_delivered_count():
+    curve = ((1.0, 1), (2.0, 2), (3.0, 4))
+    with pytest.raises(ValueError, match=r"^no answer tokens: answer_start_token 4 >= 4 delivered$"):
+        qoe(curve, expected_ttfat_s=0.25, expected_tpot_s=0.1, arrival_s=0.0, answer_start_token=4)
+
+
+def test_an_outcome_brings_its_own_arrival():
+    done = RequestOutcome(
+        request_id=0, tier=0, instance_id=0, arrival_s=0.0, prompt_tokens=1, output_tokens=2, reasoning_tokens=0,
+        first_scheduled_s=0.0, first_token_s=1.0, first_answer_token_s=1.0, reasoning_end_s=math.nan, finish_s=2.0,
+        max_tbt_s=1.0, preempted_s=0.0, num_preemptions=0, num_migrations=0, token_curve=((1.0, 1), (2.0, 2)), slo=SLO(),
+    )
+    with pytest.raises(ValueError, match=r"^arrival_s and answer_start_token come from the outcome; pass them only with a bare curve$"):
+        qoe(done, expected_ttfat_s=0.25, expected_tpot_s=0.1, arrival_s=0.0)
+
+
+@pytest.mark.parametrize("start", [0, 1, 2])
+def test_anchors_equal_the_arrival_anchor_moved_to_their_moment(start):
+    """``reasoning_end`` anchors at the last reasoning token (token ``start``; arrival when there
+    is none), ``first_answer_token`` at the first answer token (interpolated inside a step of the
+    curve): each is the ``arrival`` anchor with the arrival moved there."""
+    curve = ((1.0, 2), (3.0, 6), (4.0, 9))
+    targets = {"expected_ttfat_s": 0.25, "expected_tpot_s": 0.2}
+    arrival_s = 0.5
+
+    def at(anchor, arrival):
+        return qoe(curve, **targets, arrival_s=arrival, answer_start_token=start, anchor=anchor)
+
+    reasoning_end_s = token_time_s(curve, start) if start else arrival_s
+    assert at("reasoning_end", arrival_s) == at("arrival", reasoning_end_s)
+    assert at("first_answer_token", arrival_s) == at("arrival", token_time_s(curve, start + 1))
+    assert at("arrival", arrival_s) < 1.0  # every anchor's QoE below the cap, so a moved anchor shows

@@ -64,3 +64,27 @@ def test_an_episode_sums_to_minus_the_tier_weighted_ttft(reward):
     assert len(outcomes) == 200 and {o.tier for o in outcomes} == {0, 1, 2, 3}
     assert total == pytest.approx(-sum(weights[o.tier] * o.ttft_s for o in outcomes), rel=1e-9)
     assert total < -200 * 0.125 * 0.5  # the queues cost: more than half a second per request on average
+
+
+def test_a_new_reward_starts_as_if_reset_on_an_empty_cluster_at_time_0():
+    reward = DenseTTFTReward(multitier())  # no reset
+    a, b = (Sequence(Request(i, arrival, 10, 5, tier=0), False) for i, arrival in enumerate([0.5, 1.5]))
+    a.first_token_s = 1.0
+    # a waited 0.5 -> 1.0, b waits 1.5 -> 2.0 (no first token yet): 0.5 + 0.5, tier 0 weighs 1.
+    assert reward(fake_cluster(2.0, [a, b]), []) == pytest.approx(-1.0)
+    assert reward(fake_cluster(3.0, [a, b]), []) == pytest.approx(-1.0)  # b still waits
+
+
+def test_a_request_waiting_at_reset_is_charged_once():
+    reward = DenseTTFTReward(multitier())
+    a = Sequence(Request(0, 0.5, 10, 5, tier=0), False)
+    reward.reset(fake_cluster(1.0, [a]))  # a arrived before the reset and waits
+    assert reward(fake_cluster(3.0, [a]), []) == pytest.approx(-2.0)  # 1.0 -> 3.0, once
+
+
+def test_a_request_rejected_exactly_at_the_step_is_charged_until_then_only():
+    reward = DenseTTFTReward(multitier())
+    a = Sequence(Request(0, 0.5, 10, 5, tier=0), False)
+    reward.reset(fake_cluster(0.0, []))
+    assert reward(fake_cluster(2.0, [a]), [rejection(a, 2.0)]) == pytest.approx(-1.5)  # 0.5 -> 2.0
+    assert reward(fake_cluster(3.0, [a]), []) == 0.0  # it ended: nothing after its rejection

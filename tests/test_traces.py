@@ -234,3 +234,48 @@ def test_token_counts_above_a_billion_are_refused_when_read(tmp_path):
     path.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000000000,5\n0.5,10,1000000001\n")
     with pytest.raises(ValueError, match=r"line 3: output_tokens 1000000001 is above 1,000,000,000"):
         load_trace_csv(path)
+
+
+def test_azure_argument_errors_name_the_argument_and_value():
+    cases = [({"time_scale": 0.0}, r"^time_scale must be a finite number > 0, got 0\.0$"),
+             ({"max_requests": 0}, r"^max_requests must be an integer >= 1, got 0$"),
+             ({"target_rate_rps": 0.0}, r"^target_rate_rps must be a finite number > 0, got 0\.0$")]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            load_azure_trace("azure_code", **kwargs)
+    assert len(load_azure_trace("azure_code", max_requests=1)) == 1
+
+
+def test_azure_target_rate_needs_two_requests_spanning_time(tmp_path):
+    two = write_text(tmp_path, AZURE_HEADER + "2023-11-16 18:17:03.0,1,1\r\n2023-11-16 18:17:04.0,1,1\r\n", "two.csv")
+    # Two requests 1 s apart: rate (2 - 1) / 1 s; a target of 2 req/s halves the times.
+    assert [r.arrival_s for r in load_azure_trace(two, target_rate_rps=2.0)] == [0.0, 0.5]
+    tied_first = write_text(tmp_path, AZURE_HEADER + "2023-11-16 18:17:03.0,1,1\r\n" * 2
+                            + "2023-11-16 18:17:04.0,1,1\r\n", "tied_first.csv")
+    assert [r.arrival_s for r in load_azure_trace(tied_first, target_rate_rps=4.0)] == [0.0, 0.0, 0.5]  # 2 / 1 s -> 4
+    same = write_text(tmp_path, AZURE_HEADER + "2023-11-16 18:17:03.0,1,1\r\n" * 2, "same.csv")
+    with pytest.raises(ValueError, match=r"same\.csv: target_rate_rps needs >= 2 requests spanning > 0 s, got 2$"):
+        load_azure_trace(same, target_rate_rps=2.0)
+
+
+def test_azure_reader_edges(tmp_path):
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + (AZURE_HEADER + "2023-11-16 18:17:03.0,1000000000,1\r\n").encode())
+    assert load_azure_trace(bom) == [Request(0, 0.0, 1_000_000_000, 1)]  # BOM dropped; MAX_TOKENS itself allowed
+    empty = write_text(tmp_path, "", "empty.csv")
+    with pytest.raises(ValueError, match=r"empty\.csv, line 1: empty file, expected header TIMESTAMP,ContextTokens,GeneratedTokens$"):
+        load_azure_trace(empty)
+    header_only = write_text(tmp_path, AZURE_HEADER, "header_only.csv")
+    with pytest.raises(ValueError, match=r"header_only\.csv: no requests after the header$"):
+        load_azure_trace(header_only)
+    big = write_text(tmp_path, AZURE_HEADER + "2023-11-16 18:17:03.0,1,1000000001\r\n", "big.csv")
+    with pytest.raises(ValueError, match=r"GeneratedTokens 1000000001 is above 1,000,000,000 \(simulator\.workloads\.traces\.MAX_TOKENS\)$"):
+        load_azure_trace(big)
+    # 10 us apart: exact in int64 nanoseconds (a float64 of ~1.7e18 ns is only good to 256 ns)
+    close = write_text(tmp_path, AZURE_HEADER + "2023-11-16 18:17:03.0000000,1,1\r\n2023-11-16 18:17:03.0000100,1,1\r\n", "close.csv")
+    assert [r.arrival_s for r in load_azure_trace(close)] == [0.0, 1e-05]
+
+
+def test_a_row_whose_output_is_all_reasoning_is_read(tmp_path):
+    path = write_text(tmp_path, "arrival_s,prompt_tokens,output_tokens,reasoning_tokens\n0.0,1,5,5\n")
+    assert load_trace_csv(path) == [Request(0, 0.0, 1, 5, reasoning_tokens=5)]  # Request allows it too
