@@ -15,7 +15,8 @@ from hardware.models import get_model, kv_bytes_per_token_per_gpu, weights_per_g
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request
-from simulator.sequence import Residency
+from simulator.schedulers.pascal import PascalScheduler
+from simulator.sequence import Residency, Sequence
 
 GPU, MODEL = "A100-80GB", "Llama-2-7B"
 BLOCK = 16
@@ -240,6 +241,20 @@ def test_pascal_runs_reasoning_before_answering():
     resumed = [time_s for time_s, tokens in answering.token_curve if tokens == 13]
     assert resumed and resumed[0] > max(r.reasoning_end_s for r in reasoning)
     assert (boundary_s, 12) in answering.token_curve
+
+
+def test_pascal_moves_a_request_that_ends_reasoning_to_the_back_of_the_answering_queue():
+    """PASCAL §IV-C: a request whose reasoning ends joins the low-priority queue behind the
+    requests already in it (a new round-robin order); a demoted one is in that queue already and
+    keeps its place."""
+    scheduler = PascalScheduler()
+    plain, demoted = (Sequence(Request(i, 0.0, 10, 20, reasoning_tokens=5), False) for i in range(2))
+    scheduler.on_enqueue(plain)
+    scheduler.on_enqueue(demoted)
+    demoted.demoted = True
+    scheduler.on_phase_change(plain)
+    scheduler.on_phase_change(demoted)
+    assert (plain.queue_order, demoted.queue_order) == (3, 2)
 
 
 @pytest.mark.parametrize("demotion_kv_tokens, demoted", [(150, True), (5000, False)])
