@@ -533,7 +533,8 @@ def cost_ratios(results: dict[str, Any]) -> dict[str, float]:
 
 
 def cost_ratio_text(results: dict[str, Any]) -> str:
-    low, high = f"{min(cost_ratios(results).values()):.2f}", f"{max(cost_ratios(results).values()):.2f}"
+    ratios = cost_ratios(results).values()
+    low, high = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
     return (f"the simulator's {CASCADIA_MODELS[2]} costs {low if low == high else f'{low}-{high}'}x the GPU-seconds per request "
             f"of {CASCADIA_MODELS[1]}, where Cascadia's Table 2 (90, 1) gives the 671B 20 GPUs for 50% of requests vs "
             "8 GPUs for 94% on the 70B (~4.7x the GPUs per request)")
