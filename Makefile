@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test mutation
+.PHONY: run test build mutation
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV)
@@ -11,14 +11,20 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-run: $(VENV)/.installed
+# The compiled core (core/ -> servegym_core/_core*.so): CMake + Ninja in build/core, a no-op when up to date.
+build: $(VENV)/.installed
+	@core/preflight.sh $(PY)
+	@test -f build/core/build.ninja || cmake -S core -B build/core -G Ninja -DPython_EXECUTABLE=$(abspath $(PY)) --log-level=WARNING
+	@cmake --build build/core
+
+run: build
 	$(PY) -m experiments.main
 
-test: $(VENV)/.installed
+test: build
 	$(PY) -m pytest -n 2 -q
 
 # Mutation testing of the core modules (pyproject.toml's [tool.mutmut]); long, not part of `make test`.
 # `mutants/` keeps the results: a second run re-tests only what changed; `mutmut results` lists survivors.
-mutation: $(VENV)/.installed
+mutation: build
 	$(VENV)/bin/mutmut run --max-children 2
 	$(VENV)/bin/mutmut results

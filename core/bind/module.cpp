@@ -1,0 +1,12 @@
+// The extension module servegym_core._core: bindings only, no logic.
+#include <nanobind/nanobind.h>
+
+namespace servegym_core {
+const char* source_hash();
+}
+
+NB_MODULE(_core, m) {
+  m.doc() = "servegym's compiled simulator core";
+  m.def("source_hash", &servegym_core::source_hash,
+        "SHA-256 of the C++ sources this module was built from (see servegym_core._build).");
+}
