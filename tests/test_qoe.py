@@ -279,3 +279,89 @@ def test_anchors_equal_the_arrival_anchor_moved_to_their_moment(start):
     assert at("reasoning_end", arrival_s) == at("arrival", reasoning_end_s)
     assert at("first_answer_token", arrival_s) == at("arrival", token_time_s(curve, start + 1))
     assert at("arrival", arrival_s) < 1.0  # every anchor's QoE below the cap, so a moved anchor shows
+
+
+def _reference_read(delivered: list[tuple[float, float]], rate: float, t: float) -> float:
+    """Tokens read by ``t`` by a reader who never reads faster than ``rate`` nor ahead of
+    delivery: ``min over s <= t of D(s) + rate * (t - s)``, D the piecewise-linear delivery
+    (flat after its last point). The minimum over s sits at one of D's points or at s = t."""
+    def delivered_at(time_s: float) -> float:
+        if time_s >= delivered[-1][0]:
+            return delivered[-1][1]
+        for (t0, y0), (t1, y1) in zip(delivered, delivered[1:]):
+            if t0 <= time_s < t1:
+                return y0 + (y1 - y0) * (time_s - t0) / (t1 - t0)
+        raise AssertionError(time_s)
+
+    candidates = [delivered_at(t)] + [y + rate * (t - s) for s, y in delivered if s <= t]
+    return min(candidates)
+
+
+def _curve_at(points: list[tuple[float, float]], t: float) -> float:
+    """The piecewise-linear curve through ``points`` at ``t`` (flat after the last point; the
+    last of several points at one time counts)."""
+    if t >= points[-1][0]:
+        return points[-1][1]
+    for (t0, y0), (t1, y1) in zip(points, points[1:]):
+        if t0 <= t < t1:
+            return y0 + (y1 - y0) * (t - t0) / (t1 - t0)
+    raise AssertionError(t)
+
+
+def _random_delivery(rng) -> list[tuple[float, float]]:
+    times, counts = [0.0], [1.0]
+    for _ in range(int(rng.integers(1, 12))):
+        times.append(times[-1] + float(rng.choice([0.0, 0.25, 0.5, rng.exponential(0.4)])))
+        counts.append(counts[-1] + float(rng.integers(0, 6)))
+    return list(zip(times, counts))
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_digested_curve_is_the_slowest_reader_that_keeps_pace_and_never_reads_ahead(seed):
+    import numpy as np
+
+    from simulator.metrics.qoe import _digested_curve
+
+    rng = np.random.default_rng(seed)
+    delivered = _random_delivery(rng)
+    rate = float(rng.choice([2.0, 4.0, 8.0, rng.uniform(0.5, 20.0)]))
+    digested = _digested_curve(delivered, rate)
+    assert [t for t, _ in digested] == sorted(t for t, _ in digested)
+    probes = sorted({t for t, _ in delivered + digested} | {t + 0.1 for t, _ in delivered + digested})
+    probes += [(a + b) / 2 for a, b in zip(probes, probes[1:])]
+    for t in probes:
+        assert _curve_at(digested, t) == pytest.approx(_reference_read(delivered, rate, t), rel=1e-9, abs=1e-9), (
+            delivered, rate, t)
+
+
+@pytest.mark.parametrize(
+    "delivered,rate,expected",
+    [
+        # Delivery at exactly the pace, no backlog: the reader follows it.
+        ([(0.0, 1.0), (1.0, 5.0), (2.0, 9.0)], 4.0, [(0.0, 1.0), (1.0, 5.0), (2.0, 9.0)]),
+        # A burst of 4 tokens at t=0, then delivery at 0.5 token/s: read at 4 token/s until
+        # 1 + 4 t = 5 + 0.5 t, at t = 8/7 s.
+        ([(0.0, 1.0), (0.0, 5.0), (2.0, 6.0)], 4.0, [(0.0, 1.0), (8.0 / 7.0, 5.0 + 0.5 * 8.0 / 7.0), (2.0, 6.0)]),
+        # A backlog of half a token, delivery at 0.25 token/s: read at 1 token/s until
+        # 1 + t = 1.5 + 0.25 t, at t = 2/3 s.
+        ([(0.0, 1.0), (0.0, 1.5), (4.0, 2.5)], 1.0, [(0.0, 1.0), (2.0 / 3.0, 1.5 + 0.25 * 2.0 / 3.0), (4.0, 2.5)]),
+    ],
+)
+def test_digested_curve_catches_up_where_pace_meets_delivery(delivered, rate, expected):
+    from simulator.metrics.qoe import _digested_curve
+
+    digested = _digested_curve(delivered, rate)
+    assert len(digested) == len(expected)
+    assert [value for point in digested for value in point] == pytest.approx(
+        [value for point in expected for value in point], rel=1e-12)
+
+
+def test_the_last_reasoning_token_is_not_an_answer_point():
+    # Reasoning ends with token 10 at t=1.0; answer tokens 11..20 arrive by t=1.1, the 11th at
+    # 1.01 (interpolated), far faster than the pace of 10 tokens/s. The reader reads 1 token at
+    # 1.01, 1 + 0.9 = 1.9 by 1.1, and the last of the 10 at 1.1 + 8.1 / 10 = 1.91.
+    # Digested area from 1.01 to 1.91: 0.09 (1 + 1.9) / 2 + 0.81 (1.9 + 10) / 2 = 4.95.
+    # Expected (start 0.5, 10 tokens at 0.1 s): 0.9 (1 + 10) / 2 + 10 (1.91 - 1.4) = 10.05.
+    curve = ((0.0, 1), (1.0, 10), (1.1, 20))
+    got = qoe(curve, arrival_s=0.0, expected_ttfat_s=0.5, expected_tpot_s=0.1, answer_start_token=10)
+    assert got == pytest.approx(4.95 / 10.05, rel=1e-9)
