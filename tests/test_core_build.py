@@ -34,6 +34,7 @@ def test_a_new_source_file_makes_the_build_stale(tmp_path):
     copy = tmp_path / "core"
     shutil.copytree(CORE_SOURCE_DIR, copy)
     built = source_hash(copy)
+    (copy / "src").mkdir(exist_ok=True)
     (copy / "src" / "extra.hpp").write_text("#pragma once\n")
     with pytest.raises(ImportError, match="stale"):
         check_fresh(built, copy)
