@@ -316,3 +316,45 @@ def test_priority_admits_tier_0_before_tier_2_when_both_wait(scheduler, first_se
     assert second.finish_s == decode_times(first_finish + prefill_s(prompt), 1, range(prompt + 1, prompt + 20))[-1]
     last = outcomes[3 - first_served]
     assert last.first_scheduled_s == second.finish_s
+
+
+@pytest.mark.parametrize("scheduler,preemption", [("rr", "swap"), ("rr", "recompute"), ("pascal", "swap")])
+def test_round_robin_ends_its_batch_where_a_planned_prefix_hit_was_evicted(monkeypatch, scheduler, preemption):
+    # Groups of 6 requests share a 512-token system prompt on a 120-block pool. A batch plan
+    # reads a waiting request's hit while running requests hold that prefix; preempting them
+    # makes it evictable, the decode slots evict it, and the request then needs more blocks
+    # than planned. The batch must end there (it stays queued), not raise, and every request
+    # must still complete with the pool never over-allocated.
+    import numpy as np
+
+    import simulator.schedulers.round_robin as round_robin
+    from simulator.workloads import PoissonArrivals
+    from simulator.workloads.prefix_sharing import SharedPromptSpec, shared_prompt_requests
+
+    refused = []
+    admit = round_robin.admit
+
+    def counting_admit(instance, seq, now, watermark=True):
+        fits = admit(instance, seq, now, watermark)
+        if not fits:
+            refused.append(seq.request_id)
+        assert instance.kv.used_blocks <= instance.kv.total_blocks
+        return fits
+
+    monkeypatch.setattr(round_robin, "admit", counting_admit)
+    spec = SharedPromptSpec(groups=8, prompts_per_group=6, prefix_tokens=512, question_tokens=64, output_tokens=1)
+    rng = np.random.default_rng(1)
+    requests = shared_prompt_requests(spec, PoissonArrivals(20.0), rng)
+    outputs = rng.integers(16, 161, len(requests)).tolist()
+    requests = [Request(r.request_id, r.arrival_s, r.prompt_tokens, o, block_hashes=r.block_hashes)
+                for r, o in zip(requests, outputs)]
+    cluster = Cluster({"A100-80GB": 2})
+    options = {"quantum_tokens": 32} if scheduler == "rr" else {"quantum_tokens": 32, "demotion_kv_tokens": 600}
+    for _ in range(2):
+        cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", scheduler=scheduler,
+                                      scheduler_options=options, preemption=preemption, kv_blocks=120,
+                                      max_batch_size=16, prefix_caching=True), ready_now=True)
+    outcomes = cluster.run(requests)
+    assert refused, "no batch ended at an evicted hit: the case does not reach the branch"
+    assert all(o.completed for o in outcomes) and len(outcomes) == len(requests)
+    assert all(instance.kv.used_blocks <= instance.kv.total_blocks for instance in cluster.instances.values())

@@ -45,7 +45,13 @@ class RoundRobinScheduler(LocalScheduler):
     def schedule(self, instance: Instance, now: float) -> list[tuple[Sequence, int]]:
         """The batch is the longest prefix of the priority order (running, swapped and waiting
         requests together) that fits in KV memory and the batch size; running sequences outside
-        it are preempted, swapped ones inside it swapped back in, waiting ones admitted."""
+        it are preempted, swapped ones inside it swapped back in, waiting ones admitted.
+
+        The plan reads each waiting request's prefix-cache hit as the cache is while the batch
+        forms. Preempting the running requests that alone held those blocks makes them evictable,
+        and the decode slots and admissions before it may evict them, so the request can need more
+        blocks than planned: the batch then ends before the first swapped or waiting request that
+        no longer fits (it stays queued). Without a prefix cache the plan is exact."""
         key = self.priority_key
         self._order_swapped(instance)
         self._order_waiting(instance)
@@ -79,9 +85,11 @@ class RoundRobinScheduler(LocalScheduler):
         prefills: list[tuple[Sequence, int]] = []
         for seq in chosen:
             if seq.residency == Residency.SWAPPED:
+                if decode_slot_blocks(seq, kv.block_size) > kv.free_blocks:
+                    break
                 swap_in(instance, seq, now)
             elif seq.residency == Residency.QUEUED:
                 if not admit(instance, seq, now, watermark=False):
-                    raise RuntimeError(f"request {seq.request_id} was chosen but does not fit")
+                    break
                 prefills.append((seq, seq.remaining_prefill_tokens))
         return prefills

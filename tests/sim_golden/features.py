@@ -23,6 +23,8 @@ from simulator.routers import make_router
 from simulator.routers.cascade import CascadeRouter
 from simulator.sequence import Residency, Sequence
 from simulator.workloads import FixedLengths, PoissonArrivals, generate_requests, length_sampler, stream_requests
+from tests.sim_golden.matrix import SHARED_PROMPTS
+from tests.sim_golden.matrix import _run as matrix_run
 from tests.sim_golden.run import Case, Run, all_of, finished, positive, same_outcomes
 
 A100, H100, L40S = "A100-80GB", "H100-80GB", "L40S"
@@ -33,6 +35,13 @@ REASONING_MODEL = "DeepSeek-R1-Distill-Qwen-7B"
 def _requests(rate_rps: float, lengths: str, count: int, seed: int, **options: Any) -> list[Request]:
     return generate_requests(PoissonArrivals(rate_rps), length_sampler(lengths), count, np.random.default_rng(seed),
                              **options)
+
+
+# ----------------------------------------------------------------- round-robin batches over shared prefixes
+def _round_robin_shared_prompts(scheduler: str, preemption: str) -> Run:
+    """rr / pascal on the matrix's shared-prompt load: preempting the only holders of a prompt's
+    cached prefix lets it be evicted before the admission planned on it, and the batch ends there."""
+    return matrix_run(scheduler, "cache", "pp1", preemption, SHARED_PROMPTS)
 
 
 # ----------------------------------------------------------------- PD disaggregation (Cauchy §3.4.2)
@@ -285,6 +294,11 @@ def _pipeline_token_curves() -> Run:
 
 
 FEATURE_CASES = [
+    Case("rr_shared_prompts_swap", "rr over shared system prompts with prefix caching, preemption by swap",
+         lambda: _round_robin_shared_prompts("rr", "swap"), positive("preemptions", "prefix_cache_hit_tokens")),
+    Case("pascal_shared_prompts_recompute", "pascal over shared system prompts with prefix caching, preemption "
+         "by recompute", lambda: _round_robin_shared_prompts("pascal", "recompute"),
+         positive("preemptions", "prefix_cache_hit_tokens")),
     Case("pd_combos_opportunistic", "PD disaggregation: a 1P2D combo beside an aggregated one, Cauchy's "
          "opportunistic in-place scheduling", lambda: _combos("opportunistic"),
          positive("in_place_dispatches", "migrations")),

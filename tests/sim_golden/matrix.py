@@ -3,10 +3,9 @@ pipeline (pp 1; pp 2 with one and with two microbatches in flight) x preemption 
 swap), on two instances whose small KV pools force preemptions.
 
 fcfs, priority and sarathi serve groups of requests sharing a system prompt (SGLang's
-generated-shared-prefix shape, scaled down); rr and pascal serve multi-turn conversations at a
-KV size where the prefix cache works without tripping today's RR planning error: with heavier
-sharing their batch plan counts a prompt's cached blocks as shared while preempting the
-requests that share them, and the admission it planned raises "chosen but does not fit".
+generated-shared-prefix shape, scaled down); rr and pascal serve multi-turn conversations, routed
+by session. ``features.py`` runs rr and pascal on the shared prompts too, where their batches end
+early when preemption lets a planned prefix hit be evicted.
 Every request carries a tier (3 tiers) and some reason before answering. Token curves are
 recorded at pp 1 only: at pp 2 they hold a point per token (microbatches are planned one
 iteration at a time), which would triple the data; ``pipeline_token_curves`` records them for a
@@ -78,8 +77,8 @@ def workload(load: Load) -> list[Request]:
             for r, t, think in zip(requests, tiers, reasoning)]
 
 
-def _run(scheduler: str, cache: str, pipeline: str, preemption: str) -> Run:
-    load = LOADS[scheduler]
+def _run(scheduler: str, cache: str, pipeline: str, preemption: str, load: Load | None = None) -> Run:
+    load = LOADS[scheduler] if load is None else load
     pp, microbatches = PIPELINES[pipeline]
     cluster = Cluster({GPU: 2 * pp}, router=load.router, record_token_curves=pp == 1)
     options: dict[str, Any] = dict(
