@@ -1,0 +1,28 @@
+#include "kernels.hpp"
+
+#include <algorithm>
+
+namespace servegym_core {
+
+Roofline::Roofline(const GemmKernel& kernel, double fp16_tflops, double mem_bandwidth_gbps)
+    : flops_per_s(fp16_tflops * 1e12 * kernel.peak_over_fp16 * kernel.compute_fraction),
+      bytes_per_s(mem_bandwidth_gbps * 1e9 * kernel.memory_fraction),
+      overhead_s(kernel.overhead_s) {}
+
+double Roofline::time_s(double flops, double moved_bytes) const {
+  const double compute_s = flops / flops_per_s;
+  const double memory_s = moved_bytes / bytes_per_s;
+  return std::max(compute_s, memory_s) + overhead_s;
+}
+
+Streamed::Streamed(double overhead, double rate_gbps, double fraction)
+    : overhead_s(overhead), bytes_per_s(rate_gbps * 1e9 * fraction) {}
+
+double Streamed::time_s(double moved_bytes) const { return overhead_s + moved_bytes / bytes_per_s; }
+
+double all_reduce_time_s(const Streamed& link, double buffer_bytes, std::int64_t num_gpus) {
+  const double moved_bytes = 2.0 * static_cast<double>(num_gpus - 1) / static_cast<double>(num_gpus) * buffer_bytes;
+  return link.time_s(moved_bytes);
+}
+
+}  // namespace servegym_core
