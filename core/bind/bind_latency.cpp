@@ -1,4 +1,4 @@
-// Bindings of core/src/latency.hpp and core/src/kernels.hpp: no logic.
+// Bindings of core/src/latency.hpp: no logic.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -12,29 +12,6 @@ using namespace nb::literals;
 namespace servegym_core {
 
 void bind_latency(nb::module_& m) {
-  nb::class_<GemmKernel>(m, "GemmKernel", "Roofline efficiency of one GEMM kernel (fractions of the GPU's peaks).")
-      .def(nb::init<>())
-      .def("__init__",
-           [](GemmKernel* self, double compute_fraction, double memory_fraction, double overhead_s,
-              double peak_over_fp16) {
-             new (self) GemmKernel{compute_fraction, memory_fraction, overhead_s, peak_over_fp16};
-           },
-           "compute_fraction"_a, "memory_fraction"_a, "overhead_s"_a, "peak_over_fp16"_a)
-      .def_rw("compute_fraction", &GemmKernel::compute_fraction)
-      .def_rw("memory_fraction", &GemmKernel::memory_fraction)
-      .def_rw("overhead_s", &GemmKernel::overhead_s)
-      .def_rw("peak_over_fp16", &GemmKernel::peak_over_fp16);
-
-  nb::class_<Roofline>(m, "Roofline", "A GEMM kernel's roofline on one GPU.")
-      .def(nb::init<const GemmKernel&, double, double>(), "kernel"_a, "fp16_tflops"_a, "mem_bandwidth_gbps"_a)
-      .def("time_s", &Roofline::time_s, "flops"_a, "moved_bytes"_a);
-
-  nb::class_<Streamed>(m, "Streamed", "overhead_s + bytes / (rate_gbps * 1e9 * fraction).")
-      .def(nb::init<double, double, double>(), "overhead_s"_a, "rate_gbps"_a, "fraction"_a)
-      .def("time_s", &Streamed::time_s, "moved_bytes"_a);
-
-  m.def("all_reduce_time_s", &all_reduce_time_s, "link"_a, "buffer_bytes"_a, "num_gpus"_a);
-
   nb::class_<Gemm>(m, "Gemm", "One linear op on one GPU (hardware.latency builds them).")
       .def(nb::init<double, double, double, double, std::int64_t, std::int64_t>(), "fan_in"_a, "fan_out"_a,
            "weight_bytes_per_param"_a, "activation_bytes"_a, "experts"_a, "experts_per_token"_a)

@@ -3,6 +3,7 @@
 
 namespace servegym_core {
 const char* source_hash();
+void bind_kernels(nanobind::module_& m);
 void bind_latency(nanobind::module_& m);
 }
 
@@ -10,5 +11,6 @@ NB_MODULE(_core, m) {
   m.doc() = "servegym's compiled simulator core";
   m.def("source_hash", &servegym_core::source_hash,
         "SHA-256 of the C++ sources this module was built from (see servegym_core._build).");
+  servegym_core::bind_kernels(m);
   servegym_core::bind_latency(m);
 }

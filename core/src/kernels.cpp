@@ -25,4 +25,18 @@ double all_reduce_time_s(const Streamed& link, double buffer_bytes, std::int64_t
   return link.time_s(moved_bytes);
 }
 
+void roofline_times_s(const Roofline& roofline, const double* flops, const double* moved_bytes, double* out,
+                      std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = roofline.time_s(flops[i], moved_bytes[i]);
+}
+
+void streamed_times_s(const Streamed& streamed, const double* moved_bytes, double* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = streamed.time_s(moved_bytes[i]);
+}
+
+void all_reduce_times_s(const Streamed& link, const double* buffer_bytes, std::int64_t num_gpus, double* out,
+                        std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = all_reduce_time_s(link, buffer_bytes[i], num_gpus);
+}
+
 }  // namespace servegym_core

@@ -1,11 +1,13 @@
 // Operator cost formulas of one kernel: the roofline GEMM, memory-bound ops and collectives.
 //
-// The same formulas, written for numpy arrays, are hardware/profiles.py's ComputeEfficiency and
-// LinkEfficiency and hardware/kernel_sets.py's GemmEfficiency; tests/test_kernel_formulas.py
-// checks that both give the same doubles. Each expression keeps the association of its Python
-// twin: a denominator is the product written there, a time is a quotient by it (no reciprocal).
+// The one implementation of these formulas: the latency evaluator (latency.cpp) uses them, and so
+// do hardware/profiles.py's ComputeEfficiency and LinkEfficiency and hardware/kernel_sets.py's
+// GemmEfficiency, on Python numbers and numpy arrays alike. Each expression keeps the
+// association of the Python it replaced (the values recorded in tests/latency_fixture): a
+// denominator is the product written there, a time is a quotient by it (no reciprocal).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace servegym_core {
@@ -47,5 +49,12 @@ struct Streamed {
 // Ring all-reduce of buffer_bytes over num_gpus on a link fitted as `link`: each GPU moves
 // 2 (n - 1) / n of the buffer.
 double all_reduce_time_s(const Streamed& link, double buffer_bytes, std::int64_t num_gpus);
+
+// The same formulas over n values each (numpy arrays in hardware.profiles and hardware.kernel_sets).
+void roofline_times_s(const Roofline& roofline, const double* flops, const double* moved_bytes, double* out,
+                      std::size_t n);
+void streamed_times_s(const Streamed& streamed, const double* moved_bytes, double* out, std::size_t n);
+void all_reduce_times_s(const Streamed& link, const double* buffer_bytes, std::int64_t num_gpus, double* out,
+                        std::size_t n);
 
 }  // namespace servegym_core

@@ -14,7 +14,9 @@
 namespace servegym_core {
 
 // One linear op on one GPU: `experts` weight blocks of fan_in x fan_out, each token using
-// `experts_per_token` of them (1 and 1 for a dense op).
+// `experts_per_token` of them (1 and 1 for a dense op). For a dense op, flops and moved_bytes
+// are hardware.profiles.gemm_flops and gemm_bytes, which the fitting code evaluates on numpy
+// arrays; tests/test_kernel_formulas.py checks that they agree bit for bit.
 struct Gemm {
   Gemm() = default;
   // Throws std::invalid_argument unless 1 <= experts_per_token <= experts.
