@@ -36,15 +36,18 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
+from servegym_core import _core
 
 from hardware.gpus import GPUSpec, get_gpu
 from hardware.models import INT4_BYTES_PER_LINEAR_WEIGHT
 from hardware.profiles import (
     ACTIVATION_BYTES,
+    ArrayOrFloat,
     AttentionCalibration,
     ComputeEfficiency,
     LinkEfficiency,
     attention_calibration,
+    compiled_elementwise,
     compute_efficiency,
     fit_memory_bound,
     fit_roofline,
@@ -84,17 +87,19 @@ FP8_PEAK_OVER_FP16 = 2.0
 @dataclass(frozen=True)
 class GemmEfficiency:
     """Roofline GEMM efficiency: ``max(FLOPs / (peak * compute_fraction), bytes / (bandwidth *
-    memory_fraction)) + overhead_s``; ``peak`` is the fp16 peak times ``peak_over_fp16``."""
+    memory_fraction)) + overhead_s``; ``peak`` is the fp16 peak times ``peak_over_fp16``. The
+    time is the compiled core's ``Roofline``, the formula the latency evaluator uses."""
 
     compute_fraction: float
     memory_fraction: float
     overhead_s: float
     peak_over_fp16: float = 1.0
 
-    def time_s(self, flops: float, moved_bytes: float, gpu: GPUSpec) -> float:
-        compute_s = flops / (gpu.fp16_tflops * 1e12 * self.peak_over_fp16 * self.compute_fraction)
-        memory_s = moved_bytes / (gpu.mem_bandwidth_gbps * 1e9 * self.memory_fraction)
-        return max(compute_s, memory_s) + self.overhead_s
+    def time_s(self, flops: ArrayOrFloat, moved_bytes: ArrayOrFloat, gpu: GPUSpec) -> ArrayOrFloat:
+        """The roofline time on ``gpu`` (elementwise on numpy arrays)."""
+        kernel = _core.GemmKernel(self.compute_fraction, self.memory_fraction, self.overhead_s, self.peak_over_fp16)
+        roofline = _core.Roofline(kernel, gpu.fp16_tflops, gpu.mem_bandwidth_gbps)
+        return compiled_elementwise(roofline.time_s, roofline.times_s, flops, moved_bytes)
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,7 @@ def _scaled_peak(gpu: GPUSpec, factor: float) -> GPUSpec:
 
 
 def predict_gemms(points: dict[str, np.ndarray], efficiency: GemmEfficiency, gpu: GPUSpec) -> np.ndarray:
-    return np.array([efficiency.time_s(f, b, gpu) for f, b in zip(points["flops"], points["bytes"])])
+    return efficiency.time_s(points["flops"], points["bytes"], gpu)
 
 
 # --- elementwise (the in-graph copy curve) ----------------------------------------------------

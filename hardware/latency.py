@@ -38,6 +38,11 @@ at one byte per weight and compute at the fp16 rate, and routed experts run at t
 efficiency. Dense int4 weights (AWQ/GPTQ) stream at their packed size and compute at the fp16
 rate, as Marlin kernels do up to batches of 16-32 (Frantar et al., PPoPP 2025).
 
+The evaluation runs in the compiled core (``core/src/latency.cpp``): this module checks the
+arguments and builds the evaluator's coefficients once per model (``hardware.latency_coefficients``);
+the C++ keeps the association of every sum and product the former Python evaluator had, so its
+values are those recorded in ``tests/latency_fixture`` bit for bit.
+
 Related: splitwise-sim and DistServe fit ``a + b * sum(tokens) (+ c * sum(tokens)^2)`` per
 phase directly to profiles; here the shape comes from the hardware and only efficiencies
 are fitted. Not modelled: the final norm, the logits all-gather, and kernel overlap between ops.
@@ -47,15 +52,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
+
+from servegym_core import _core
 
 from hardware.engines import DEFAULT_ENGINE, EngineProfile, get_engine
 from hardware.gpus import GPUSpec, get_gpu
 from hardware.kernel_sets import PCIE_FAMILIES, kernel_efficiency
+from hardware.latency_coefficients import latency_coefficients, layer_kinds
 from hardware.models import (
-    FP8_BYTES_PER_LINEAR_WEIGHT,
-    FP16_BYTES,
     WEIGHT_DTYPES,
     ModelSpec,
     bytes_per_linear_weight,
@@ -64,18 +70,25 @@ from hardware.models import (
     kv_bytes_per_token_per_gpu,
     weights_per_gpu_bytes,
 )
-from hardware.profiles import ACTIVATION_BYTES, gemm_bytes, gemm_flops
+from hardware.profiles import ACTIVATION_BYTES
 
 ACTIVATION_RESERVE_TOKENS = 2048
 """Tokens of the profiling forward pass whose activations vLLM keeps free of KV cache
 (its default ``max_num_batched_tokens`` with chunked prefill)."""
 
 
+MAX_COUNT = 2**40
+"""Largest token, sequence or context count the evaluator takes: far beyond any deployment, and
+small enough that its 64-bit integer products (tokens x hidden size) cannot overflow."""
+
+
 def _check_int(label: str, value: object, minimum: int) -> None:
-    if type(value) is int and value >= minimum:  # the common case, checked cheaply
+    if type(value) is int and minimum <= value <= MAX_COUNT:  # the common case, checked cheaply
         return
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{label}={value!r} must be an integer >= {minimum}")
+    if value > MAX_COUNT:
+        raise ValueError(f"{label}={value!r} exceeds the largest count the latency model takes, 2**40")
 
 
 def _check_real(label: str, value: object, minimum: float, strict: bool = False) -> None:
@@ -95,85 +108,6 @@ def _check_real(label: str, value: object, minimum: float, strict: bool = False)
 def _resolve(gpu: GPUSpec | str, model: ModelSpec | str) -> tuple[GPUSpec, ModelSpec]:
     gpu_spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
     return gpu_spec, get_model(model) if isinstance(model, str) else model
-
-
-@dataclass(frozen=True)
-class _Gemm:
-    """One linear op on one GPU: ``experts`` weight blocks of ``fan_in x fan_out``, each token
-    using ``experts_per_token`` of them (1 and 1 for a dense op)."""
-
-    fan_in: float
-    fan_out: float
-    weight_bytes_per_param: float
-    experts: int = 1
-    experts_per_token: int = 1
-
-    def flops(self, tokens: int) -> float:
-        return gemm_flops(tokens * self.experts_per_token, self.fan_in, self.fan_out)
-
-    def moved_bytes(self, tokens: int) -> float:
-        experts_hit = self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts) ** tokens)
-        weights = gemm_bytes(0, self.fan_in, self.fan_out, self.weight_bytes_per_param) * experts_hit
-        return weights + gemm_bytes(tokens * self.experts_per_token, self.fan_in, self.fan_out, 0.0)
-
-
-def _attention_gemms(model: ModelSpec, tp: int, weight_bytes: float) -> list[_Gemm]:
-    """QKV and O projections per GPU (MLA: down-projections replicated, up-projections sharded)."""
-    h, n = model.hidden_size, model.num_heads
-    if model.uses_mla:
-        qk_dim = model.qk_nope_head_dim + model.qk_rope_head_dim
-        gemms = [_Gemm(h, model.kv_lora_rank + model.qk_rope_head_dim, weight_bytes)]
-        if model.q_lora_rank:
-            gemms += [
-                _Gemm(h, model.q_lora_rank, weight_bytes),
-                _Gemm(model.q_lora_rank, n * qk_dim / tp, weight_bytes),
-            ]
-        else:
-            gemms.append(_Gemm(h, n * qk_dim / tp, weight_bytes))
-        kv_up_width = n * (model.qk_nope_head_dim + model.v_head_dim) / tp
-        return gemms + [
-            _Gemm(model.kv_lora_rank, kv_up_width, weight_bytes),
-            _Gemm(n * model.v_head_dim / tp, h, weight_bytes),
-        ]
-    kv_heads_per_gpu = max(model.num_kv_heads / tp, 1.0)
-    qkv_width = (n / tp + 2 * kv_heads_per_gpu) * model.head_dim
-    return [_Gemm(h, qkv_width, weight_bytes), _Gemm(n * model.head_dim / tp, h, weight_bytes)]
-
-
-def _mlp_gemms(model: ModelSpec, tp: int, weight_bytes: float, moe: bool) -> list[_Gemm]:
-    """MLP up(+gate) and down per GPU; an MoE layer adds its router and splits shared/routed experts."""
-    h = model.hidden_size
-    if not moe:
-        up_width = (2 if model.gated_mlp else 1) * model.intermediate_size / tp
-        return [_Gemm(h, up_width, weight_bytes), _Gemm(model.intermediate_size / tp, h, weight_bytes)]
-    expert_width = model.moe_intermediate_size / tp
-    gemms = [
-        _Gemm(h, model.num_experts, weight_bytes),
-        _Gemm(h, 2 * expert_width, weight_bytes, model.num_experts, model.experts_per_token),
-        _Gemm(expert_width, h, weight_bytes, model.num_experts, model.experts_per_token),
-    ]
-    if model.num_shared_experts:
-        shared_width = model.num_shared_experts * expert_width
-        gemms += [_Gemm(h, 2 * shared_width, weight_bytes), _Gemm(shared_width, h, weight_bytes)]
-    return gemms
-
-
-def _elementwise_bytes_per_token(model: ModelSpec, tp: int, moe: bool) -> list[float]:
-    """Bytes per token of the per-layer elementwise ops Vidur profiles: two layernorms, rope
-    (absent with learned positions), the MLP activation and the residual add."""
-    a, h = ACTIVATION_BYTES, model.hidden_size
-    if moe:
-        activation = 3 * model.moe_intermediate_size / tp * (model.experts_per_token + model.num_shared_experts)
-    else:
-        activation = (3 if model.gated_mlp else 2) * model.intermediate_size / tp
-    ops = [a * 2 * h, a * 2 * h, a * activation, a * 3 * h]
-    if not model.learned_position_embeddings:
-        if model.uses_mla:
-            rope = 2 * (model.num_heads / tp + 1) * model.qk_rope_head_dim
-        else:
-            rope = 2 * (model.num_heads / tp + max(model.num_kv_heads / tp, 1.0)) * model.head_dim
-        ops.append(a * rope)
-    return ops
 
 
 def activation_reserve_bytes(model: ModelSpec | str, tp: int = 1) -> float:
@@ -212,29 +146,15 @@ class IterationLatencyModel:
         self.weights_per_gpu_bytes = weights_per_gpu_bytes(self.model, tp, pp, dtype)
         self.tp, self.pp, self.dtype = tp, pp, dtype
         self.kernels = kernel_efficiency(self.engine.kernels, self.gpu.profile_family)
-        self._compute, self._links, self._attention = self.kernels.compute, self.kernels.links, self.kernels.attention
+        self._links = self.kernels.links
         if self.engine.all_reduce_latency_s is not None and self.gpu.profile_family not in PCIE_FAMILIES:
             self._links = replace(self._links, all_reduce_latency_s=self.engine.all_reduce_latency_s)
-        weight_bytes = bytes_per_linear_weight(dtype)
-        m = self.model
-        attention = _attention_gemms(m, tp, weight_bytes)
-        self._layer_kinds = [
-            (count, attention + _mlp_gemms(m, tp, weight_bytes, moe), _elementwise_bytes_per_token(m, tp, moe))
-            for count, moe in ((m.num_layers - m.num_moe_layers, False), (m.num_moe_layers, True))
-            if count
-        ]
-        head_width = m.hidden_size if m.encoder_only else m.vocab_size / tp
-        self._head = _Gemm(m.hidden_size, head_width, FP16_BYTES)
-        self._query_width_per_gpu = m.num_heads / tp * m.head_dim
-        value_dim = m.v_head_dim if m.uses_mla else m.head_dim
-        self._score_flops_per_pair = 2.0 * m.num_heads / tp * (m.head_dim + value_dim)
-        kv_bytes_per_layer = kv_bytes_per_token_per_gpu(m, tp, 1) / m.num_layers
-        self._per_context_token_s = m.num_layers * kv_bytes_per_layer / (
-            self.gpu.mem_bandwidth_gbps * 1e9 * self._attention.decode_kv_memory_fraction
+        self._layer_kinds = layer_kinds(self.model, tp, bytes_per_linear_weight(dtype))
+        coefficients = latency_coefficients(
+            self.gpu, self.model, int(tp), int(pp), dtype, self.kernels, self._links, self._layer_kinds,
+            self.cpu_fixed_s, self.cpu_per_sequence_s,
         )
-        self._decode_coefficients: dict[int, tuple[float, float]] = {}
-        self._token_terms: dict[tuple[int, int], float] = {}
-        self._stage_terms: dict[tuple[int, int], tuple[float, float, float]] = {}
+        self._evaluator = _core.LatencyEvaluator(coefficients)
 
     def __repr__(self) -> str:
         return (
@@ -245,111 +165,40 @@ class IterationLatencyModel:
 
     def cpu_s(self, sequences: int) -> float:
         """CPU time of an iteration over ``sequences`` sequences (the GPU waits for it)."""
-        return self.cpu_fixed_s + self.cpu_per_sequence_s * sequences
+        return self._evaluator.cpu_s(sequences)
 
-    # --- per-layer pieces (seconds) -------------------------------------------------------
-
-    def _linear_s(self, gemm: _Gemm, tokens: int) -> float:
-        flops, moved = gemm.flops(tokens), gemm.moved_bytes(tokens)
-        if gemm.experts > 1:
-            grouped = self.kernels.int4_grouped_gemm if self.dtype == "int4" else self.kernels.grouped_gemm
-            if grouped is not None:
-                return grouped.time_s(flops, moved, self.gpu)
-        if gemm.weight_bytes_per_param == FP8_BYTES_PER_LINEAR_WEIGHT and self.kernels.fp8 is not None:
-            return self.kernels.fp8.time_s(flops, moved, self.gpu)
-        return float(self._compute.linear_time_s(flops, moved, self.gpu))
-
-    def _layers_s(self, tokens: int) -> float:
-        """All layers' linear and elementwise ops for ``tokens`` tokens (no attention, no comms)."""
-        total = 0.0
-        for count, gemms, elementwise_bytes in self._layer_kinds:
-            layer = sum(self._linear_s(gemm, tokens) for gemm in gemms)
-            layer += sum(
-                float(self._compute.elementwise_time_s(moved * tokens, self.gpu)) for moved in elementwise_bytes
-            )
-            total += count * layer
-        return total
+    def _linear_s(self, gemm: _core.Gemm, tokens: int) -> float:
+        """One GEMM of ``tokens`` tokens at the kernel the engine runs it with."""
+        return self._evaluator.linear_s(gemm, tokens)
 
     def prefill_attention_layer_s(self, tokens: int, attention_pairs: float) -> float:
         """One layer's prefill attention for ``tokens`` new tokens and ``attention_pairs`` query-key pairs."""
-        cal = self._attention
-        bandwidth, peak = self.gpu.mem_bandwidth_gbps * 1e9, self.gpu.fp16_tflops * 1e12
-        per_token_s = cal.prefill_bytes_per_query_channel * self._query_width_per_gpu / bandwidth
-        pair_s = self._score_flops_per_pair / (peak * cal.prefill_compute_fraction)
-        return cal.prefill_fixed_s + per_token_s * tokens + pair_s * attention_pairs
+        return self._evaluator.prefill_attention_layer_s(tokens, attention_pairs)
 
     def decode_attention_layer_s(self, batch_size: int, context_tokens: int) -> float:
         """One layer's decode attention: ``batch_size`` sequences, ``context_tokens`` KV tokens in all."""
-        cal = self._attention
-        per_context_token_s = self._per_context_token_s / self.model.num_layers
-        per_sequence_s = cal.decode_per_sequence_s * batch_size
-        return cal.decode_fixed_s + per_sequence_s + per_context_token_s * context_tokens
+        return self._evaluator.decode_attention_layer_s(batch_size, context_tokens)
 
     def _token_terms_s(self, tokens: int, logit_tokens: int) -> float:
         """The part of an iteration that depends only on its token counts (linear and
-        elementwise ops, collectives, embedding, LM head); memoized, the simulator asks for
-        the same counts again and again."""
-        key = (tokens, logit_tokens)
-        cached = self._token_terms.get(key)
-        if cached is None:
-            m = self.model
-            cached = self._layers_s(tokens)
-            activation_bytes = tokens * m.hidden_size * ACTIVATION_BYTES
-            if self.tp > 1:
-                cached += 2 * m.num_layers * self._links.all_reduce_time_s(activation_bytes, self.tp, self.gpu)
-            send_s, embedding_s, head_s = self._stage_terms_s(tokens, logit_tokens)
-            cached += (self.pp - 1) * send_s
-            cached += embedding_s
-            cached += head_s
-            self._token_terms[key] = cached
-        return cached
-
-    def _stage_terms_s(self, tokens: int, logit_tokens: int) -> tuple[float, float, float]:
-        """(one activation send/recv between stages, the embedding, the LM head), memoized."""
-        key = (tokens, logit_tokens)
-        cached = self._stage_terms.get(key)
-        if cached is None:
-            activation_bytes = tokens * self.model.hidden_size * ACTIVATION_BYTES
-            cached = (
-                self._links.send_recv_time_s(activation_bytes, self.gpu),
-                float(self._compute.embedding_time_s(2 * activation_bytes, self.gpu)),
-                self._linear_s(self._head, logit_tokens),
-            )
-            self._stage_terms[key] = cached
-        return cached
-
-    def _fixed_s(
-        self, tokens: int, logit_tokens: int, prefill_tokens: int, prefill_pairs: float, decode_batch: int
-    ) -> float:
-        """Everything except the KV-read term proportional to decode context tokens."""
-        m, cal = self.model, self._attention
-        total = self._token_terms_s(tokens, logit_tokens)
-        if prefill_tokens:
-            total += m.num_layers * self.prefill_attention_layer_s(prefill_tokens, prefill_pairs)
-        if decode_batch:
-            total += m.num_layers * (cal.decode_fixed_s + cal.decode_per_sequence_s * decode_batch)
-        return total + self.cpu_s(logit_tokens)
+        elementwise ops, collectives, embedding, LM head); memoized in the evaluator."""
+        return self._evaluator.token_terms_s(tokens, logit_tokens)
 
     # --- public API ---------------------------------------------------------------------
 
     def decode_coefficients(self, batch_size: int) -> tuple[float, float]:
         """(base_s, per_context_token_s): a decode-only iteration of ``batch_size`` sequences whose
         context lengths sum to C tokens takes exactly ``base_s + per_context_token_s * C`` seconds."""
-        if type(batch_size) is not int:  # True == 1 and 1.0 == 1 would hit the cache
+        if type(batch_size) is not int or not 1 <= batch_size <= MAX_COUNT:
             _check_int("batch_size", batch_size, 1)
             batch_size = int(batch_size)
-        cached = self._decode_coefficients.get(batch_size)
-        if cached is None:
-            _check_int("batch_size", batch_size, 1)
-            cached = (self._fixed_s(batch_size, batch_size, 0, 0.0, batch_size), self._per_context_token_s)
-            self._decode_coefficients[batch_size] = cached
-        return cached
+        return self._evaluator.decode_coefficients(batch_size)
 
     def decode_time_s(self, batch_size: int, context_tokens: int) -> float:
         """Decode-only iteration time, ``base_s + per_context_token_s * context_tokens``."""
         _check_int("context_tokens", context_tokens, 0)
-        base_s, per_context_token_s = self.decode_coefficients(batch_size)
-        return base_s + per_context_token_s * context_tokens
+        _check_int("batch_size", batch_size, 1)
+        return self._evaluator.decode_time_s(batch_size, context_tokens)
 
     def iteration_time_s(
         self,
@@ -385,11 +234,9 @@ class IterationLatencyModel:
             )
         if decode_batch_size == 0 and decode_context_tokens:
             raise ValueError(f"decode_context_tokens={decode_context_tokens!r} needs decode_batch_size > 0")
-        tokens = prefill_tokens + decode_batch_size
-        fixed_s = self._fixed_s(
-            tokens, decode_batch_size + 1, prefill_tokens, prefill_attention_pairs, decode_batch_size
+        return self._evaluator.iteration_time_s(
+            prefill_tokens, prefill_attention_pairs, decode_batch_size, decode_context_tokens
         )
-        return fixed_s + self._per_context_token_s * decode_context_tokens
 
     def stage_times_s(self, tokens: int, logit_tokens: int, iteration_s: float) -> tuple[float, ...]:
         """How long each of the ``pp`` stages is busy with one iteration of ``tokens`` tokens
@@ -406,21 +253,13 @@ class IterationLatencyModel:
         _check_int("tokens", tokens, 1)
         _check_int("logit_tokens", logit_tokens, 1)
         _check_real("iteration_s", iteration_s, 0.0, strict=True)
-        pp = self.pp
-        if pp == 1:
-            return (iteration_s,)
-        send_s, embedding_s, head_s = self._stage_terms_s(tokens, logit_tokens)
-        cpu_s = self.cpu_s(logit_tokens)
-        layers_s = iteration_s - cpu_s - embedding_s - head_s - (pp - 1) * send_s
-        if layers_s <= 0:
+        times = self._evaluator.stage_times_s(tokens, logit_tokens, iteration_s)
+        if not times:
             raise ValueError(
                 f"iteration_s={iteration_s!r} is shorter than the CPU overhead, embedding, LM head and "
                 f"sends of {tokens} tokens alone"
             )
-        stage_s = layers_s / pp
-        return (cpu_s + embedding_s + stage_s + send_s,) + (stage_s + send_s,) * (pp - 2) + (
-            stage_s + head_s,
-        )
+        return tuple(times)
 
     def prefill_time_s(self, tokens: int, context_before: int = 0) -> float:
         """A lone prefill chunk of ``tokens`` tokens after ``context_before`` cached tokens."""

@@ -24,11 +24,13 @@ other models is excluded from the fit and scored separately.
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
+from servegym_core import _core
 
 from hardware.gpus import PROFILE_FAMILIES, GPUSpec, get_gpu
 
@@ -70,15 +72,33 @@ def _read_csv(name: str) -> list[dict[str, str]]:
 # --- operator cost formulas (shared with hardware/latency.py) -----------------------------
 
 
+def compiled_elementwise(
+    scalar: Callable[..., float], vectorized: Callable[..., np.ndarray], *values: ArrayOrFloat
+) -> ArrayOrFloat:
+    """One compiled kernel formula (``core/src/kernels.hpp``) on numbers or numpy arrays:
+    ``scalar(*values)`` when none is an array, else ``vectorized`` over the values broadcast
+    together as float64, shaped like the broadcast."""
+    if not any(isinstance(value, np.ndarray) for value in values):
+        return scalar(*values)
+    arrays = np.broadcast_arrays(*(np.asarray(value, dtype=np.float64) for value in values))
+    return vectorized(*(np.ascontiguousarray(array).ravel() for array in arrays)).reshape(arrays[0].shape)
+
+
 def gemm_flops(tokens: ArrayOrFloat, in_features: float, out_features: float) -> ArrayOrFloat:
-    """Multiply-add FLOPs of ``tokens x in_features`` times ``in_features x out_features``."""
+    """Multiply-add FLOPs of ``tokens x in_features`` times ``in_features x out_features``.
+
+    The latency evaluator's twin is ``Gemm::flops`` (``core/src/latency.cpp``), per op and with
+    routed experts; ``tests/test_kernel_formulas.py`` checks that the two agree bit for bit."""
     return 2.0 * tokens * in_features * out_features
 
 
 def gemm_bytes(
     tokens: ArrayOrFloat, in_features: float, out_features: float, weight_bytes_per_param: float
 ) -> ArrayOrFloat:
-    """Bytes a GEMM moves: the weight once plus input and output activations."""
+    """Bytes a GEMM moves: the weight once plus input and output activations.
+
+    The latency evaluator's twin is ``Gemm::moved_bytes`` (``core/src/latency.cpp``), which
+    adds routed experts; ``tests/test_kernel_formulas.py`` checks that the two agree bit for bit."""
     return weight_bytes_per_param * in_features * out_features + ACTIVATION_BYTES * tokens * (
         in_features + out_features
     )
@@ -86,7 +106,10 @@ def gemm_bytes(
 
 @dataclass(frozen=True)
 class ComputeEfficiency:
-    """Fitted operator-model parameters of one GPU family (fractions of catalog peak)."""
+    """Fitted operator-model parameters of one GPU family (fractions of catalog peak).
+
+    Its times are computed by the compiled core's formulas (``Roofline``, ``Streamed``), the
+    ones the latency evaluator uses, on numbers and numpy arrays alike."""
 
     compute_fraction: float
     memory_fraction: float
@@ -97,24 +120,23 @@ class ComputeEfficiency:
     embedding_overhead_s: float
 
     def linear_time_s(self, flops: ArrayOrFloat, moved_bytes: ArrayOrFloat, gpu: GPUSpec) -> ArrayOrFloat:
-        """Roofline time of one GEMM on ``gpu`` (works elementwise on numpy arrays)."""
-        compute_s = flops / (gpu.fp16_tflops * 1e12 * self.compute_fraction)
-        memory_s = moved_bytes / (gpu.mem_bandwidth_gbps * 1e9 * self.memory_fraction)
-        if isinstance(compute_s, np.ndarray) or isinstance(memory_s, np.ndarray):
-            return np.maximum(compute_s, memory_s) + self.linear_overhead_s
-        return max(compute_s, memory_s) + self.linear_overhead_s  # one GEMM: the same value, no numpy call
+        """Roofline time of one GEMM on ``gpu``: ``max(flops / (peak * compute_fraction), bytes /
+        (bandwidth * memory_fraction)) + linear_overhead_s`` (elementwise on numpy arrays)."""
+        kernel = _core.GemmKernel(self.compute_fraction, self.memory_fraction, self.linear_overhead_s, 1.0)
+        roofline = _core.Roofline(kernel, gpu.fp16_tflops, gpu.mem_bandwidth_gbps)
+        return compiled_elementwise(roofline.time_s, roofline.times_s, flops, moved_bytes)
 
     def elementwise_time_s(self, moved_bytes: ArrayOrFloat, gpu: GPUSpec) -> ArrayOrFloat:
-        """Time of one memory-bound elementwise kernel moving ``moved_bytes``."""
-        return self.elementwise_overhead_s + moved_bytes / (
-            gpu.mem_bandwidth_gbps * 1e9 * self.elementwise_memory_fraction
-        )
+        """Time of one memory-bound elementwise kernel moving ``moved_bytes``:
+        ``elementwise_overhead_s + bytes / (bandwidth * elementwise_memory_fraction)``."""
+        kernel = _core.Streamed(self.elementwise_overhead_s, gpu.mem_bandwidth_gbps, self.elementwise_memory_fraction)
+        return compiled_elementwise(kernel.time_s, kernel.times_s, moved_bytes)
 
     def embedding_time_s(self, moved_bytes: ArrayOrFloat, gpu: GPUSpec) -> ArrayOrFloat:
-        """Time of the embedding gather moving ``moved_bytes``."""
-        return self.embedding_overhead_s + moved_bytes / (
-            gpu.mem_bandwidth_gbps * 1e9 * self.embedding_memory_fraction
-        )
+        """Time of the embedding gather moving ``moved_bytes``:
+        ``embedding_overhead_s + bytes / (bandwidth * embedding_memory_fraction)``."""
+        kernel = _core.Streamed(self.embedding_overhead_s, gpu.mem_bandwidth_gbps, self.embedding_memory_fraction)
+        return compiled_elementwise(kernel.time_s, kernel.times_s, moved_bytes)
 
 
 @dataclass(frozen=True)
@@ -430,7 +452,8 @@ def compute_efficiency(gpu_family: str) -> ComputeEfficiency:
 
 @dataclass(frozen=True)
 class LinkEfficiency:
-    """Fitted collective latencies and achieved fractions of ``GPUSpec.intra_node_link_gbps``."""
+    """Fitted collective latencies and achieved fractions of ``GPUSpec.intra_node_link_gbps``;
+    its times are the compiled core's formulas (those of the latency evaluator)."""
 
     all_reduce_latency_s: float
     all_reduce_bandwidth_fraction: float
@@ -438,17 +461,20 @@ class LinkEfficiency:
     send_recv_bandwidth_fraction: float
 
     def all_reduce_time_s(self, buffer_bytes: ArrayOrFloat, num_gpus: int, gpu: GPUSpec) -> ArrayOrFloat:
-        """Ring all-reduce of ``buffer_bytes`` over ``num_gpus``: each GPU moves ``2 (n-1)/n`` of it."""
-        moved_bytes = 2.0 * (num_gpus - 1) / num_gpus * buffer_bytes
-        return self.all_reduce_latency_s + moved_bytes / (
-            gpu.intra_node_link_gbps * 1e9 * self.all_reduce_bandwidth_fraction
+        """Ring all-reduce of ``buffer_bytes`` over ``num_gpus``: each GPU moves ``2 (n-1)/n`` of it,
+        ``all_reduce_latency_s + moved / (link * all_reduce_bandwidth_fraction)``."""
+        link = _core.Streamed(self.all_reduce_latency_s, gpu.intra_node_link_gbps, self.all_reduce_bandwidth_fraction)
+        return compiled_elementwise(
+            lambda b: _core.all_reduce_time_s(link, b, num_gpus),
+            lambda b: _core.all_reduce_times_s(link, b, num_gpus),
+            buffer_bytes,
         )
 
     def send_recv_time_s(self, message_bytes: ArrayOrFloat, gpu: GPUSpec) -> ArrayOrFloat:
-        """Point-to-point copy of ``message_bytes`` between two GPUs of a node."""
-        return self.send_recv_latency_s + message_bytes / (
-            gpu.intra_node_link_gbps * 1e9 * self.send_recv_bandwidth_fraction
-        )
+        """Point-to-point copy of ``message_bytes`` between two GPUs of a node:
+        ``send_recv_latency_s + bytes / (link * send_recv_bandwidth_fraction)``."""
+        link = _core.Streamed(self.send_recv_latency_s, gpu.intra_node_link_gbps, self.send_recv_bandwidth_fraction)
+        return compiled_elementwise(link.time_s, link.times_s, message_bytes)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from agents.train import check_n_envs
 from agents.train import main as train_main
 from experiments import reproductions
 from experiments.agents_vs_papers.__main__ import main as agents_vs_papers_main
-from experiments.benchmarks import env_speed, simulator_speed
+from experiments.benchmarks import env_speed, latency_speed, simulator_speed
 from simulator.__main__ import main as simulator_main
 from simulator.memory_bound import INSTANCE_BYTES, check_instances_fit
 
@@ -114,6 +114,8 @@ def _cases(tmp_path: Path) -> dict[str, tuple[Callable, str, list[str], str]]:
                                             ["--scenario", "pascal", "--quick", "--out", unwritable], "not a writable folder"),
         "simulator-speed-unknown-case": (simulator_speed.main, "experiments.benchmarks.simulator_speed", ["--cases", "nope"],
                                          "--cases nope: unknown case; known: a, b, c, d, e"),
+        "latency-speed-no-rounds": (latency_speed.main, "experiments.benchmarks.latency_speed", ["--rounds", "0"],
+                                    "--rounds 0: must be an integer >= 1"),
         "env-speed-unknown-id": (env_speed.main, "experiments.benchmarks.env_speed", ["--ids", "servegym/Nope-v0"],
                                  "--ids servegym/Nope-v0: unknown env ID"),
         "train-wrong-type": (train_main, "agents.train", [*train, "--set", "n_steps=abc"], "n_steps 'abc': maskable_ppo takes int"),

@@ -3,10 +3,14 @@
 
 namespace servegym_core {
 const char* source_hash();
+void bind_kernels(nanobind::module_& m);
+void bind_latency(nanobind::module_& m);
 }
 
 NB_MODULE(_core, m) {
   m.doc() = "servegym's compiled simulator core";
   m.def("source_hash", &servegym_core::source_hash,
         "SHA-256 of the C++ sources this module was built from (see servegym_core._build).");
+  servegym_core::bind_kernels(m);
+  servegym_core::bind_latency(m);
 }
