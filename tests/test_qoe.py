@@ -285,15 +285,7 @@ def _reference_read(delivered: list[tuple[float, float]], rate: float, t: float)
     """Tokens read by ``t`` by a reader who never reads faster than ``rate`` nor ahead of
     delivery: ``min over s <= t of D(s) + rate * (t - s)``, D the piecewise-linear delivery
     (flat after its last point). The minimum over s sits at one of D's points or at s = t."""
-    def delivered_at(time_s: float) -> float:
-        if time_s >= delivered[-1][0]:
-            return delivered[-1][1]
-        for (t0, y0), (t1, y1) in zip(delivered, delivered[1:]):
-            if t0 <= time_s < t1:
-                return y0 + (y1 - y0) * (time_s - t0) / (t1 - t0)
-        raise AssertionError(time_s)
-
-    candidates = [delivered_at(t)] + [y + rate * (t - s) for s, y in delivered if s <= t]
+    candidates = [_curve_at(delivered, t)] + [y + rate * (t - s) for s, y in delivered if s <= t]
     return min(candidates)
 
 
