@@ -1,0 +1,245 @@
+"""The compiled engine (``servegym_core``, issue #43 step 3) behind the ``Cluster`` API.
+
+``CompiledCluster`` takes ``Cluster``'s constructor, ``deploy`` and ``run`` and serves the
+workload in C++ (``core/src/engine.cpp``): the same events in the same order, the same
+floating-point operations, so its outcomes equal ``Cluster.run``'s field by field, bit for bit
+(``tests/test_compiled_engine.py``). Python validates (``InstanceConfig.resolved``, the request
+checks of ``Cluster``) and passes numbers; no Python runs during the simulation.
+
+Ported so far: aggregated instances that keep one batch in flight (pp 1, or pp > 1 with one
+microbatch), the ``fcfs``, ``priority`` and ``sarathi`` schedulers, preemption by recompute and
+by swap, coalesced decode segments and ``coalesce=False``, the context rule and KV-capacity
+rejections, reasoning requests (without a phase router), the engine's frontend time, token
+curves, and the ``round_robin``, ``least_loaded`` and ``session_affinity`` routers. Prefix
+caching is accepted only where it cannot act (no request carries ``block_hashes``). Anything
+else raises a ``ValueError`` naming it, before anything runs.
+
+Differences from ``Cluster``: ``run`` serves one workload, reading a stream whole first (so a bad
+request raises before any is served); ``arrived_sequences`` stays empty (no ``Sequence`` objects
+exist); decisions, timers and live changes (``advance``, ``dispatch``, ``every``, ``migrate``,
+``drain``, ``add_arrival``) are not available.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence as SequenceOf
+from typing import Any, NoReturn
+
+from servegym_core import _core
+
+from simulator.cluster import (Cluster, CompletionHook, Decision, DecodeRouter, MigrationConfig, PhaseRouter)
+from simulator.context import CONTEXT_REJECT_REASON
+from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
+from simulator.outcome import RequestOutcome
+from simulator.request import Request
+from simulator.routers import Router
+from simulator.schedulers import SCHEDULERS
+from simulator.schedulers.fcfs import FCFSScheduler
+from simulator.schedulers.priority import PriorityScheduler
+from simulator.schedulers.sarathi import SarathiScheduler
+
+COMPILED_SCHEDULERS = {"fcfs": FCFSScheduler, "priority": PriorityScheduler, "sarathi": SarathiScheduler}
+COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
+REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
+"""``rejected_reason`` by the engine's reject code."""
+MAX_TOKENS = 2**62
+"""Token counts (and tiers) the engine's int64 arithmetic takes with room to spare."""
+
+
+def not_compiled(feature: str) -> ValueError:
+    """The error for a configuration outside what the compiled engine ports."""
+    return ValueError(f"the compiled engine does not support {feature} (not ported yet; use simulator.cluster.Cluster)")
+
+
+class CompiledCluster(Cluster):
+    """A ``Cluster`` whose ``run`` serves the workload in the compiled engine (module docstring)."""
+
+    def __init__(
+        self,
+        gpu_inventory: dict[str, int],
+        *,
+        router: Router | None | str = "round_robin",
+        phase_router: PhaseRouter | None = None,
+        decode_router: DecodeRouter | None = None,
+        completion_hook: CompletionHook | None = None,
+        external_phase_decisions: bool = False,
+        migration: MigrationConfig = MigrationConfig(),
+        provisioning_s: float = 0.0,
+        coalesce: bool = True,
+        record_token_curves: bool = False,
+        track_arrays: bool = False,
+        keep_sequences: bool = True,
+    ) -> None:
+        if not isinstance(router, str) or router not in COMPILED_ROUTERS:
+            raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)})")
+        for name, value in (("phase_router", phase_router), ("decode_router", decode_router),
+                            ("completion_hook", completion_hook)):
+            if value is not None:
+                raise not_compiled(f"{name}={value!r}")
+        if external_phase_decisions:
+            raise not_compiled("external_phase_decisions=True")
+        if track_arrays:
+            raise not_compiled("track_arrays=True")
+        super().__init__(gpu_inventory, router=router, migration=migration, provisioning_s=provisioning_s,
+                         coalesce=coalesce, record_token_curves=record_token_curves, keep_sequences=keep_sequences)
+        self.router_name = router
+
+    def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
+        """``Cluster.deploy`` for a config the engine ports, serving now (``ready_now=True``)."""
+        if not ready_now:
+            raise not_compiled("deploy(ready_now=False) (a start-up delay)")
+        settings = config.resolved()
+        scheduler = settings.scheduler
+        if scheduler not in COMPILED_SCHEDULERS or SCHEDULERS.get(scheduler) is not COMPILED_SCHEDULERS[scheduler]:
+            raise not_compiled(f"scheduler={scheduler!r} (compiled schedulers: {', '.join(COMPILED_SCHEDULERS)})")
+        if Role(settings.role) != Role.AGGREGATED:
+            raise not_compiled(f"role={Role(settings.role).value!r} (PD disaggregation)")
+        if settings.pipeline_depth > 1:
+            raise not_compiled(f"{settings.pipeline_depth} microbatches in flight (pp={settings.pp})")
+        return super().deploy(config, ready_now=True)
+
+    def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
+        """Serve ``requests`` to the end in the compiled engine; return every outcome (as
+        ``Cluster.run`` does). A stream is read whole first."""
+        if requests is None:
+            raise ValueError("CompiledCluster.run needs the requests (it serves one workload)")
+        if self.arrived:
+            raise ValueError("CompiledCluster.run serves one workload; this cluster already served one")
+        requests = requests if isinstance(requests, SequenceOf) else list(requests)
+        self._latest_arrival_s = -1.0
+        for request in requests:
+            self._check_next(request)
+            _check_sizes(request)
+        instances = list(self.instances.values())
+        _check_instances(instances, requests)
+        model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]))
+        model_index = {name: index for index, name in enumerate(model_names)}
+        engine = _core.Engine(self.router_name, self.record_token_curves, model_names)
+        for instance in instances:
+            # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
+            engine.add_instance(_settings(instance, model_index[instance.model.name]), instance.latency._evaluator)
+        engine.submit([r.request_id for r in requests], [float(r.arrival_s) for r in requests],
+                      [r.prompt_tokens for r in requests], [r.output_tokens for r in requests],
+                      [r.reasoning_tokens for r in requests], [r.tier for r in requests],
+                      [-1 if r.model is None else model_index[r.model] for r in requests],
+                      self._session_targets(requests))
+        self._requests = requests
+        self._scheduled = len(requests)
+        engine.run()
+        self.arrived = len(requests)
+        self.events.now_s = engine.now_s
+        for instance in instances:
+            counters = engine.instance(instance.instance_id)
+            instance.busy_time_s = counters.busy_time_s
+            instance.iterations = counters.iterations
+            instance.context_truncated = counters.context_truncated
+            if instance.prefix_cache is not None:
+                instance.prefix_cache.query_tokens = counters.prefix_query_tokens
+        self.outcomes = _outcomes(engine, requests, self.record_token_curves)
+        return self.outcomes
+
+    def _session_targets(self, requests: SequenceOf[Request]) -> list[int]:
+        """For ``session_affinity``: the instance each request's session maps to (-1: none, the
+        least loaded takes it). The routable instances cannot change during a compiled run, so
+        the ring is read once."""
+        if self.router_name != "session_affinity":
+            return []
+        ids = self.routable_ids()
+        owner: Callable[[int, list[int]], int] = self.router.owner  # type: ignore[union-attr]
+        return [-1 if r.session_id is None or not ids else owner(r.session_id, ids) for r in requests]
+
+    # ----------------------------------------------------------------- not compiled
+    def submit(self, requests: Iterable[Request]) -> NoReturn:
+        raise not_compiled("submit() (give the requests to run())")
+
+    def add_arrival(self, request: Request) -> NoReturn:
+        raise not_compiled("add_arrival()")
+
+    def advance(self, until_s: float = float("inf")) -> Decision | None:
+        raise not_compiled("advance() (decisions and timers in Python)")
+
+    def dispatch(self, seq: Any, instance_id: int) -> NoReturn:
+        raise not_compiled("dispatch() from outside")
+
+    def dispatch_in_place(self, seq: Any, instance_id: int) -> NoReturn:
+        raise not_compiled("dispatch_in_place()")
+
+    def place_answering(self, seq: Any, instance_id: int) -> NoReturn:
+        raise not_compiled("place_answering()")
+
+    def migrate(self, seq: Any, target_id: int) -> bool:
+        raise not_compiled("migrate()")
+
+    def drain(self, instance_id: int) -> NoReturn:
+        raise not_compiled("drain()")
+
+    def every(self, interval_s: float, callback: Callable[[Cluster], None], start_s: float | None = None) -> NoReturn:
+        raise not_compiled("every() (Python timers)")
+
+
+def _check_sizes(request: Request) -> None:
+    """The request's integers fit the engine's int64 columns (raises naming the request)."""
+    for name in ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier"):
+        value = getattr(request, name)
+        if not -MAX_TOKENS <= value <= MAX_TOKENS:
+            raise ValueError(f"request {request.request_id}: {name}={value} is beyond the compiled engine's "
+                             f"range (|value| <= 2**62)")
+
+
+def _check_instances(instances: list[Instance], requests: SequenceOf[Request]) -> None:
+    """Every instance serves now with its queue gate off, and prefix caching has nothing to act on."""
+    for instance in instances:
+        if instance.lifecycle != Lifecycle.SERVING:
+            raise not_compiled(f"instance {instance.instance_id} in lifecycle {instance.lifecycle.value!r}")
+        if instance.min_queue_length != 1:
+            raise not_compiled(f"a queue gate (instance {instance.instance_id}: min queue length "
+                               f"{instance.min_queue_length})")
+        if instance.num_requests:
+            raise not_compiled(f"instance {instance.instance_id} holding requests before run()")
+    if any(instance.prefix_cache is not None for instance in instances):
+        hashed = next((r for r in requests if r.block_hashes is not None), None)
+        if hashed is not None:
+            raise not_compiled(f"prefix caching over block_hashes (request {hashed.request_id} carries them)")
+
+
+def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
+    settings = _core.InstanceSettings()
+    kv = instance.kv
+    settings.total_blocks, settings.block_size, settings.watermark_blocks = (
+        kv.total_blocks, kv.block_size, kv.watermark_blocks)
+    settings.max_batch_size = instance.max_batch_size
+    settings.max_batched_tokens = instance.max_batched_tokens
+    settings.context_tokens = instance.model.context_tokens
+    settings.swap_s_per_token = instance.swap_s_per_token
+    settings.frontend_s = instance.latency.engine.frontend_s
+    settings.preempt_by_swap = instance.preemption == "swap"
+    settings.counts_prefix_queries = instance.prefix_cache is not None
+    settings.model_index = model_index
+    settings.max_segment_iterations = instance.planner.max_iterations
+    settings.scheduler = instance.settings.scheduler
+    settings.chunk_tokens = instance.scheduler.chunked_prefill_tokens or 0
+    return settings
+
+
+def _outcomes(engine: _core.Engine, requests: SequenceOf[Request], curves: bool) -> list[RequestOutcome]:
+    """The engine's outcome log as ``RequestOutcome``s, in the order recorded; the request's
+    own fields (id, tier, arrival, prompt, SLO) come from the ``Request`` as ``Sequence`` copies them."""
+    table, log = engine.requests, engine.outcomes
+    instance_id, output, reasoning = table.instance_id, table.output_tokens, table.reasoning_tokens
+    scheduled, first_token, first_answer = table.first_scheduled_s, table.first_token_s, table.first_answer_token_s
+    reasoning_end, max_tbt, preempted = table.reasoning_end_s, table.max_tbt_s, table.preempted_s
+    preemptions, migrations = table.num_preemptions, table.num_migrations
+    token_curves = table.token_curve if curves else None
+    outcomes = []
+    for row, finish_s, reason in zip(log.rows, log.finish_s, log.reasons):
+        request = requests[row]
+        outcomes.append(RequestOutcome(
+            request_id=request.request_id, tier=request.tier, instance_id=instance_id[row],
+            arrival_s=request.arrival_s, prompt_tokens=request.prompt_tokens, output_tokens=output[row],
+            reasoning_tokens=reasoning[row], first_scheduled_s=scheduled[row], first_token_s=first_token[row],
+            first_answer_token_s=first_answer[row], reasoning_end_s=reasoning_end[row], finish_s=finish_s,
+            max_tbt_s=max_tbt[row], preempted_s=preempted[row], num_preemptions=preemptions[row],
+            num_migrations=migrations[row], token_curve=() if token_curves is None else tuple(token_curves[row]),
+            slo=request.slo, rejected_reason=REJECT_REASONS[reason],
+        ))
+    return outcomes
