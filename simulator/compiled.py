@@ -22,7 +22,10 @@ exist); decisions, timers and live changes (``advance``, ``dispatch``, ``every``
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Sequence as SequenceOf
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, NoReturn
 
 from servegym_core import _core
@@ -42,8 +45,7 @@ COMPILED_SCHEDULERS = {"fcfs": FCFSScheduler, "priority": PriorityScheduler, "sa
 COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
 REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 """``rejected_reason`` by the engine's reject code."""
-MAX_TOKENS = 2**62
-"""Token counts (and tiers, ids) the engine's int64 arithmetic takes with room to spare."""
+INT64_LIMIT = 2**63
 INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
 
 
@@ -118,12 +120,15 @@ class CompiledCluster(Cluster):
         for instance in instances:
             # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
             engine.add_instance(_settings(instance, model_index[instance.model.name]), instance.latency._evaluator)
-        columns = {name: [getattr(r, name) for r in requests] for name in INTEGER_COLUMNS}
-        _check_sizes(columns, requests)
-        engine.submit(columns["request_id"], [float(r.arrival_s) for r in requests], columns["prompt_tokens"],
-                      columns["output_tokens"], columns["reasoning_tokens"], columns["tier"],
-                      [-1 if r.model is None else model_index[r.model] for r in requests],
-                      self._session_targets(requests))
+        columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
+        try:
+            engine.submit(columns["request_id"], [float(r.arrival_s) for r in requests], columns["prompt_tokens"],
+                          columns["output_tokens"], columns["reasoning_tokens"], columns["tier"],
+                          [-1 if r.model is None else model_index[r.model] for r in requests],
+                          self._session_targets(requests))
+        except TypeError:  # an integer column holds a value outside int64 (or not an integer)
+            _name_bad_integer(columns, requests)
+            raise
         self._requests = requests
         self._scheduled = len(requests)
         engine.run()
@@ -178,13 +183,14 @@ class CompiledCluster(Cluster):
         raise not_compiled("every() (Python timers)")
 
 
-def _check_sizes(columns: dict[str, list[int]], requests: SequenceOf[Request]) -> None:
-    """The requests' integers fit the engine's int64 columns (raises naming the first request that does not)."""
+def _name_bad_integer(columns: dict[str, list[Any]], requests: SequenceOf[Request]) -> None:
+    """Raise a ValueError naming the first request whose integer field the engine's int64 columns
+    cannot hold (the engine's own conversion error names no request)."""
     for name, values in columns.items():
-        if values and not (-MAX_TOKENS <= min(values) and max(values) <= MAX_TOKENS):
-            index = next(i for i, value in enumerate(values) if not -MAX_TOKENS <= value <= MAX_TOKENS)
-            raise ValueError(f"request {requests[index].request_id}: {name}={values[index]} is beyond the compiled "
-                             "engine's range (|value| <= 2**62)")
+        for request, value in zip(requests, values):
+            if not (isinstance(value, int) and -INT64_LIMIT <= value < INT64_LIMIT):
+                raise ValueError(f"request {request.request_id}: {name}={value!r} is not an integer the compiled engine "
+                                 "holds (int64)")
 
 
 def _check_instances(instances: list[Instance], requests: SequenceOf[Request]) -> None:
@@ -223,20 +229,28 @@ def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
 
 
 def _outcomes(engine: _core.Engine, requests: SequenceOf[Request], curves: bool) -> list[RequestOutcome]:
-    """The engine's outcome log as ``RequestOutcome``s, in the order recorded; the request's
-    own fields (id, tier, arrival, prompt, SLO) come from the ``Request`` as ``Sequence`` copies them."""
-    table, log = engine.requests, engine.outcomes
-    instance_id, output, reasoning = table.instance_id, table.output_tokens, table.reasoning_tokens
-    scheduled, first_token, first_answer = table.first_scheduled_s, table.first_token_s, table.first_answer_token_s
-    reasoning_end, max_tbt, preempted = table.reasoning_end_s, table.max_tbt_s, table.preempted_s
-    preemptions, migrations = table.num_preemptions, table.num_migrations
-    token_curves = table.token_curve if curves else None
-    curve_of = (lambda row: ()) if token_curves is None else (lambda row: tuple(token_curves[row]))
-    return [
-        # positional, in RequestOutcome's field order (keywords cost a third of the time here)
-        RequestOutcome(request.request_id, request.tier, instance_id[row], request.arrival_s, request.prompt_tokens,
-                       output[row], reasoning[row], scheduled[row], first_token[row], first_answer[row],
-                       reasoning_end[row], finish_s, max_tbt[row], preempted[row], preemptions[row],
-                       migrations[row], curve_of(row), request.slo, REJECT_REASONS[reason])
-        for row, finish_s, reason, request in zip(log.rows, log.finish_s, log.reasons, map(requests.__getitem__, log.rows))
-    ]
+    """The engine's outcomes as ``RequestOutcome``s, in the order recorded; the request's own
+    fields (id, tier, arrival, prompt, SLO) come from the ``Request`` as ``Sequence`` copies them.
+    Built column-wise (``map`` over the columns: no Python step per field)."""
+    table = engine.outcome_table()
+    collecting = gc.isenabled()
+    gc.disable()  # many new objects, no cycles among them: the collector would only slow the build down
+    try:
+        return _build_outcomes(table, requests, curves)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build_outcomes(table: _core.OutcomeTable, requests: SequenceOf[Request], curves: bool) -> list[RequestOutcome]:
+    ended = list(map(requests.__getitem__, table.rows))
+    request_field = {name: map(attrgetter(name), ended)
+                     for name in ("request_id", "tier", "arrival_s", "prompt_tokens", "slo")}
+    token_curves = map(tuple, table.token_curve) if curves else repeat(())
+    return list(map(
+        RequestOutcome, request_field["request_id"], request_field["tier"], table.instance_id,
+        request_field["arrival_s"], request_field["prompt_tokens"], table.output_tokens, table.reasoning_tokens,
+        table.first_scheduled_s, table.first_token_s, table.first_answer_token_s, table.reasoning_end_s,
+        table.finish_s, table.max_tbt_s, table.preempted_s, table.num_preemptions, table.num_migrations,
+        token_curves, request_field["slo"], map(REJECT_REASONS.__getitem__, table.reasons),
+    ))

@@ -1,5 +1,5 @@
 // Bindings of core/src/engine.hpp and what it exposes (instances' settings and counters, the
-// request table's columns, the outcome log): no logic.
+// outcome table): no logic.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -38,26 +38,23 @@ void bind_engine(nb::module_& m) {
       .def_ro("context_truncated", &Instance::context_truncated)
       .def_ro("prefix_query_tokens", &Instance::prefix_query_tokens);
 
-  using T = RequestTable;
-  nb::class_<T>(m, "RequestTable", "The engine's requests as columns, one row per arrival (read-only copies).")
-      .def_prop_ro("size", &T::size)
-      .def_ro("instance_id", &T::instance_id)
-      .def_ro("output_tokens", &T::output_tokens)
-      .def_ro("reasoning_tokens", &T::reasoning_tokens)
-      .def_ro("first_scheduled_s", &T::first_scheduled_s)
-      .def_ro("first_token_s", &T::first_token_s)
-      .def_ro("first_answer_token_s", &T::first_answer_token_s)
-      .def_ro("reasoning_end_s", &T::reasoning_end_s)
-      .def_ro("max_tbt_s", &T::max_tbt_s)
-      .def_ro("preempted_s", &T::preempted_s)
-      .def_ro("num_preemptions", &T::num_preemptions)
-      .def_ro("num_migrations", &T::num_migrations)
-      .def_ro("token_curve", &T::token_curve);
-
-  nb::class_<OutcomeLog>(m, "OutcomeLog", "Rows, finish times and reject codes in the order recorded (read-only).")
-      .def_ro("rows", &OutcomeLog::rows)
-      .def_ro("finish_s", &OutcomeLog::finish_s)
-      .def_ro("reasons", &OutcomeLog::reasons);
+  using O = OutcomeTable;
+  nb::class_<O>(m, "OutcomeTable", "The outcomes as columns, in the order recorded (read-only copies).")
+      .def_ro("rows", &O::rows)
+      .def_ro("instance_id", &O::instance_id)
+      .def_ro("output_tokens", &O::output_tokens)
+      .def_ro("reasoning_tokens", &O::reasoning_tokens)
+      .def_ro("first_scheduled_s", &O::first_scheduled_s)
+      .def_ro("first_token_s", &O::first_token_s)
+      .def_ro("first_answer_token_s", &O::first_answer_token_s)
+      .def_ro("reasoning_end_s", &O::reasoning_end_s)
+      .def_ro("finish_s", &O::finish_s)
+      .def_ro("max_tbt_s", &O::max_tbt_s)
+      .def_ro("preempted_s", &O::preempted_s)
+      .def_ro("num_preemptions", &O::num_preemptions)
+      .def_ro("num_migrations", &O::num_migrations)
+      .def_ro("token_curve", &O::token_curve)
+      .def_ro("reasons", &O::reasons);
 
   nb::class_<Engine>(m, "Engine", "The compiled event loop of aggregated instances (simulator.compiled).")
       .def(nb::init<std::string, bool, std::vector<std::string>>(), "router"_a, "record_token_curves"_a,
@@ -69,8 +66,7 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("now_s", &Engine::now_s)
       .def_prop_ro("num_instances", &Engine::num_instances)
       .def("instance", &Engine::instance, "instance_id"_a, nb::rv_policy::reference_internal)
-      .def_prop_ro("requests", &Engine::requests, nb::rv_policy::reference_internal)
-      .def_prop_ro("outcomes", &Engine::outcomes, nb::rv_policy::reference_internal);
+      .def("outcome_table", &Engine::outcome_table);
 }
 
 }  // namespace servegym_core

@@ -85,7 +85,7 @@ void reserve_decode_slots(Instance& instance) {
   KVBlocks& kv = instance.kv;
   const std::int64_t block_size = kv.block_size;
   std::vector<Req>& running = instance.running;
-  std::vector<std::pair<Req, std::int64_t>> growing;
+  std::vector<std::pair<Req, std::int64_t>>& growing = instance.growing;
   std::int64_t need = 0;
   while (true) {
     need = 0;

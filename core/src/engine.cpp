@@ -36,6 +36,7 @@ void Engine::submit(const std::vector<std::int64_t>& request_id, const std::vect
                                  reasoning_tokens.size(), tier.size(), model_index.size()}) {
     if (size != n) throw std::invalid_argument("Engine.submit: the request columns differ in length");
   }
+  requests_.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     if (model_index[i] >= static_cast<std::int32_t>(model_names_.size())) {
       throw std::invalid_argument("request " + std::to_string(request_id[i]) + ": model_index " +
@@ -93,6 +94,29 @@ void Engine::dispatch(Req r, std::int32_t instance_id) {
   } else {
     target.enqueue(r);
   }
+}
+
+OutcomeTable Engine::outcome_table() const {
+  const RequestTable& t = requests_;
+  OutcomeTable table;
+  table.rows = outcomes_.rows;
+  table.finish_s = outcomes_.finish_s;
+  table.reasons = outcomes_.reasons;
+  for (const Req r : outcomes_.rows) {
+    table.instance_id.push_back(t.instance_id[r]);
+    table.output_tokens.push_back(t.output_tokens[r]);
+    table.reasoning_tokens.push_back(t.reasoning_tokens[r]);
+    table.first_scheduled_s.push_back(t.first_scheduled_s[r]);
+    table.first_token_s.push_back(t.first_token_s[r]);
+    table.first_answer_token_s.push_back(t.first_answer_token_s[r]);
+    table.reasoning_end_s.push_back(t.reasoning_end_s[r]);
+    table.max_tbt_s.push_back(t.max_tbt_s[r]);
+    table.preempted_s.push_back(t.preempted_s[r]);
+    table.num_preemptions.push_back(t.num_preemptions[r]);
+    table.num_migrations.push_back(t.num_migrations[r]);
+    if (t.records_token_curves()) table.token_curve.push_back(t.token_curve[r]);
+  }
+  return table;
 }
 
 void Engine::on_complete(std::int32_t, Req r) { outcomes_.add(r, events_.now_s, RejectReason::None); }

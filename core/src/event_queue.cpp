@@ -9,9 +9,11 @@ namespace servegym_core {
 namespace {
 
 // std::push_heap keeps the largest on top: "later" puts the earliest (time, counter) there.
-bool later(const Event& x, const Event& y) {
-  return x.time_s > y.time_s || (x.time_s == y.time_s && x.counter > y.counter);
-}
+struct Later {
+  bool operator()(const Event& x, const Event& y) const {
+    return x.time_s > y.time_s || (x.time_s == y.time_s && x.counter > y.counter);
+  }
+};
 
 }  // namespace
 
@@ -22,11 +24,11 @@ void EventQueue::schedule(double time_s, EventKind kind, std::int32_t a, std::in
   }
   ++counter_;
   heap_.push_back(Event{time_s, counter_, kind, a, b});
-  std::push_heap(heap_.begin(), heap_.end(), later);
+  std::push_heap(heap_.begin(), heap_.end(), Later{});
 }
 
 Event EventQueue::pop() {
-  std::pop_heap(heap_.begin(), heap_.end(), later);
+  std::pop_heap(heap_.begin(), heap_.end(), Later{});
   const Event event = heap_.back();
   heap_.pop_back();
   now_s = event.time_s;

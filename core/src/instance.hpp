@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "event_queue.hpp"
@@ -86,6 +87,9 @@ class Instance {
   // A preemption or swap-in since the last batch formed: the next decode plan runs one iteration.
   bool memory_moved = false;
   bool busy = false;
+
+  // Scratch of reserve_decode_slots: the running sequences that grow by a block, and by how many.
+  std::vector<std::pair<Req, std::int64_t>> growing;
 
   double busy_time_s = 0.0;
   std::int64_t iterations = 0;

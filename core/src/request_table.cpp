@@ -41,6 +41,34 @@ Req RequestTable::add(const RequestRow& row) {
   return r;
 }
 
+void RequestTable::reserve(std::size_t n) {
+  request_id.reserve(n);
+  arrival_s.reserve(n);
+  prompt_tokens.reserve(n);
+  output_tokens.reserve(n);
+  reasoning_tokens.reserve(n);
+  tier.reserve(n);
+  model_index.reserve(n);
+  kv_tokens.reserve(n);
+  generated_tokens.reserve(n);
+  blocks.reserve(n);
+  queue_order.reserve(n);
+  residency.reserve(n);
+  phase.reserve(n);
+  instance_id.reserve(n);
+  num_preemptions.reserve(n);
+  num_migrations.reserve(n);
+  first_scheduled_s.reserve(n);
+  first_token_s.reserve(n);
+  first_answer_token_s.reserve(n);
+  reasoning_end_s.reserve(n);
+  last_token_s.reserve(n);
+  max_tbt_s.reserve(n);
+  preempted_since_s.reserve(n);
+  preempted_s.reserve(n);
+  if (record_token_curves_) token_curve.reserve(n);
+}
+
 void RequestTable::on_tokens(Req r, double first_time_s, double last_time_s, std::int64_t count, double last_gap_s) {
   const std::int64_t before = generated_tokens[r];
   if (before == 0) {

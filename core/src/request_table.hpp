@@ -31,6 +31,8 @@ class RequestTable {
   explicit RequestTable(bool record_token_curves = false) : record_token_curves_(record_token_curves) {}
 
   Req add(const RequestRow& row);
+  // Room for n rows in every column.
+  void reserve(std::size_t n);
   std::size_t size() const { return request_id.size(); }
   bool records_token_curves() const { return record_token_curves_; }
 

@@ -37,11 +37,13 @@ struct Prefill {
   std::int64_t tokens;
 };
 
+[[noreturn]] inline void bad_ceil_div(std::int64_t a, std::int64_t b) {
+  throw std::logic_error("ceil_div(" + std::to_string(a) + ", " + std::to_string(b) + "): needs a >= 0 and b > 0");
+}
+
 // Python's -(-a // b) for a >= 0 and b > 0 (every ceiling of the engine); anything else is a bug.
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  if (a < 0 || b <= 0) {
-    throw std::logic_error("ceil_div(" + std::to_string(a) + ", " + std::to_string(b) + "): needs a >= 0 and b > 0");
-  }
+  if (a < 0 || b <= 0) [[unlikely]] bad_ceil_div(a, b);
   return (a + b - 1) / b;
 }
 
