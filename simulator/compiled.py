@@ -7,8 +7,8 @@ floating-point operations, so its outcomes equal ``Cluster.run``'s field by fiel
 checks of ``Cluster``) and passes numbers; no Python runs during the simulation.
 
 Ported so far: aggregated instances that keep one batch in flight (pp 1, or pp > 1 with one
-microbatch), the ``fcfs``, ``priority`` and ``sarathi`` schedulers, preemption by recompute and
-by swap, coalesced decode segments and ``coalesce=False``, the context rule and KV-capacity
+microbatch), the ``fcfs``, ``priority``, ``sarathi``, ``rr`` and ``pascal`` schedulers, preemption
+by recompute and by swap, coalesced decode segments and ``coalesce=False``, the context rule and KV-capacity
 rejections, reasoning requests (without a phase router), the engine's frontend time, token
 curves, and the ``round_robin``, ``least_loaded`` and ``session_affinity`` routers. Prefix
 caching is accepted only where it cannot act (no request carries ``block_hashes``). Anything
@@ -38,10 +38,13 @@ from simulator.request import Request
 from simulator.routers import Router
 from simulator.schedulers import SCHEDULERS
 from simulator.schedulers.fcfs import FCFSScheduler
+from simulator.schedulers.pascal import PascalScheduler
 from simulator.schedulers.priority import PriorityScheduler
+from simulator.schedulers.round_robin import RoundRobinScheduler
 from simulator.schedulers.sarathi import SarathiScheduler
 
-COMPILED_SCHEDULERS = {"fcfs": FCFSScheduler, "priority": PriorityScheduler, "sarathi": SarathiScheduler}
+COMPILED_SCHEDULERS = {"fcfs": FCFSScheduler, "priority": PriorityScheduler, "sarathi": SarathiScheduler,
+                       "rr": RoundRobinScheduler, "pascal": PascalScheduler}
 COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
 REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 """``rejected_reason`` by the engine's reject code."""
@@ -223,8 +226,13 @@ def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
     settings.counts_prefix_queries = instance.prefix_cache is not None
     settings.model_index = model_index
     settings.max_segment_iterations = instance.planner.max_iterations
-    settings.scheduler = instance.settings.scheduler
-    settings.chunk_tokens = instance.scheduler.chunked_prefill_tokens or 0
+    scheduler = instance.scheduler
+    options = _core.SchedulerOptions()
+    options.name = type(scheduler).name
+    options.chunk_tokens = scheduler.chunked_prefill_tokens or 0
+    options.quantum_tokens = getattr(scheduler, "quantum_tokens", 0)
+    options.demotion_kv_tokens = getattr(scheduler, "demotion_kv_tokens", 0)
+    settings.scheduler = options
     return settings
 
 

@@ -4,8 +4,8 @@ and busy time per instance, truncations, cost):
 
 - on seeded random workloads and configurations of each family below, each with a proof that it
   exercises what it is named for (preemptions by swap or by recompute, prompts beyond the token
-  budget, context caps and rejections, KV-capacity rejections, several routers and GPU types,
-  one iteration per event, the engine's frontend time);
+  budget, Sarathi chunks, context caps and rejections, KV-capacity rejections, several routers and
+  GPU types, one iteration per event, rr and PASCAL time-sharing, the engine's frontend time);
 - on every simulator golden case inside the compiled subset (``tests/sim_golden``), counters
   included, by running the case's own code with ``CompiledCluster`` in place of ``Cluster``;
 - on ``simulator_speed``'s run (a) at full size (10,000 requests).
@@ -174,6 +174,19 @@ def _frontend(rng: np.random.Generator) -> Setup:
                  _requests(rng, 50, 15.0, (20, 3000), (5, 300)))
 
 
+def _time_sharing(rng: np.random.Generator) -> Setup:
+    """rr and PASCAL: small quanta, PASCAL's demotion of long reasoning, memory pressure."""
+    scheduler = str(rng.choice(["rr", "pascal"]))
+    options = {"quantum_tokens": int(rng.integers(8, 64))}
+    if scheduler == "pascal":
+        options["demotion_kv_tokens"] = int(rng.integers(200, 800))
+    config = _config(rng, scheduler=scheduler, scheduler_options=options, kv_blocks=int(rng.integers(80, 200)),
+                     preemption=str(rng.choice(["swap", "recompute"])), max_batch_size=int(rng.integers(4, 12)))
+    return Setup([(config, 2)], {"router": str(rng.choice(["round_robin", "session_affinity"])),
+                                 "record_token_curves": bool(rng.integers(0, 2))},
+                 _requests(rng, 50, 10.0, (20, 900), (20, 300), reasoning_share=0.5, sessions=8))
+
+
 FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list[RequestOutcome], Setup], bool]]] = {
     "swap_pressure": (_swap_pressure, lambda out, s: any(o.num_preemptions and o.preempted_s > 0 for o in out)),
     "recompute_pressure": (_recompute_pressure, lambda out, s: any(o.num_preemptions for o in out)),
@@ -187,6 +200,7 @@ FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list
     "mixed_pools": (_mixed_pools, lambda out, s: len({o.instance_id for o in out} & {0, 2, 3, 4}) >= 3),
     "one_iteration_per_event": (_one_iteration_per_event, lambda out, s: any(
         o.completed and o.reasoning_tokens and len(o.token_curve) == o.output_tokens for o in out)),
+    "time_sharing": (_time_sharing, lambda out, s: any(o.num_preemptions for o in out)),
     "frontend": (_frontend, lambda out, s: all(o.first_scheduled_s - o.arrival_s >= 0.017 for o in out)),
 }
 SEEDS = range(6)
@@ -217,7 +231,7 @@ def test_random_workloads_give_the_python_engines_outcomes(family, seed):
 
 
 # ----------------------------------------------------------------- the simulator goldens in the subset
-GOLDEN_CASES = [f"{s}_nocache_{p}_{m}" for s in ("fcfs", "priority", "sarathi") for p in ("pp1", "pp2mb1")
+GOLDEN_CASES = [f"{s}_nocache_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr", "pascal") for p in ("pp1", "pp2mb1")
                 for m in ("recompute", "swap")] + [
     "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps"]
 
@@ -264,7 +278,6 @@ def _llama(**fields: Any) -> InstanceConfig:
     (lambda: CompiledCluster({"A100-80GB": 1}, completion_hook=lambda c, i, s: True), "completion_hook="),
     (lambda: CompiledCluster({"A100-80GB": 1}, track_arrays=True), "track_arrays=True"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama()), "deploy(ready_now=False)"),
-    (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(scheduler="rr"), ready_now=True), "scheduler='rr'"),
     (lambda: CompiledCluster({"A100-80GB": 2}).deploy(_llama(pp=2), ready_now=True), "2 microbatches in flight"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(role="prefill"), ready_now=True), "role='prefill'"),
     (lambda: CompiledCluster({"A100-80GB": 1}).advance(), "advance()"),
@@ -274,6 +287,18 @@ def test_a_configuration_outside_the_subset_raises_naming_it(make, named):
     with pytest.raises(ValueError, match="the compiled engine does not support") as error:
         make()
     assert named in str(error.value)
+
+
+def test_a_scheduler_registered_in_place_of_a_built_in_one_is_not_compiled(monkeypatch):
+    from simulator.schedulers import SCHEDULERS
+    from simulator.schedulers.fcfs import FCFSScheduler
+
+    class Patient(FCFSScheduler):
+        pass
+
+    monkeypatch.setitem(SCHEDULERS, "fcfs", Patient)
+    with pytest.raises(ValueError, match="the compiled engine does not support scheduler='fcfs'"):
+        CompiledCluster({"A100-80GB": 1}).deploy(_llama(scheduler="fcfs"), ready_now=True)
 
 
 def test_prefix_caching_over_block_hashes_and_a_queue_gate_raise_naming_them():

@@ -13,6 +13,14 @@ using namespace nb::literals;
 namespace servegym_core {
 
 void bind_engine(nb::module_& m) {
+  using O = SchedulerOptions;
+  nb::class_<O>(m, "SchedulerOptions", "A local scheduler's name and options, defaults filled in.")
+      .def(nb::init<>())
+      .def_rw("name", &O::name)
+      .def_rw("chunk_tokens", &O::chunk_tokens)
+      .def_rw("quantum_tokens", &O::quantum_tokens)
+      .def_rw("demotion_kv_tokens", &O::demotion_kv_tokens);
+
   using S = InstanceSettings;
   nb::class_<S>(m, "InstanceSettings", "One replica as simulator.compiled resolved it from its InstanceConfig.")
       .def(nb::init<>())
@@ -28,8 +36,7 @@ void bind_engine(nb::module_& m) {
       .def_rw("counts_prefix_queries", &S::counts_prefix_queries)
       .def_rw("model_index", &S::model_index)
       .def_rw("max_segment_iterations", &S::max_segment_iterations)
-      .def_rw("scheduler", &S::scheduler)
-      .def_rw("chunk_tokens", &S::chunk_tokens);
+      .def_rw("scheduler", &S::scheduler);
 
   nb::class_<Instance>(m, "EngineInstance", "An instance's counters after a run (read-only).")
       .def_ro("instance_id", &Instance::instance_id)
@@ -38,23 +45,23 @@ void bind_engine(nb::module_& m) {
       .def_ro("context_truncated", &Instance::context_truncated)
       .def_ro("prefix_query_tokens", &Instance::prefix_query_tokens);
 
-  using O = OutcomeTable;
-  nb::class_<O>(m, "OutcomeTable", "The outcomes as columns, in the order recorded (read-only copies).")
-      .def_ro("rows", &O::rows)
-      .def_ro("instance_id", &O::instance_id)
-      .def_ro("output_tokens", &O::output_tokens)
-      .def_ro("reasoning_tokens", &O::reasoning_tokens)
-      .def_ro("first_scheduled_s", &O::first_scheduled_s)
-      .def_ro("first_token_s", &O::first_token_s)
-      .def_ro("first_answer_token_s", &O::first_answer_token_s)
-      .def_ro("reasoning_end_s", &O::reasoning_end_s)
-      .def_ro("finish_s", &O::finish_s)
-      .def_ro("max_tbt_s", &O::max_tbt_s)
-      .def_ro("preempted_s", &O::preempted_s)
-      .def_ro("num_preemptions", &O::num_preemptions)
-      .def_ro("num_migrations", &O::num_migrations)
-      .def_ro("token_curve", &O::token_curve)
-      .def_ro("reasons", &O::reasons);
+  using T = OutcomeTable;
+  nb::class_<T>(m, "OutcomeTable", "The outcomes as columns, in the order recorded (read-only copies).")
+      .def_ro("rows", &T::rows)
+      .def_ro("instance_id", &T::instance_id)
+      .def_ro("output_tokens", &T::output_tokens)
+      .def_ro("reasoning_tokens", &T::reasoning_tokens)
+      .def_ro("first_scheduled_s", &T::first_scheduled_s)
+      .def_ro("first_token_s", &T::first_token_s)
+      .def_ro("first_answer_token_s", &T::first_answer_token_s)
+      .def_ro("reasoning_end_s", &T::reasoning_end_s)
+      .def_ro("finish_s", &T::finish_s)
+      .def_ro("max_tbt_s", &T::max_tbt_s)
+      .def_ro("preempted_s", &T::preempted_s)
+      .def_ro("num_preemptions", &T::num_preemptions)
+      .def_ro("num_migrations", &T::num_migrations)
+      .def_ro("token_curve", &T::token_curve)
+      .def_ro("reasons", &T::reasons);
 
   nb::class_<Engine>(m, "Engine", "The compiled event loop of aggregated instances (simulator.compiled).")
       .def(nb::init<std::string, bool, std::vector<std::string>>(), "router"_a, "record_token_curves"_a,

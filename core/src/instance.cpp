@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "queue_order.hpp"
-#include "schedulers/registry.hpp"
 
 namespace servegym_core {
 
@@ -16,9 +15,9 @@ Instance::Instance(std::int32_t instance_id_, const InstanceSettings& settings_,
       requests(requests_),
       kv(settings_.total_blocks, settings_.block_size, settings_.watermark_blocks),
       latency(latency_),
-      scheduler(make_scheduler(settings_.scheduler, settings_.chunk_tokens)),
+      scheduler(make_scheduler(settings_.scheduler)),
       host_(host),
-      planner_(latency, kv, requests_, settings_.max_segment_iterations) {}
+      planner_(latency, kv, requests_, *scheduler, settings_.max_segment_iterations) {}
 
 void Instance::enqueue(Req r) {
   RequestTable& t = requests;

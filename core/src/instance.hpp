@@ -14,6 +14,7 @@
 #include "latency.hpp"
 #include "request_table.hpp"
 #include "schedulers/base.hpp"
+#include "schedulers/registry.hpp"
 #include "segments.hpp"
 #include "sim_types.hpp"
 
@@ -35,8 +36,7 @@ struct InstanceSettings {
   bool counts_prefix_queries = false;
   std::int32_t model_index = 0;
   std::int64_t max_segment_iterations = 1024;  // 1: coalesce=False
-  std::string scheduler = "fcfs";
-  std::int64_t chunk_tokens = 0;  // sarathi's budget
+  SchedulerOptions scheduler;
 };
 
 // What an instance tells the engine around it (simulator.instance.InstanceHost).

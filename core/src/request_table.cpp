@@ -24,6 +24,8 @@ Req RequestTable::add(const RequestRow& row) {
   generated_tokens.push_back(0);
   blocks.push_back(0);
   queue_order.push_back(0);
+  quantum_start_tokens.push_back(0);
+  demoted.push_back(0);
   residency.push_back(Residency::Queued);
   phase.push_back(Phase::Waiting);
   instance_id.push_back(-1);
@@ -53,6 +55,8 @@ void RequestTable::reserve(std::size_t n) {
   generated_tokens.reserve(n);
   blocks.reserve(n);
   queue_order.reserve(n);
+  quantum_start_tokens.reserve(n);
+  demoted.reserve(n);
   residency.reserve(n);
   phase.reserve(n);
   instance_id.reserve(n);

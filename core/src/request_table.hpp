@@ -49,6 +49,8 @@ class RequestTable {
   std::vector<std::int64_t> generated_tokens;
   std::vector<std::int64_t> blocks;
   std::vector<std::int64_t> queue_order;
+  std::vector<std::int64_t> quantum_start_tokens;  // round-robin: generated tokens when its quantum began
+  std::vector<std::uint8_t> demoted;               // PASCAL: demoted to the low-priority queue
   std::vector<Residency> residency;
   std::vector<Phase> phase;
   std::vector<std::int32_t> instance_id;

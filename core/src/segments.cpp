@@ -1,10 +1,13 @@
 #include "segments.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace servegym_core {
 
 SegmentPlanner::SegmentPlanner(LatencyEvaluator& latency, const KVBlocks& kv, RequestTable& requests,
-                               std::int64_t max_iterations)
-    : latency_(latency), kv_(kv), requests_(requests), max_iterations_(max_iterations) {}
+                               const LocalScheduler& scheduler, std::int64_t max_iterations)
+    : latency_(latency), kv_(kv), requests_(requests), scheduler_(scheduler), max_iterations_(max_iterations) {}
 
 double SegmentPlanner::mixed_iteration_s(const std::vector<Prefill>& prefills, const std::vector<Req>& decode) {
   RequestTable& t = requests_;
@@ -36,6 +39,13 @@ void SegmentPlanner::decode_ends(double now, const std::vector<Req>& decode, dou
     if (generated < reasoning && reasoning - generated < left) left = reasoning - generated;
     if (left < horizon) horizon = left;
   }
+  if (scheduler_.priority_may_change() && horizon > 1) {
+    for (const Req r : decode) {
+      const std::int64_t change = scheduler_.iterations_until_change(t, r);
+      if (change < horizon) horizon = change;
+    }
+  }
+  if (horizon < 1) throw std::logic_error("decode_ends: a segment of " + std::to_string(horizon) + " iterations");
   // Cheap bound first: each sequence crosses at most ceil((horizon-1)/block_size)+1 blocks.
   if (horizon > 1 && batch * (ceil_div(horizon - 1, kv_.block_size) + 1) > kv_.free_blocks()) {
     horizon = memory_horizon(decode, horizon);

@@ -1,7 +1,7 @@
 // Coalesced decode segments (simulator/segments.py): when each iteration of an instance's next
 // segment ends. A decode batch is fixed between events that can change it, so all of its
-// iterations are planned at once, cut where a sequence ends its output or its reasoning or
-// where KV memory runs out; a planner capped at one iteration is coalesce=False.
+// iterations are planned at once, cut where a sequence ends its output or its reasoning, where
+// its priority may change, or where KV memory runs out; a planner capped at one iteration is coalesce=False.
 #pragma once
 
 #include <cstdint>
@@ -10,13 +10,15 @@
 #include "kv_blocks.hpp"
 #include "latency.hpp"
 #include "request_table.hpp"
+#include "schedulers/base.hpp"
 #include "sim_types.hpp"
 
 namespace servegym_core {
 
 class SegmentPlanner {
  public:
-  SegmentPlanner(LatencyEvaluator& latency, const KVBlocks& kv, RequestTable& requests, std::int64_t max_iterations);
+  SegmentPlanner(LatencyEvaluator& latency, const KVBlocks& kv, RequestTable& requests, const LocalScheduler& scheduler,
+                 std::int64_t max_iterations);
 
   // Latency of one iteration with prefill chunks (their requests enter Prefill).
   double mixed_iteration_s(const std::vector<Prefill>& prefills, const std::vector<Req>& decode);
@@ -34,6 +36,7 @@ class SegmentPlanner {
   LatencyEvaluator& latency_;
   const KVBlocks& kv_;
   RequestTable& requests_;
+  const LocalScheduler& scheduler_;
   std::int64_t max_iterations_;
 };
 

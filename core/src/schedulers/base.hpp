@@ -23,6 +23,10 @@ class LocalScheduler {
   virtual void on_enqueue(RequestTable& requests, Req r) { requests.queue_order[r] = next_order(); }
   // Called when r finished reasoning (its next token is the first answer token).
   virtual void on_phase_change(RequestTable&, Req) {}
+  // Whether priority keys of running requests change (then iterations_until_change is asked).
+  virtual bool priority_may_change() const { return false; }
+  // Decode iterations until r's priority changes (the instance re-plans there).
+  virtual std::int64_t iterations_until_change(const RequestTable&, Req) const { return 0; }
 
   // The next batch: its prefill chunks and its decode sequences (every running one between
   // tokens; none beside whole prefills unless prefills are chunked). Both come in empty.
