@@ -10,7 +10,8 @@ Ported so far: aggregated instances that keep one batch in flight (pp 1, or pp >
 microbatch), the ``fcfs``, ``priority``, ``sarathi``, ``rr`` and ``pascal`` schedulers, preemption
 by recompute and by swap, coalesced decode segments and ``coalesce=False``, the context rule and KV-capacity
 rejections, reasoning requests (without a phase router), the engine's frontend time, token
-curves, and the ``round_robin``, ``least_loaded`` and ``session_affinity`` routers. Prefix
+curves, and the ``round_robin``, ``least_loaded``, ``session_affinity`` and ``llumnix`` routers (the
+last as a ``FreestInstanceRouter``, its headroom fractions read when ``run`` starts). Prefix
 caching is accepted only where it cannot act (no request carries ``block_hashes``). Anything
 else raises a ``ValueError`` naming it, before anything runs.
 
@@ -36,6 +37,7 @@ from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
 from simulator.routers import Router
+from simulator.routers.freeness import FreestInstanceRouter
 from simulator.schedulers import SCHEDULERS
 from simulator.schedulers.fcfs import FCFSScheduler
 from simulator.schedulers.pascal import PascalScheduler
@@ -76,8 +78,14 @@ class CompiledCluster(Cluster):
         track_arrays: bool = False,
         keep_sequences: bool = True,
     ) -> None:
-        if not isinstance(router, str) or router not in COMPILED_ROUTERS:
-            raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)})")
+        spec = _core.RouterSpec()
+        if type(router) is FreestInstanceRouter:
+            spec.name = "llumnix"
+        elif isinstance(router, str) and router in COMPILED_ROUTERS:
+            spec.name = router
+        else:
+            raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)}, and a "
+                               "FreestInstanceRouter for llumnix)")
         for name, value in (("phase_router", phase_router), ("decode_router", decode_router),
                             ("completion_hook", completion_hook)):
             if value is not None:
@@ -88,7 +96,8 @@ class CompiledCluster(Cluster):
             raise not_compiled("track_arrays=True")
         super().__init__(gpu_inventory, router=router, migration=migration, provisioning_s=provisioning_s,
                          coalesce=coalesce, record_token_curves=record_token_curves, keep_sequences=keep_sequences)
-        self.router_name = router
+        self.router_spec = spec
+        """The compiled router (Llumnix's headroom fractions are read when ``run`` starts)."""
 
     def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
         """``Cluster.deploy`` for a config the engine ports, serving now (``ready_now=True``)."""
@@ -119,7 +128,9 @@ class CompiledCluster(Cluster):
         _check_instances(instances, requests)
         model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]))
         model_index = {name: index for index, name in enumerate(model_names)}
-        engine = _core.Engine(self.router_name, self.record_token_curves, model_names)
+        if isinstance(self.router, FreestInstanceRouter):
+            self.router_spec.headroom_fractions = self.router.headroom_fractions.tolist()
+        engine = _core.Engine(self.router_spec, self.record_token_curves, model_names)
         for instance in instances:
             # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
             engine.add_instance(_settings(instance, model_index[instance.model.name]), instance.latency._evaluator)
@@ -151,7 +162,7 @@ class CompiledCluster(Cluster):
         """For ``session_affinity``: the instance each request's session maps to (-1: none, the
         least loaded takes it). The routable instances cannot change during a compiled run, so
         the ring is read once."""
-        if self.router_name != "session_affinity":
+        if self.router_spec.name != "session_affinity":
             return []
         ids = self.routable_ids()
         owner: Callable[[int, list[int]], int] = self.router.owner  # type: ignore[union-attr]

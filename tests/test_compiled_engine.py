@@ -5,7 +5,8 @@ and busy time per instance, truncations, cost):
 - on seeded random workloads and configurations of each family below, each with a proof that it
   exercises what it is named for (preemptions by swap or by recompute, prompts beyond the token
   budget, Sarathi chunks, context caps and rejections, KV-capacity rejections, several routers and
-  GPU types, one iteration per event, rr and PASCAL time-sharing, the engine's frontend time);
+  GPU types, Llumnix-K dispatch with tier headroom over two models, one iteration per event, rr
+  and PASCAL time-sharing, the engine's frontend time);
 - on every simulator golden case inside the compiled subset (``tests/sim_golden``), counters
   included, by running the case's own code with ``CompiledCluster`` in place of ``Cluster``;
 - on ``simulator_speed``'s run (a) at full size (10,000 requests).
@@ -27,9 +28,11 @@ import pytest
 from experiments.benchmarks import simulator_speed
 from simulator.cluster import Cluster
 from simulator.compiled import CompiledCluster
+from simulator.headroom import default_headroom_fractions
 from simulator.instance import InstanceConfig
 from simulator.outcome import RequestOutcome
 from simulator.request import SLO, Request
+from simulator.routers import make_router
 from tests.sim_golden import features, matrix, speed
 from tests.sim_golden.cases import CASES_BY_NAME
 from tests.sim_golden.table import DATA_DIR, mismatches, read, summary, table
@@ -187,6 +190,17 @@ def _time_sharing(rng: np.random.Generator) -> Setup:
                  _requests(rng, 50, 10.0, (20, 900), (20, 300), reasoning_share=0.5, sessions=8))
 
 
+def _llumnix(rng: np.random.Generator) -> Setup:
+    """Llumnix-K dispatch (freeness with per-tier headroom) over two models, some requests naming
+    theirs; the priority scheduler under memory pressure."""
+    fractions = default_headroom_fractions(3) if rng.random() < 0.7 else np.zeros(3)
+    pools = [(_config(rng, scheduler="priority", kv_blocks=int(rng.integers(90, 160)), preemption=str(
+        rng.choice(["swap", "recompute"]))), 2), (_config(rng, model="Llama-2-7B", kv_blocks=300), 2)]
+    requests = [dataclasses.replace(r, model=str(rng.choice(["Llama-3.1-8B", "Llama-2-7B"])) if rng.random() < 0.3 else None)
+                for r in _requests(rng, 80, 30.0, (20, 1200), (50, 400))]
+    return Setup(pools, {"router": make_router("llumnix", headroom_fractions=fractions)}, requests)
+
+
 FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list[RequestOutcome], Setup], bool]]] = {
     "swap_pressure": (_swap_pressure, lambda out, s: any(o.num_preemptions and o.preempted_s > 0 for o in out)),
     "recompute_pressure": (_recompute_pressure, lambda out, s: any(o.num_preemptions for o in out)),
@@ -201,6 +215,10 @@ FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list
     "one_iteration_per_event": (_one_iteration_per_event, lambda out, s: any(
         o.completed and o.reasoning_tokens and len(o.token_curve) == o.output_tokens for o in out)),
     "time_sharing": (_time_sharing, lambda out, s: any(o.num_preemptions for o in out)),
+    "llumnix": (_llumnix, lambda out, s: len({o.instance_id for o in out}) == 4 and any(
+        o.num_preemptions for o in out) and all(o.instance_id in ((0, 1) if r.model == "Llama-3.1-8B" else (2, 3))
+                                                for o, r in zip(sorted(out, key=lambda o: o.request_id), s.requests)
+                                                if r.model and o.completed)),
     "frontend": (_frontend, lambda out, s: all(o.first_scheduled_s - o.arrival_s >= 0.017 for o in out)),
 }
 SEEDS = range(6)
@@ -271,7 +289,7 @@ def _llama(**fields: Any) -> InstanceConfig:
 
 
 @pytest.mark.parametrize(("make", "named"), [
-    (lambda: CompiledCluster({"A100-80GB": 1}, router="llumnix"), "router='llumnix'"),
+    (lambda: CompiledCluster({"A100-80GB": 1}, router="gpu_share"), "router='gpu_share'"),
     (lambda: CompiledCluster({"A100-80GB": 1}, router=lambda c, s: 0), "router=<function"),
     (lambda: CompiledCluster({"A100-80GB": 1}, router=None), "router=None"),
     (lambda: CompiledCluster({"A100-80GB": 1}, phase_router=lambda c, s, i: None), "phase_router="),
@@ -336,8 +354,32 @@ def test_a_request_for_another_model_raises_as_in_python():
             cluster.run([Request(1, 0.0, 10, 5, model="Llama-2-7B")])
 
 
+def test_a_tier_without_a_headroom_fraction_raises_as_in_python():
+    router = make_router("llumnix", headroom_fractions=[0.2, 0.1])
+    requests = [Request(1, 0.0, 100, 50, tier=0), Request(2, 0.01, 100, 50, tier=3), Request(3, 0.02, 100, 50)]
+    for cls in (Cluster, CompiledCluster):
+        cluster = cls({"A100-80GB": 1}, router=router)
+        cluster.deploy(_llama(), ready_now=True)
+        with pytest.raises(ValueError, match=r"requests of tier\(s\) \[3\] on instance 0, but headroom fractions cover "
+                                             r"tiers 0..1"):
+            cluster.run(requests)
+
+
 def test_a_stream_is_served_as_its_list():
     setup = _swap_pressure(np.random.default_rng(3))
     _, expected = _serve(Cluster, setup)
     _, got = _serve(CompiledCluster, dataclasses.replace(setup, requests=iter(setup.requests)))  # type: ignore[arg-type]
     assert outcome_mismatches(expected, got) == []
+
+
+def test_segments_of_1024_iterations_sum_as_numpys_cumsum():
+    """Two long decodes alone on an instance: segments of up to 1,024 iterations, which the Python
+    engine sums with numpy's cumsum (above 32 iterations) and the compiled one in a loop."""
+    setup = Setup([(_llama(), 1)], {"record_token_curves": True},
+                  [Request(1, 0.0, 100, 3000), Request(2, 0.5, 2000, 2500, reasoning_tokens=1500)])
+    python, expected = _serve(Cluster, setup)
+    compiled, got = _serve(CompiledCluster, setup)
+    assert outcome_mismatches(expected, got) == []
+    assert counters(compiled) == counters(python)
+    gaps = [b[1] - a[1] for outcome in expected for a, b in zip(outcome.token_curve, outcome.token_curve[1:])]
+    assert max(gaps) == 1023  # a segment's first and last token: 1,024 iterations

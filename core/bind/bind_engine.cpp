@@ -13,6 +13,11 @@ using namespace nb::literals;
 namespace servegym_core {
 
 void bind_engine(nb::module_& m) {
+  nb::class_<RouterSpec>(m, "RouterSpec", "A compiled router's name and, for llumnix, its headroom fractions.")
+      .def(nb::init<>())
+      .def_rw("name", &RouterSpec::name)
+      .def_rw("headroom_fractions", &RouterSpec::headroom_fractions);
+
   using O = SchedulerOptions;
   nb::class_<O>(m, "SchedulerOptions", "A local scheduler's name and options, defaults filled in.")
       .def(nb::init<>())
@@ -64,7 +69,7 @@ void bind_engine(nb::module_& m) {
       .def_ro("reasons", &T::reasons);
 
   nb::class_<Engine>(m, "Engine", "The compiled event loop of aggregated instances (simulator.compiled).")
-      .def(nb::init<std::string, bool, std::vector<std::string>>(), "router"_a, "record_token_curves"_a,
+      .def(nb::init<RouterSpec, bool, std::vector<std::string>>(), "router"_a, "record_token_curves"_a,
            "model_names"_a)
       .def("add_instance", &Engine::add_instance, "settings"_a, "latency"_a)
       .def("submit", &Engine::submit, "request_id"_a, "arrival_s"_a, "prompt_tokens"_a, "output_tokens"_a,

@@ -5,9 +5,9 @@
 
 namespace servegym_core {
 
-Engine::Engine(std::string router, bool record_token_curves, std::vector<std::string> model_names)
-    : router_name_(std::move(router)), model_names_(std::move(model_names)), requests_(record_token_curves) {
-  make_router(router_name_, {});  // an unknown name fails here, before anything is deployed
+Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names)
+    : router_spec_(std::move(router)), model_names_(std::move(model_names)), requests_(record_token_curves) {
+  make_router(router_spec_);  // an unknown name fails here, before anything is deployed
 }
 
 std::int32_t Engine::add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency) {
@@ -45,7 +45,8 @@ void Engine::submit(const std::vector<std::int64_t>& request_id, const std::vect
     requests_.add(RequestRow{request_id[i], arrival_s[i], prompt_tokens[i], output_tokens[i], reasoning_tokens[i],
                              tier[i], model_index[i]});
   }
-  router_ = make_router(router_name_, std::move(session_targets));
+  router_spec_.session_targets = std::move(session_targets);
+  router_ = make_router(router_spec_);
   submitted_ = true;
   schedule_next_arrival();
 }

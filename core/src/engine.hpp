@@ -20,13 +20,14 @@ namespace servegym_core {
 
 class Engine : public InstanceHost {
  public:
-  // `router`: a name make_router knows; `model_names[i]` names model index i (for messages).
-  Engine(std::string router, bool record_token_curves, std::vector<std::string> model_names);
+  // `router`: as make_router takes it (its session_targets come with the requests);
+  // `model_names[i]` names model index i (for messages).
+  Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names);
 
   // A new serving instance (ids are dense, in order); the evaluator is copied.
   std::int32_t add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency);
   // The requests, sorted by arrival (checked in Python), as columns; session_targets as
-  // make_router takes them. Schedules the first arrival. Throws std::logic_error if called twice.
+  // RouterSpec holds them. Schedules the first arrival. Throws std::logic_error if called twice.
   void submit(const std::vector<std::int64_t>& request_id, const std::vector<double>& arrival_s,
               const std::vector<std::int64_t>& prompt_tokens, const std::vector<std::int64_t>& output_tokens,
               const std::vector<std::int64_t>& reasoning_tokens, const std::vector<std::int64_t>& tier,
@@ -50,7 +51,7 @@ class Engine : public InstanceHost {
   void admit(Req r);
   void dispatch(Req r, std::int32_t instance_id);
 
-  std::string router_name_;
+  RouterSpec router_spec_;
   std::vector<std::string> model_names_;
   EventQueue events_;
   RequestTable requests_;

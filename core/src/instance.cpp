@@ -37,6 +37,9 @@ void Instance::enqueue(Req r) {
     host_.on_reject(r, RejectReason::ExceedsKvCapacity);
     return;
   }
+  const auto tier = static_cast<std::size_t>(t.tier[r]);
+  if (tier >= tier_counts_.size()) tier_counts_.resize(tier + 1, 0);
+  ++tier_counts_[tier];
   t.instance_id[r] = instance_id;
   t.residency[r] = Residency::Queued;
   if (t.generated_tokens[r] == 0) t.phase[r] = Phase::Waiting;
@@ -67,6 +70,38 @@ void Instance::sync() {
                          events.now_s) - begin);
     if (done > seg_pos_) apply_decode(done, nullptr);
   }
+}
+
+std::int64_t Instance::unsynced_kv_blocks() const {
+  if (seg_decode_.empty() || seg_pos_ >= seg_len_) return 0;
+  const double now = events.now_s;
+  if (seg_ends_[seg_pos_] > now) return 0;
+  const auto begin = seg_ends_.begin();
+  const auto done = std::upper_bound(begin + static_cast<std::ptrdiff_t>(seg_pos_),
+                                     begin + static_cast<std::ptrdiff_t>(seg_len_), now) -
+                    (begin + static_cast<std::ptrdiff_t>(seg_pos_));
+  std::int64_t blocks = 0;
+  for (const Req r : seg_decode_) blocks += ceil_div(requests.kv_tokens[r] + done, kv.block_size) - requests.blocks[r];
+  return blocks;
+}
+
+std::int64_t Instance::head_of_line_demand_blocks() const {
+  const RequestTable& t = requests;
+  Req head = -1;
+  Key best{0, 0};
+  for (const std::vector<Req>* queue : {&waiting, &swapped}) {
+    for (const Req r : *queue) {
+      const Key key = scheduler->priority_key(t, r);
+      if (head < 0 || key < best) {
+        head = r;
+        best = key;
+      }
+    }
+  }
+  if (head < 0) return 0;
+  const std::int64_t tokens =
+      t.residency[head] == Residency::Swapped ? t.kv_tokens[head] + 1 : t.prefill_target_tokens(head);
+  return ceil_div(tokens, kv.block_size);
 }
 
 void Instance::truncate() {
@@ -157,6 +192,7 @@ void Instance::after_token(Req r) {
     kv.release(t.blocks[r]);
     t.blocks[r] = 0;
     t.phase[r] = Phase::Done;
+    --tier_counts_[static_cast<std::size_t>(t.tier[r])];
     host_.on_complete(instance_id, r);
     return;
   }

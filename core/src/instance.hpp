@@ -65,6 +65,14 @@ class Instance {
   void on_boundary(std::int64_t version);
 
   std::size_t num_requests() const { return waiting.size() + running.size() + swapped.size(); }
+  // KV blocks the decode iterations finished by now but not yet applied (sync) fill: the sum over
+  // the segment's sequences of ceil((kv + d) / b) - blocks for the d iterations done.
+  std::int64_t unsynced_kv_blocks() const;
+  // The blocks the first queued (waiting, then swapped) request in priority order would take:
+  // its prefill's, or a swapped one's KV plus its next token's slot; 0 with nothing queued.
+  std::int64_t head_of_line_demand_blocks() const;
+  // Requests of each tier here now (waiting, running or swapped); grown as tiers arrive.
+  const std::vector<std::int64_t>& tier_counts() const { return tier_counts_; }
   // Largest prompt + output a request may have here (the KV it needs at its end).
   std::int64_t max_request_tokens() const { return (kv.total_blocks - kv.watermark_blocks) * kv.block_size; }
 
@@ -110,6 +118,7 @@ class Instance {
 
   InstanceHost& host_;
   SegmentPlanner planner_;
+  std::vector<std::int64_t> tier_counts_;
   std::int64_t version_ = 0;
   double seg_start_s_ = 0.0;
   std::vector<double> seg_ends_;
