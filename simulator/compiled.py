@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 
 from servegym_core import _core
 
-from simulator.cluster import (Cluster, CompletionHook, Decision, DecodeRouter, MigrationConfig, PhaseRouter)
+from simulator.cluster import Cluster, Decision
 from simulator.context import CONTEXT_REJECT_REASON
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
 from simulator.outcome import RequestOutcome
@@ -51,6 +51,8 @@ COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
 REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 """``rejected_reason`` by the engine's reject code."""
 INT64_LIMIT = 2**63
+NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook", "external_phase_decisions", "track_arrays")
+"""``Cluster`` options the compiled engine refuses when set (not None, not False)."""
 INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
 
 
@@ -62,22 +64,10 @@ def not_compiled(feature: str) -> ValueError:
 class CompiledCluster(Cluster):
     """A ``Cluster`` whose ``run`` serves the workload in the compiled engine (module docstring)."""
 
-    def __init__(
-        self,
-        gpu_inventory: dict[str, int],
-        *,
-        router: Router | None | str = "round_robin",
-        phase_router: PhaseRouter | None = None,
-        decode_router: DecodeRouter | None = None,
-        completion_hook: CompletionHook | None = None,
-        external_phase_decisions: bool = False,
-        migration: MigrationConfig = MigrationConfig(),
-        provisioning_s: float = 0.0,
-        coalesce: bool = True,
-        record_token_curves: bool = False,
-        track_arrays: bool = False,
-        keep_sequences: bool = True,
-    ) -> None:
+    def __init__(self, gpu_inventory: dict[str, int], *, router: Router | None | str = "round_robin",
+                 **options: Any) -> None:
+        """``Cluster``'s arguments; the router by a compiled name or a ``FreestInstanceRouter``, and
+        none of the hooks, external decisions or arrays (``NOT_COMPILED_OPTIONS``)."""
         spec = _core.RouterSpec()
         if type(router) is FreestInstanceRouter:
             spec.name = "llumnix"
@@ -86,16 +76,10 @@ class CompiledCluster(Cluster):
         else:
             raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)}, and a "
                                "FreestInstanceRouter for llumnix)")
-        for name, value in (("phase_router", phase_router), ("decode_router", decode_router),
-                            ("completion_hook", completion_hook)):
-            if value is not None:
-                raise not_compiled(f"{name}={value!r}")
-        if external_phase_decisions:
-            raise not_compiled("external_phase_decisions=True")
-        if track_arrays:
-            raise not_compiled("track_arrays=True")
-        super().__init__(gpu_inventory, router=router, migration=migration, provisioning_s=provisioning_s,
-                         coalesce=coalesce, record_token_curves=record_token_curves, keep_sequences=keep_sequences)
+        for name in NOT_COMPILED_OPTIONS:
+            if options.get(name):
+                raise not_compiled(f"{name}={options[name]!r}")
+        super().__init__(gpu_inventory, router=router, **options)
         self.router_spec = spec
         """The compiled router (Llumnix's headroom fractions are read when ``run`` starts)."""
 
@@ -265,11 +249,12 @@ def _build_outcomes(table: _core.OutcomeTable, requests: SequenceOf[Request], cu
     ended = list(map(requests.__getitem__, table.rows))
     request_field = {name: map(attrgetter(name), ended)
                      for name in ("request_id", "tier", "arrival_s", "prompt_tokens", "slo")}
-    token_curves = map(tuple, table.token_curve) if curves else repeat(())
+    rows = table.requests
+    token_curves = map(tuple, rows.token_curve) if curves else repeat(())
     return list(map(
-        RequestOutcome, request_field["request_id"], request_field["tier"], table.instance_id,
-        request_field["arrival_s"], request_field["prompt_tokens"], table.output_tokens, table.reasoning_tokens,
-        table.first_scheduled_s, table.first_token_s, table.first_answer_token_s, table.reasoning_end_s,
-        table.finish_s, table.max_tbt_s, table.preempted_s, table.num_preemptions, table.num_migrations,
+        RequestOutcome, request_field["request_id"], request_field["tier"], rows.instance_id,
+        request_field["arrival_s"], request_field["prompt_tokens"], rows.output_tokens, rows.reasoning_tokens,
+        rows.first_scheduled_s, rows.first_token_s, rows.first_answer_token_s, rows.reasoning_end_s,
+        table.finish_s, rows.max_tbt_s, rows.preempted_s, rows.num_preemptions, rows.num_migrations,
         token_curves, request_field["slo"], map(REJECT_REASONS.__getitem__, table.reasons),
     ))

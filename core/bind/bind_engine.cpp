@@ -50,9 +50,10 @@ void bind_engine(nb::module_& m) {
       .def_ro("context_truncated", &Instance::context_truncated)
       .def_ro("prefix_query_tokens", &Instance::prefix_query_tokens);
 
-  using T = OutcomeTable;
-  nb::class_<T>(m, "OutcomeTable", "The outcomes as columns, in the order recorded (read-only copies).")
-      .def_ro("rows", &T::rows)
+  using T = RequestTable;
+  nb::class_<T>(m, "RequestTable", "Requests as columns, one row each (read-only copies).")
+      .def_prop_ro("size", &T::size)
+      .def_ro("request_id", &T::request_id)
       .def_ro("instance_id", &T::instance_id)
       .def_ro("output_tokens", &T::output_tokens)
       .def_ro("reasoning_tokens", &T::reasoning_tokens)
@@ -60,13 +61,17 @@ void bind_engine(nb::module_& m) {
       .def_ro("first_token_s", &T::first_token_s)
       .def_ro("first_answer_token_s", &T::first_answer_token_s)
       .def_ro("reasoning_end_s", &T::reasoning_end_s)
-      .def_ro("finish_s", &T::finish_s)
       .def_ro("max_tbt_s", &T::max_tbt_s)
       .def_ro("preempted_s", &T::preempted_s)
       .def_ro("num_preemptions", &T::num_preemptions)
       .def_ro("num_migrations", &T::num_migrations)
-      .def_ro("token_curve", &T::token_curve)
-      .def_ro("reasons", &T::reasons);
+      .def_ro("token_curve", &T::token_curve);
+
+  nb::class_<OutcomeTable>(m, "OutcomeTable", "The outcomes in the order recorded: rows, their requests, end and reason.")
+      .def_ro("rows", &OutcomeTable::rows)
+      .def_ro("requests", &OutcomeTable::requests, nb::rv_policy::reference_internal)
+      .def_ro("finish_s", &OutcomeTable::finish_s)
+      .def_ro("reasons", &OutcomeTable::reasons);
 
   nb::class_<Engine>(m, "Engine", "The compiled event loop of aggregated instances (simulator.compiled).")
       .def(nb::init<RouterSpec, bool, std::vector<std::string>>(), "router"_a, "record_token_curves"_a,
@@ -76,7 +81,6 @@ void bind_engine(nb::module_& m) {
            "reasoning_tokens"_a, "tier"_a, "model_index"_a, "session_targets"_a)
       .def("run", &Engine::run, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("now_s", &Engine::now_s)
-      .def_prop_ro("num_instances", &Engine::num_instances)
       .def("instance", &Engine::instance, "instance_id"_a, nb::rv_policy::reference_internal)
       .def("outcome_table", &Engine::outcome_table);
 }

@@ -98,26 +98,7 @@ void Engine::dispatch(Req r, std::int32_t instance_id) {
 }
 
 OutcomeTable Engine::outcome_table() const {
-  const RequestTable& t = requests_;
-  OutcomeTable table;
-  table.rows = outcomes_.rows;
-  table.finish_s = outcomes_.finish_s;
-  table.reasons = outcomes_.reasons;
-  for (const Req r : outcomes_.rows) {
-    table.instance_id.push_back(t.instance_id[r]);
-    table.output_tokens.push_back(t.output_tokens[r]);
-    table.reasoning_tokens.push_back(t.reasoning_tokens[r]);
-    table.first_scheduled_s.push_back(t.first_scheduled_s[r]);
-    table.first_token_s.push_back(t.first_token_s[r]);
-    table.first_answer_token_s.push_back(t.first_answer_token_s[r]);
-    table.reasoning_end_s.push_back(t.reasoning_end_s[r]);
-    table.max_tbt_s.push_back(t.max_tbt_s[r]);
-    table.preempted_s.push_back(t.preempted_s[r]);
-    table.num_preemptions.push_back(t.num_preemptions[r]);
-    table.num_migrations.push_back(t.num_migrations[r]);
-    if (t.records_token_curves()) table.token_curve.push_back(t.token_curve[r]);
-  }
-  return table;
+  return OutcomeTable{outcomes_.rows, requests_.gather(outcomes_.rows), outcomes_.finish_s, outcomes_.reasons};
 }
 
 void Engine::on_complete(std::int32_t, Req r) { outcomes_.add(r, events_.now_s, RejectReason::None); }

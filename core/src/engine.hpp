@@ -36,12 +36,9 @@ class Engine : public InstanceHost {
   void run();
 
   double now_s() const { return events_.now_s; }
-  const RequestTable& requests() const { return requests_; }
-  const OutcomeLog& outcomes() const { return outcomes_; }
   // The outcomes so far as columns, in the order recorded.
   OutcomeTable outcome_table() const;
   const Instance& instance(std::int32_t instance_id) const;
-  std::size_t num_instances() const { return instances_.size(); }
 
   void on_complete(std::int32_t instance_id, Req r) override;
   void on_reject(Req r, RejectReason reason) override;

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <vector>
 
+#include "request_table.hpp"
 #include "sim_types.hpp"
 
 namespace servegym_core {
@@ -24,23 +24,13 @@ struct OutcomeLog {
   std::size_t size() const { return rows.size(); }
 };
 
-// Every RequestOutcome field the engine knows, one column each, in the order of the log.
+// The outcomes as columns, in the order of the log: the ended requests' rows gathered, and
+// when and why each ended.
 struct OutcomeTable {
   std::vector<Req> rows;
-  std::vector<std::int32_t> instance_id;
-  std::vector<std::int64_t> output_tokens;
-  std::vector<std::int64_t> reasoning_tokens;
-  std::vector<double> first_scheduled_s;
-  std::vector<double> first_token_s;
-  std::vector<double> first_answer_token_s;
-  std::vector<double> reasoning_end_s;
+  RequestTable requests;
   std::vector<double> finish_s;
-  std::vector<double> max_tbt_s;
-  std::vector<double> preempted_s;
-  std::vector<std::int32_t> num_preemptions;
-  std::vector<std::int32_t> num_migrations;
-  std::vector<std::vector<std::pair<double, std::int64_t>>> token_curve;  // empty without token curves
-  std::vector<std::uint8_t> reasons;
+  std::vector<std::uint8_t> reasons;  // RejectReason codes
 };
 
 }  // namespace servegym_core

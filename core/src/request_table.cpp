@@ -44,33 +44,18 @@ Req RequestTable::add(const RequestRow& row) {
 }
 
 void RequestTable::reserve(std::size_t n) {
-  request_id.reserve(n);
-  arrival_s.reserve(n);
-  prompt_tokens.reserve(n);
-  output_tokens.reserve(n);
-  reasoning_tokens.reserve(n);
-  tier.reserve(n);
-  model_index.reserve(n);
-  kv_tokens.reserve(n);
-  generated_tokens.reserve(n);
-  blocks.reserve(n);
-  queue_order.reserve(n);
-  quantum_start_tokens.reserve(n);
-  demoted.reserve(n);
-  residency.reserve(n);
-  phase.reserve(n);
-  instance_id.reserve(n);
-  num_preemptions.reserve(n);
-  num_migrations.reserve(n);
-  first_scheduled_s.reserve(n);
-  first_token_s.reserve(n);
-  first_answer_token_s.reserve(n);
-  reasoning_end_s.reserve(n);
-  last_token_s.reserve(n);
-  max_tbt_s.reserve(n);
-  preempted_since_s.reserve(n);
-  preempted_s.reserve(n);
+  for_each_column([n](auto& column) { column.reserve(n); });
   if (record_token_curves_) token_curve.reserve(n);
+}
+
+RequestTable RequestTable::gather(const std::vector<Req>& rows) const {
+  RequestTable out(record_token_curves_);
+  out.reserve(rows.size());
+  for (const Req r : rows) {
+    out.for_each_column_of(*this, [r](auto& to, const auto& from) { to.push_back(from[static_cast<std::size_t>(r)]); });
+    if (record_token_curves_) out.token_curve.push_back(token_curve[static_cast<std::size_t>(r)]);
+  }
+  return out;
 }
 
 void RequestTable::on_tokens(Req r, double first_time_s, double last_time_s, std::int64_t count, double last_gap_s) {

@@ -33,6 +33,8 @@ class RequestTable {
   Req add(const RequestRow& row);
   // Room for n rows in every column.
   void reserve(std::size_t n);
+  // A table of the given rows, in that order (the outcome table's).
+  RequestTable gather(const std::vector<Req>& rows) const;
   std::size_t size() const { return request_id.size(); }
   bool records_token_curves() const { return record_token_curves_; }
 
@@ -84,6 +86,42 @@ class RequestTable {
   void on_tokens(Req r, double first_time_s, double last_time_s, std::int64_t count, double last_gap_s);
 
  private:
+  // Calls f(column) for every per-row column but token_curve (recorded or not).
+  template <class F>
+  void for_each_column(F f) {
+    for_each_column_of(*this, [&f](auto& column, const auto&) { f(column); });
+  }
+  // Calls f(this table's column, the same column of `other`) for every per-row column but token_curve.
+  template <class F>
+  void for_each_column_of(const RequestTable& other, F f) {
+    f(request_id, other.request_id);
+    f(arrival_s, other.arrival_s);
+    f(prompt_tokens, other.prompt_tokens);
+    f(output_tokens, other.output_tokens);
+    f(reasoning_tokens, other.reasoning_tokens);
+    f(tier, other.tier);
+    f(model_index, other.model_index);
+    f(kv_tokens, other.kv_tokens);
+    f(generated_tokens, other.generated_tokens);
+    f(blocks, other.blocks);
+    f(queue_order, other.queue_order);
+    f(quantum_start_tokens, other.quantum_start_tokens);
+    f(demoted, other.demoted);
+    f(residency, other.residency);
+    f(phase, other.phase);
+    f(instance_id, other.instance_id);
+    f(num_preemptions, other.num_preemptions);
+    f(num_migrations, other.num_migrations);
+    f(first_scheduled_s, other.first_scheduled_s);
+    f(first_token_s, other.first_token_s);
+    f(first_answer_token_s, other.first_answer_token_s);
+    f(reasoning_end_s, other.reasoning_end_s);
+    f(last_token_s, other.last_token_s);
+    f(max_tbt_s, other.max_tbt_s);
+    f(preempted_since_s, other.preempted_since_s);
+    f(preempted_s, other.preempted_s);
+  }
+
   bool record_token_curves_;
 };
 
