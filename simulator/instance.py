@@ -306,6 +306,11 @@ class Instance:
         self.lifecycle = self._lifecycle
 
     @property
+    def swap_s_per_token(self) -> float:
+        """Seconds one KV token takes over the host links when swapped in or out."""
+        return self._swap_s_per_token
+
+    @property
     def num_requests(self) -> int:
         return len(self.waiting) + len(self.running) + len(self.swapped)
 

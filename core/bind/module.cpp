@@ -5,6 +5,7 @@ namespace servegym_core {
 const char* source_hash();
 void bind_kernels(nanobind::module_& m);
 void bind_latency(nanobind::module_& m);
+void bind_engine(nanobind::module_& m);
 }
 
 NB_MODULE(_core, m) {
@@ -13,4 +14,5 @@ NB_MODULE(_core, m) {
         "SHA-256 of the C++ sources this module was built from (see servegym_core._build).");
   servegym_core::bind_kernels(m);
   servegym_core::bind_latency(m);
+  servegym_core::bind_engine(m);
 }

@@ -1,0 +1,88 @@
+// Bindings of core/src/engine.hpp and what it exposes (instances' settings and counters, the
+// outcome table): no logic.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "engine.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace servegym_core {
+
+void bind_engine(nb::module_& m) {
+  nb::class_<RouterSpec>(m, "RouterSpec", "A compiled router's name and, for llumnix, its headroom fractions.")
+      .def(nb::init<>())
+      .def_rw("name", &RouterSpec::name)
+      .def_rw("headroom_fractions", &RouterSpec::headroom_fractions);
+
+  using O = SchedulerOptions;
+  nb::class_<O>(m, "SchedulerOptions", "A local scheduler's name and options, defaults filled in.")
+      .def(nb::init<>())
+      .def_rw("name", &O::name)
+      .def_rw("chunk_tokens", &O::chunk_tokens)
+      .def_rw("quantum_tokens", &O::quantum_tokens)
+      .def_rw("demotion_kv_tokens", &O::demotion_kv_tokens);
+
+  using S = InstanceSettings;
+  nb::class_<S>(m, "InstanceSettings", "One replica as simulator.compiled resolved it from its InstanceConfig.")
+      .def(nb::init<>())
+      .def_rw("total_blocks", &S::total_blocks)
+      .def_rw("block_size", &S::block_size)
+      .def_rw("watermark_blocks", &S::watermark_blocks)
+      .def_rw("max_batch_size", &S::max_batch_size)
+      .def_rw("max_batched_tokens", &S::max_batched_tokens)
+      .def_rw("context_tokens", &S::context_tokens)
+      .def_rw("swap_s_per_token", &S::swap_s_per_token)
+      .def_rw("frontend_s", &S::frontend_s)
+      .def_rw("preempt_by_swap", &S::preempt_by_swap)
+      .def_rw("counts_prefix_queries", &S::counts_prefix_queries)
+      .def_rw("model_index", &S::model_index)
+      .def_rw("max_segment_iterations", &S::max_segment_iterations)
+      .def_rw("scheduler", &S::scheduler);
+
+  nb::class_<Instance>(m, "EngineInstance", "An instance's counters after a run (read-only).")
+      .def_ro("instance_id", &Instance::instance_id)
+      .def_ro("busy_time_s", &Instance::busy_time_s)
+      .def_ro("iterations", &Instance::iterations)
+      .def_ro("context_truncated", &Instance::context_truncated)
+      .def_ro("prefix_query_tokens", &Instance::prefix_query_tokens);
+
+  using T = RequestTable;
+  nb::class_<T>(m, "RequestTable", "Requests as columns, one row each (read-only copies).")
+      .def_prop_ro("size", &T::size)
+      .def_ro("request_id", &T::request_id)
+      .def_ro("instance_id", &T::instance_id)
+      .def_ro("output_tokens", &T::output_tokens)
+      .def_ro("reasoning_tokens", &T::reasoning_tokens)
+      .def_ro("first_scheduled_s", &T::first_scheduled_s)
+      .def_ro("first_token_s", &T::first_token_s)
+      .def_ro("first_answer_token_s", &T::first_answer_token_s)
+      .def_ro("reasoning_end_s", &T::reasoning_end_s)
+      .def_ro("max_tbt_s", &T::max_tbt_s)
+      .def_ro("preempted_s", &T::preempted_s)
+      .def_ro("num_preemptions", &T::num_preemptions)
+      .def_ro("num_migrations", &T::num_migrations)
+      .def_ro("token_curve", &T::token_curve);
+
+  nb::class_<OutcomeTable>(m, "OutcomeTable", "The outcomes in the order recorded: rows, their requests, end and reason.")
+      .def_ro("rows", &OutcomeTable::rows)
+      .def_ro("requests", &OutcomeTable::requests, nb::rv_policy::reference_internal)
+      .def_ro("finish_s", &OutcomeTable::finish_s)
+      .def_ro("reasons", &OutcomeTable::reasons);
+
+  nb::class_<Engine>(m, "Engine", "The compiled event loop of aggregated instances (simulator.compiled).")
+      .def(nb::init<RouterSpec, bool, std::vector<std::string>>(), "router"_a, "record_token_curves"_a,
+           "model_names"_a)
+      .def("add_instance", &Engine::add_instance, "settings"_a, "latency"_a)
+      .def("submit", &Engine::submit, "request_id"_a, "arrival_s"_a, "prompt_tokens"_a, "output_tokens"_a,
+           "reasoning_tokens"_a, "tier"_a, "model_index"_a, "session_targets"_a)
+      .def("run", &Engine::run, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("now_s", &Engine::now_s)
+      .def("instance", &Engine::instance, "instance_id"_a, nb::rv_policy::reference_internal)
+      .def("outcome_table", &Engine::outcome_table);
+}
+
+}  // namespace servegym_core

@@ -1,0 +1,118 @@
+#include "admission.hpp"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "instance.hpp"
+#include "queue_order.hpp"
+
+namespace servegym_core {
+
+namespace {
+
+// A preemption r was in ends now.
+void end_preemption(RequestTable& t, Req r, double now) {
+  if (!std::isnan(t.preempted_since_s[r])) {
+    t.preempted_s[r] += now - t.preempted_since_s[r];
+    t.preempted_since_s[r] = std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+// r, just given its blocks, joins running.
+void run(Instance& instance, Req r, double now) {
+  RequestTable& t = instance.requests;
+  t.residency[r] = Residency::Running;
+  end_preemption(t, r, now);
+  instance.running.push_back(r);
+}
+
+}  // namespace
+
+std::int64_t decode_slot_blocks(const Instance& instance, Req r) {
+  return ceil_div(instance.requests.kv_tokens[r] + 1, instance.kv.block_size);
+}
+
+bool admit(Instance& instance, Req r, double now, bool watermark) {
+  RequestTable& t = instance.requests;
+  KVBlocks& kv = instance.kv;
+  const std::int64_t need = ceil_div(t.prefill_target_tokens(r), kv.block_size);
+  const bool fits = watermark ? kv.can_admit(need) : need <= kv.free_blocks();
+  if (!fits) return false;
+  kv.allocate(need);
+  t.blocks[r] = need;
+  instance.waiting_ordered = take_from_queue(instance.waiting, r, instance.waiting_ordered);
+  if (std::isnan(t.first_scheduled_s[r])) t.first_scheduled_s[r] = now;
+  run(instance, r, now);
+  if (instance.settings.counts_prefix_queries) instance.prefix_query_tokens += t.prefill_target_tokens(r);
+  return true;
+}
+
+void swap_in(Instance& instance, Req r, double now) {
+  RequestTable& t = instance.requests;
+  const std::int64_t need = decode_slot_blocks(instance, r);
+  instance.kv.allocate(need);
+  t.blocks[r] = need;
+  instance.swapped_ordered = take_from_queue(instance.swapped, r, instance.swapped_ordered);
+  run(instance, r, now);
+  instance.swap_tokens += t.kv_tokens[r];
+  instance.memory_moved = true;
+}
+
+void preempt(Instance& instance, Req r) {
+  RequestTable& t = instance.requests;
+  remove_first(instance.running, r);
+  instance.kv.release(t.blocks[r]);
+  t.blocks[r] = 0;
+  const double now = instance.events.now_s;
+  ++t.num_preemptions[r];
+  t.preempted_since_s[r] = now;
+  instance.memory_moved = true;
+  if (instance.settings.preempt_by_swap && t.generated_tokens[r] > 0) {
+    t.residency[r] = Residency::Swapped;
+    instance.swapped.push_back(r);
+    instance.swap_tokens += t.kv_tokens[r];
+    return;
+  }
+  t.kv_tokens[r] = 0;
+  t.residency[r] = Residency::Queued;
+  instance.waiting.push_back(r);
+}
+
+void reserve_decode_slots(Instance& instance) {
+  RequestTable& t = instance.requests;
+  KVBlocks& kv = instance.kv;
+  const std::int64_t block_size = kv.block_size;
+  std::vector<Req>& running = instance.running;
+  std::vector<std::pair<Req, std::int64_t>>& growing = instance.growing;
+  std::int64_t need = 0;
+  while (true) {
+    need = 0;
+    growing.clear();
+    for (const Req r : running) {
+      if (t.generated_tokens[r] && t.kv_tokens[r] == t.prompt_tokens[r] + t.generated_tokens[r] - 1) {
+        const std::int64_t extra = (t.kv_tokens[r] + block_size) / block_size - t.blocks[r];
+        if (extra) {
+          need += extra;
+          growing.emplace_back(r, extra);
+        }
+      }
+    }
+    if (need <= kv.free_blocks()) break;
+    Req victim = running.front();
+    Key worst = instance.scheduler->priority_key(t, victim);
+    for (const Req r : running) {
+      const Key key = instance.scheduler->priority_key(t, r);
+      if (worst < key) {
+        worst = key;
+        victim = r;
+      }
+    }
+    preempt(instance, victim);
+  }
+  kv.allocate(need);
+  for (const auto& [r, extra] : growing) t.blocks[r] += extra;
+}
+
+}  // namespace servegym_core

@@ -1,0 +1,111 @@
+#include "engine.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+namespace servegym_core {
+
+Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names)
+    : router_spec_(std::move(router)), model_names_(std::move(model_names)), requests_(record_token_curves) {
+  make_router(router_spec_);  // an unknown name fails here, before anything is deployed
+}
+
+std::int32_t Engine::add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency) {
+  if (settings.model_index < 0 || static_cast<std::size_t>(settings.model_index) >= model_names_.size()) {
+    throw std::invalid_argument("model_index " + std::to_string(settings.model_index) + " names no model");
+  }
+  const auto instance_id = static_cast<std::int32_t>(instances_.size());
+  instances_.push_back(std::make_unique<Instance>(instance_id, settings, latency, events_, requests_, *this));
+  return instance_id;
+}
+
+const Instance& Engine::instance(std::int32_t instance_id) const {
+  if (instance_id < 0 || static_cast<std::size_t>(instance_id) >= instances_.size()) {
+    throw std::out_of_range("unknown instance " + std::to_string(instance_id));
+  }
+  return *instances_[static_cast<std::size_t>(instance_id)];
+}
+
+void Engine::submit(const std::vector<std::int64_t>& request_id, const std::vector<double>& arrival_s,
+                    const std::vector<std::int64_t>& prompt_tokens, const std::vector<std::int64_t>& output_tokens,
+                    const std::vector<std::int64_t>& reasoning_tokens, const std::vector<std::int64_t>& tier,
+                    const std::vector<std::int32_t>& model_index, std::vector<std::int32_t> session_targets) {
+  if (submitted_) throw std::logic_error("Engine.submit: this engine already has its requests");
+  const std::size_t n = request_id.size();
+  for (const std::size_t size : {arrival_s.size(), prompt_tokens.size(), output_tokens.size(),
+                                 reasoning_tokens.size(), tier.size(), model_index.size()}) {
+    if (size != n) throw std::invalid_argument("Engine.submit: the request columns differ in length");
+  }
+  requests_.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (model_index[i] >= static_cast<std::int32_t>(model_names_.size())) {
+      throw std::invalid_argument("request " + std::to_string(request_id[i]) + ": model_index " +
+                                  std::to_string(model_index[i]) + " names no model");
+    }
+    requests_.add(RequestRow{request_id[i], arrival_s[i], prompt_tokens[i], output_tokens[i], reasoning_tokens[i],
+                             tier[i], model_index[i]});
+  }
+  router_spec_.session_targets = std::move(session_targets);
+  router_ = make_router(router_spec_);
+  submitted_ = true;
+  schedule_next_arrival();
+}
+
+void Engine::run() {
+  while (!events_.empty()) {
+    const Event event = events_.pop();
+    switch (event.kind) {
+      case EventKind::Arrival:
+        schedule_next_arrival();
+        admit(static_cast<Req>(event.b));
+        break;
+      case EventKind::Boundary:
+        instances_[static_cast<std::size_t>(event.a)]->on_boundary(event.b);
+        break;
+      case EventKind::FrontendEnqueue:
+        instances_[static_cast<std::size_t>(event.a)]->enqueue(static_cast<Req>(event.b));
+        break;
+    }
+  }
+  const std::size_t pending = requests_.size() - outcomes_.size();
+  if (pending != 0) throw std::runtime_error(std::to_string(pending) + " requests neither completed nor rejected");
+}
+
+void Engine::schedule_next_arrival() {
+  if (next_arrival_ >= requests_.size()) return;
+  const auto r = static_cast<Req>(next_arrival_++);
+  const double arrival = requests_.arrival_s[r];
+  const double now = events_.now_s;
+  events_.schedule(now > arrival ? now : arrival, EventKind::Arrival, -1, r);  // Python's max(arrival, now)
+}
+
+void Engine::admit(Req r) { dispatch(r, router_->route(instances_, requests_, r)); }
+
+void Engine::dispatch(Req r, std::int32_t instance_id) {
+  Instance& target = *instances_.at(static_cast<std::size_t>(instance_id));
+  const std::int32_t model = requests_.model_index[r];
+  if (model >= 0 && model != target.settings.model_index) {
+    throw std::invalid_argument("instance " + std::to_string(instance_id) + " serves " +
+                                model_names_[static_cast<std::size_t>(target.settings.model_index)] +
+                                ", request needs " + model_names_[static_cast<std::size_t>(model)]);
+  }
+  const double frontend_s = target.settings.frontend_s;
+  if (frontend_s != 0.0) {
+    events_.schedule(events_.now_s + frontend_s, EventKind::FrontendEnqueue, instance_id, r);
+  } else {
+    target.enqueue(r);
+  }
+}
+
+OutcomeTable Engine::outcome_table() const {
+  return OutcomeTable{outcomes_.rows, requests_.gather(outcomes_.rows), outcomes_.finish_s, outcomes_.reasons};
+}
+
+void Engine::on_complete(std::int32_t, Req r) { outcomes_.add(r, events_.now_s, RejectReason::None); }
+
+void Engine::on_reject(Req r, RejectReason reason) {
+  requests_.phase[r] = Phase::Rejected;
+  outcomes_.add(r, events_.now_s, reason);
+}
+
+}  // namespace servegym_core

@@ -1,0 +1,62 @@
+// The cluster's event loop for aggregated instances (simulator/cluster.py's arrivals,
+// dispatch, on_complete / on_reject and run), holding every instance, the request table, the
+// event queue and the outcome log. Python validates configs and requests and fills it
+// (simulator/compiled.py); run() then needs no Python until the end.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "event_queue.hpp"
+#include "instance.hpp"
+#include "latency.hpp"
+#include "outcomes.hpp"
+#include "request_table.hpp"
+#include "routers.hpp"
+
+namespace servegym_core {
+
+class Engine : public InstanceHost {
+ public:
+  // `router`: as make_router takes it (its session_targets come with the requests);
+  // `model_names[i]` names model index i (for messages).
+  Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names);
+
+  // A new serving instance (ids are dense, in order); the evaluator is copied.
+  std::int32_t add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency);
+  // The requests, sorted by arrival (checked in Python), as columns; session_targets as
+  // RouterSpec holds them. Schedules the first arrival. Throws std::logic_error if called twice.
+  void submit(const std::vector<std::int64_t>& request_id, const std::vector<double>& arrival_s,
+              const std::vector<std::int64_t>& prompt_tokens, const std::vector<std::int64_t>& output_tokens,
+              const std::vector<std::int64_t>& reasoning_tokens, const std::vector<std::int64_t>& tier,
+              const std::vector<std::int32_t>& model_index, std::vector<std::int32_t> session_targets);
+  // Runs every event; throws std::runtime_error if a request neither completed nor was rejected.
+  void run();
+
+  double now_s() const { return events_.now_s; }
+  // The outcomes so far as columns, in the order recorded.
+  OutcomeTable outcome_table() const;
+  const Instance& instance(std::int32_t instance_id) const;
+
+  void on_complete(std::int32_t instance_id, Req r) override;
+  void on_reject(Req r, RejectReason reason) override;
+
+ private:
+  void schedule_next_arrival();
+  void admit(Req r);
+  void dispatch(Req r, std::int32_t instance_id);
+
+  RouterSpec router_spec_;
+  std::vector<std::string> model_names_;
+  EventQueue events_;
+  RequestTable requests_;
+  OutcomeLog outcomes_;
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::unique_ptr<Router> router_;
+  std::size_t next_arrival_ = 0;
+  bool submitted_ = false;
+};
+
+}  // namespace servegym_core

@@ -1,0 +1,235 @@
+#include "instance.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "queue_order.hpp"
+
+namespace servegym_core {
+
+Instance::Instance(std::int32_t instance_id_, const InstanceSettings& settings_, const LatencyEvaluator& latency_,
+                   EventQueue& events_, RequestTable& requests_, InstanceHost& host)
+    : instance_id(instance_id_),
+      settings(settings_),
+      events(events_),
+      requests(requests_),
+      kv(settings_.total_blocks, settings_.block_size, settings_.watermark_blocks),
+      latency(latency_),
+      scheduler(make_scheduler(settings_.scheduler)),
+      host_(host),
+      planner_(latency, kv, requests_, *scheduler, settings_.max_segment_iterations) {}
+
+void Instance::enqueue(Req r) {
+  RequestTable& t = requests;
+  // simulator.context.fit_to_context
+  const std::int64_t context = settings.context_tokens;
+  if (t.prompt_tokens[r] > context) {
+    host_.on_reject(r, RejectReason::ExceedsContext);
+    return;
+  }
+  const std::int64_t limit = std::max<std::int64_t>(context - t.prompt_tokens[r], 1);
+  if (t.output_tokens[r] > limit) {
+    t.output_tokens[r] = limit;
+    t.reasoning_tokens[r] = std::min(t.reasoning_tokens[r], limit - 1);
+    ++context_truncated;
+  }
+  if (t.prompt_tokens[r] + t.output_tokens[r] > max_request_tokens()) {
+    host_.on_reject(r, RejectReason::ExceedsKvCapacity);
+    return;
+  }
+  const auto tier = static_cast<std::size_t>(t.tier[r]);
+  if (tier >= tier_counts_.size()) tier_counts_.resize(tier + 1, 0);
+  ++tier_counts_[tier];
+  t.instance_id[r] = instance_id;
+  t.residency[r] = Residency::Queued;
+  if (t.generated_tokens[r] == 0) t.phase[r] = Phase::Waiting;
+  scheduler->on_enqueue(t, r);
+  waiting.push_back(r);
+  poke();
+}
+
+void Instance::poke() {
+  if (busy) {
+    truncate();
+    return;
+  }
+  busy = true;
+  ++version_;
+  seg_decode_.clear();
+  seg_prefill_.clear();
+  seg_len_ = 0;
+  seg_pos_ = 0;
+  events.schedule(events.now_s, EventKind::Boundary, instance_id, version_);
+}
+
+void Instance::sync() {
+  if (!seg_decode_.empty() && seg_pos_ < seg_len_) {
+    const auto begin = seg_ends_.begin();
+    const auto done = static_cast<std::size_t>(
+        std::upper_bound(begin + static_cast<std::ptrdiff_t>(seg_pos_), begin + static_cast<std::ptrdiff_t>(seg_len_),
+                         events.now_s) - begin);
+    if (done > seg_pos_) apply_decode(done, nullptr);
+  }
+}
+
+std::int64_t Instance::unsynced_kv_blocks() const {
+  if (seg_decode_.empty() || seg_pos_ >= seg_len_) return 0;
+  const double now = events.now_s;
+  if (seg_ends_[seg_pos_] > now) return 0;
+  const auto begin = seg_ends_.begin();
+  const auto done = std::upper_bound(begin + static_cast<std::ptrdiff_t>(seg_pos_),
+                                     begin + static_cast<std::ptrdiff_t>(seg_len_), now) -
+                    (begin + static_cast<std::ptrdiff_t>(seg_pos_));
+  std::int64_t blocks = 0;
+  for (const Req r : seg_decode_) blocks += ceil_div(requests.kv_tokens[r] + done, kv.block_size) - requests.blocks[r];
+  return blocks;
+}
+
+std::int64_t Instance::head_of_line_demand_blocks() const {
+  const RequestTable& t = requests;
+  Req head = -1;
+  Key best{0, 0};
+  for (const std::vector<Req>* queue : {&waiting, &swapped}) {
+    for (const Req r : *queue) {
+      const Key key = scheduler->priority_key(t, r);
+      if (head < 0 || key < best) {
+        head = r;
+        best = key;
+      }
+    }
+  }
+  if (head < 0) return 0;
+  const std::int64_t tokens =
+      t.residency[head] == Residency::Swapped ? t.kv_tokens[head] + 1 : t.prefill_target_tokens(head);
+  return ceil_div(tokens, kv.block_size);
+}
+
+void Instance::truncate() {
+  if (seg_len_ <= 1) return;
+  const auto begin = seg_ends_.begin();
+  const std::size_t keep =
+      1 + static_cast<std::size_t>(
+              std::lower_bound(begin, begin + static_cast<std::ptrdiff_t>(seg_len_ - 1), events.now_s) - begin);
+  if (keep < seg_len_) {
+    seg_len_ = keep;
+    ++version_;
+    events.schedule(seg_ends_[keep - 1], EventKind::Boundary, instance_id, version_);
+  }
+}
+
+void Instance::apply_decode(std::size_t upto, std::vector<Req>* attention) {
+  RequestTable& t = requests;
+  const std::size_t start = seg_pos_;
+  const auto count = static_cast<std::int64_t>(upto - start);
+  const double first_s = seg_ends_[start];
+  const double last_s = seg_ends_[upto - 1];
+  // Iterations lengthen by per_context_token_s x batch each step, so a run's largest inner gap
+  // is its last one.
+  const double last_gap_s = count > 1 ? last_s - seg_ends_[upto - 2] : 0.0;
+  const std::int64_t block_size = kv.block_size;
+  const bool at_end = upto == seg_len_;
+  std::int64_t grown = 0;
+  for (const Req r : seg_decode_) {
+    const std::int64_t kv_tokens = t.kv_tokens[r] + count;
+    t.kv_tokens[r] = kv_tokens;
+    const std::int64_t after = t.generated_tokens[r] + count;
+    t.on_tokens(r, first_s, last_s, count, last_gap_s);
+    const std::int64_t blocks = ceil_div(kv_tokens, block_size);
+    grown += blocks - t.blocks[r];
+    t.blocks[r] = blocks;
+    if (at_end && attention != nullptr && (after >= t.output_tokens[r] || after == t.reasoning_tokens[r])) {
+      attention->push_back(r);
+    }
+  }
+  kv.allocate(grown);
+  seg_pos_ = upto;
+}
+
+void Instance::on_boundary(std::int64_t version) {
+  if (version != version_) return;
+  const double now = events.now_s;
+  end_segment(now);
+  plan(now);
+}
+
+void Instance::end_segment(double now) {
+  RequestTable& t = requests;
+  if (seg_len_) {
+    busy_time_s += now - seg_start_s_;
+    iterations += static_cast<std::int64_t>(seg_len_);
+  }
+  finished_.clear();
+  for (const Prefill& chunk : seg_prefill_) {
+    t.kv_tokens[chunk.req] += chunk.tokens;
+    if (t.kv_tokens[chunk.req] == t.prefill_target_tokens(chunk.req)) {
+      t.on_tokens(chunk.req, now, now, 1, 0.0);
+      finished_.push_back(chunk.req);
+    }
+  }
+  if (!seg_decode_.empty()) {
+    // Only completions and the end of reasoning need attention here.
+    if (seg_pos_ < seg_len_) {
+      apply_decode(seg_len_, &finished_);
+    } else {
+      for (const Req r : seg_decode_) {
+        if (t.generated_tokens[r] >= t.output_tokens[r] || t.generated_tokens[r] == t.reasoning_tokens[r]) {
+          finished_.push_back(r);
+        }
+      }
+    }
+  }
+  seg_decode_.clear();
+  seg_prefill_.clear();
+  seg_len_ = seg_pos_ = 0;
+  for (const Req r : finished_) after_token(r);
+}
+
+void Instance::after_token(Req r) {
+  RequestTable& t = requests;
+  if (t.residency[r] != Residency::Running || t.instance_id[r] != instance_id) return;
+  if (t.generated_tokens[r] >= t.output_tokens[r]) {
+    remove_first(running, r);
+    kv.release(t.blocks[r]);
+    t.blocks[r] = 0;
+    t.phase[r] = Phase::Done;
+    --tier_counts_[static_cast<std::size_t>(t.tier[r])];
+    host_.on_complete(instance_id, r);
+    return;
+  }
+  const Phase phase = t.decode_phase(r);
+  if (t.phase[r] != phase) {
+    t.phase[r] = phase;
+    // The engine has no phase router in this subset, so the request stays here.
+    if (phase == Phase::Answering && t.reasoning_tokens[r] > 0) scheduler->on_phase_change(t, r);
+  }
+}
+
+void Instance::plan(double now) {
+  next_prefills_.clear();
+  next_decode_.clear();
+  scheduler->form_batch(*this, now, next_prefills_, next_decode_);
+  if (next_prefills_.empty() && next_decode_.empty()) {
+    busy = false;
+    return;
+  }
+  const double extra_s = static_cast<double>(swap_tokens) * settings.swap_s_per_token;
+  swap_tokens = 0;
+  const bool single_iteration = memory_moved;
+  memory_moved = false;
+  busy = true;
+  ++version_;
+  seg_start_s_ = now;
+  seg_pos_ = 0;
+  std::swap(seg_decode_, next_decode_);
+  std::swap(seg_prefill_, next_prefills_);
+  if (!seg_prefill_.empty()) {
+    const double dt = planner_.mixed_iteration_s(seg_prefill_, seg_decode_) + extra_s;
+    seg_ends_.assign(1, now + dt);
+  } else {
+    planner_.decode_ends(now, seg_decode_, extra_s, single_iteration, seg_ends_);
+  }
+  seg_len_ = seg_ends_.size();
+  events.schedule(seg_ends_.back(), EventKind::Boundary, instance_id, version_);
+}
+
+}  // namespace servegym_core

@@ -1,0 +1,134 @@
+// One aggregated model replica running one batch at a time (simulator/instance.py's Instance,
+// ported line by line for the subset without prefix caching, pipelining, transfers, migration
+// and the queue gate): its queues, KV pool, segment in progress and boundary events.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "event_queue.hpp"
+#include "kv_blocks.hpp"
+#include "latency.hpp"
+#include "request_table.hpp"
+#include "schedulers/base.hpp"
+#include "schedulers/registry.hpp"
+#include "segments.hpp"
+#include "sim_types.hpp"
+
+namespace servegym_core {
+
+// What Python's InstanceConfig.resolved() and Instance.__init__ worked out for one replica.
+struct InstanceSettings {
+  std::int64_t total_blocks = 0;
+  std::int64_t block_size = 0;
+  std::int64_t watermark_blocks = 0;
+  std::int64_t max_batch_size = 0;
+  std::int64_t max_batched_tokens = 0;
+  std::int64_t context_tokens = 0;  // the model's context window
+  double swap_s_per_token = 0.0;    // host-link seconds per swapped KV token
+  double frontend_s = 0.0;          // the engine's frontend time before a request is queued
+  bool preempt_by_swap = false;     // preemption "swap" (else "recompute")
+  // Prefix caching is on but no request carries block hashes: nothing is shared, and only
+  // the cache's query counter moves (PrefixCache.query_tokens).
+  bool counts_prefix_queries = false;
+  std::int32_t model_index = 0;
+  std::int64_t max_segment_iterations = 1024;  // 1: coalesce=False
+  SchedulerOptions scheduler;
+};
+
+// What an instance tells the engine around it (simulator.instance.InstanceHost).
+class InstanceHost {
+ public:
+  virtual ~InstanceHost() = default;
+  virtual void on_complete(std::int32_t instance_id, Req r) = 0;
+  virtual void on_reject(Req r, RejectReason reason) = 0;
+};
+
+class Instance {
+ public:
+  Instance(std::int32_t instance_id, const InstanceSettings& settings, const LatencyEvaluator& latency,
+           EventQueue& events, RequestTable& requests, InstanceHost& host);
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  // A request joins the waiting queue after the context rule of this instance's model: a prompt
+  // longer than the context is rejected, a longer output capped; one over the KV pool rejected.
+  void enqueue(Req r);
+  // Something changed: re-plan at the next iteration boundary.
+  void poke();
+  // Apply the decode iterations finished by now, so counters and KV use are current.
+  void sync();
+  // The boundary event of segment `version` (stale versions are ignored).
+  void on_boundary(std::int64_t version);
+
+  std::size_t num_requests() const { return waiting.size() + running.size() + swapped.size(); }
+  // KV blocks the decode iterations finished by now but not yet applied (sync) fill: the sum over
+  // the segment's sequences of ceil((kv + d) / b) - blocks for the d iterations done.
+  std::int64_t unsynced_kv_blocks() const;
+  // The blocks the first queued (waiting, then swapped) request in priority order would take:
+  // its prefill's, or a swapped one's KV plus its next token's slot; 0 with nothing queued.
+  std::int64_t head_of_line_demand_blocks() const;
+  // Requests of each tier here now (waiting, running or swapped); grown as tiers arrive.
+  const std::vector<std::int64_t>& tier_counts() const { return tier_counts_; }
+  // Largest prompt + output a request may have here (the KV it needs at its end).
+  std::int64_t max_request_tokens() const { return (kv.total_blocks - kv.watermark_blocks) * kv.block_size; }
+
+  const std::int32_t instance_id;
+  const InstanceSettings settings;
+  EventQueue& events;
+  RequestTable& requests;
+  KVBlocks kv;
+  LatencyEvaluator latency;
+  std::unique_ptr<LocalScheduler> scheduler;
+
+  // waiting and swapped keep their first *_ordered entries in priority order (queue_order.hpp).
+  std::vector<Req> waiting;
+  std::vector<Req> running;
+  std::vector<Req> swapped;
+  std::size_t waiting_ordered = 0;
+  std::size_t swapped_ordered = 0;
+  // KV tokens swapped in or out since the last batch formed: the next iteration waits for them.
+  std::int64_t swap_tokens = 0;
+  // A preemption or swap-in since the last batch formed: the next decode plan runs one iteration.
+  bool memory_moved = false;
+  bool busy = false;
+
+  // Scratch of reserve_decode_slots: the running sequences that grow by a block, and by how many.
+  std::vector<std::pair<Req, std::int64_t>> growing;
+
+  double busy_time_s = 0.0;
+  std::int64_t iterations = 0;
+  std::int64_t context_truncated = 0;
+  std::int64_t prefix_query_tokens = 0;
+
+ private:
+  // Cut the planned segment after the iteration in progress now.
+  void truncate();
+  // Apply the segment's decode iterations up to `upto`; at the segment's end, append to
+  // `attention` (when given) the sequences that completed or ended their reasoning.
+  void apply_decode(std::size_t upto, std::vector<Req>* attention);
+  // Apply the finished segment's tokens, completions and phase changes.
+  void end_segment(double now);
+  // Completion and phase change, after r emitted a token.
+  void after_token(Req r);
+  void plan(double now);
+
+  InstanceHost& host_;
+  SegmentPlanner planner_;
+  std::vector<std::int64_t> tier_counts_;
+  std::int64_t version_ = 0;
+  double seg_start_s_ = 0.0;
+  std::vector<double> seg_ends_;
+  std::size_t seg_pos_ = 0;
+  std::size_t seg_len_ = 0;
+  std::vector<Req> seg_decode_;
+  std::vector<Prefill> seg_prefill_;
+  std::vector<Req> finished_;  // scratch of end_segment
+  std::vector<Prefill> next_prefills_;  // scratch of plan
+  std::vector<Req> next_decode_;        // scratch of plan
+};
+
+}  // namespace servegym_core

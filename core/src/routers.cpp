@@ -1,0 +1,133 @@
+#include "routers.hpp"
+
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+namespace servegym_core {
+
+namespace {
+
+std::runtime_error no_instance(const RequestTable& requests, Req r) {
+  return std::runtime_error("no serving instance can take request " + std::to_string(requests.request_id[r]));
+}
+
+// simulator.routers.base.fewest_requests over every instance (all of them serve in this subset).
+std::int32_t fewest_requests(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
+                             Req r) {
+  std::int32_t best_id = -1;
+  std::size_t best_load = 0;
+  for (const auto& instance : instances) {
+    const std::size_t load = instance->num_requests();
+    if (best_id < 0 || load < best_load) {
+      best_id = instance->instance_id;
+      best_load = load;
+    }
+  }
+  if (best_id < 0) throw no_instance(requests, r);
+  return best_id;
+}
+
+class RoundRobinRouter : public Router {
+ public:
+  std::int32_t route(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
+                     Req r) override {
+    if (instances.empty()) throw no_instance(requests, r);
+    const auto choice = static_cast<std::int32_t>(next_ % static_cast<std::int64_t>(instances.size()));
+    ++next_;
+    return choice;
+  }
+
+ private:
+  std::int64_t next_ = 0;
+};
+
+class LeastLoadedRouter : public Router {
+ public:
+  std::int32_t route(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
+                     Req r) override {
+    return fewest_requests(instances, requests, r);
+  }
+};
+
+class SessionAffinityRouter : public Router {
+ public:
+  explicit SessionAffinityRouter(std::vector<std::int32_t> targets) : targets_(std::move(targets)) {}
+
+  std::int32_t route(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
+                     Req r) override {
+    const std::int32_t target = static_cast<std::size_t>(r) < targets_.size() ? targets_[r] : -1;
+    if (target < 0 || instances.empty()) return fewest_requests(instances, requests, r);
+    return target;
+  }
+
+ private:
+  std::vector<std::int32_t> targets_;
+};
+
+class FreestInstanceRouter : public Router {
+ public:
+  explicit FreestInstanceRouter(std::vector<double> fractions) : fractions_(std::move(fractions)) {}
+
+  std::int32_t route(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
+                     Req r) override {
+    const std::int32_t model = requests.model_index[r];
+    std::int32_t best_id = -1;
+    double best = -std::numeric_limits<double>::infinity();
+    for (const auto& instance : instances) {
+      if (model >= 0 && instance->settings.model_index != model) continue;
+      const double value = freeness_full(*instance, fractions_);
+      if (best_id < 0 || value > best) {
+        best_id = instance->instance_id;
+        best = value;
+      }
+    }
+    if (best_id < 0) throw no_instance(requests, r);
+    return best_id;
+  }
+
+ private:
+  std::vector<double> fractions_;
+};
+
+}  // namespace
+
+double freeness_full(const Instance& instance, const std::vector<double>& headroom_fractions) {
+  const bool queued = !instance.waiting.empty() || !instance.swapped.empty();
+  std::int64_t usage_blocks = instance.kv.used_blocks + instance.unsynced_kv_blocks();
+  usage_blocks += instance.head_of_line_demand_blocks();  // 0 with nothing queued
+  double usage = static_cast<double>(usage_blocks);
+  const std::vector<std::int64_t>& counts = instance.tier_counts();
+  std::string beyond;
+  double present = 0.0;  // Python's sum() from int 0: the first addition is exact either way
+  for (std::size_t tier = 0; tier < counts.size(); ++tier) {
+    if (counts[tier] <= 0) continue;
+    if (tier >= headroom_fractions.size()) {
+      beyond += (beyond.empty() ? "" : ", ") + std::to_string(tier);
+    } else {
+      present = present + headroom_fractions[tier];
+    }
+  }
+  if (!beyond.empty()) {
+    throw std::invalid_argument("requests of tier(s) [" + beyond + "] on instance " +
+                                std::to_string(instance.instance_id) + ", but headroom fractions cover tiers 0.." +
+                                std::to_string(static_cast<std::int64_t>(headroom_fractions.size()) - 1));
+  }
+  const auto total = static_cast<double>(instance.kv.total_blocks);
+  usage += total * present;
+  const auto batch = static_cast<std::int64_t>(instance.running.size()) + (queued ? 1 : 0);
+  if (batch == 0) return std::numeric_limits<double>::infinity();
+  return (total - usage) / static_cast<double>(batch);
+}
+
+std::unique_ptr<Router> make_router(const RouterSpec& spec) {
+  const std::string& name = spec.name;
+  if (name == "round_robin") return std::make_unique<RoundRobinRouter>();
+  if (name == "least_loaded") return std::make_unique<LeastLoadedRouter>();
+  if (name == "session_affinity") return std::make_unique<SessionAffinityRouter>(spec.session_targets);
+  if (name == "llumnix") return std::make_unique<FreestInstanceRouter>(spec.headroom_fractions);
+  throw std::invalid_argument("router '" + name +
+                              "' is not compiled; compiled: round_robin, least_loaded, session_affinity, llumnix");
+}
+
+}  // namespace servegym_core

@@ -1,0 +1,260 @@
+"""The compiled engine (``servegym_core``, issue #43 step 3) behind the ``Cluster`` API.
+
+``CompiledCluster`` takes ``Cluster``'s constructor, ``deploy`` and ``run`` and serves the
+workload in C++ (``core/src/engine.cpp``): the same events in the same order, the same
+floating-point operations, so its outcomes equal ``Cluster.run``'s field by field, bit for bit
+(``tests/test_compiled_engine.py``). Python validates (``InstanceConfig.resolved``, the request
+checks of ``Cluster``) and passes numbers; no Python runs during the simulation.
+
+Ported so far: aggregated instances that keep one batch in flight (pp 1, or pp > 1 with one
+microbatch), the ``fcfs``, ``priority``, ``sarathi``, ``rr`` and ``pascal`` schedulers, preemption
+by recompute and by swap, coalesced decode segments and ``coalesce=False``, the context rule and KV-capacity
+rejections, reasoning requests (without a phase router), the engine's frontend time, token
+curves, and the ``round_robin``, ``least_loaded``, ``session_affinity`` and ``llumnix`` routers (the
+last as a ``FreestInstanceRouter``, its headroom fractions read when ``run`` starts). Prefix
+caching is accepted only where it cannot act (no request carries ``block_hashes``). Anything
+else raises a ``ValueError`` naming it, before anything runs.
+
+Differences from ``Cluster``: ``run`` serves one workload, reading a stream whole first (so a bad
+request raises before any is served); ``arrived_sequences`` stays empty (no ``Sequence`` objects
+exist); decisions, timers and live changes (``advance``, ``dispatch``, ``every``, ``migrate``,
+``drain``, ``add_arrival``) are not available.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterable, Sequence as SequenceOf
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, NoReturn
+
+from servegym_core import _core
+
+from simulator.cluster import Cluster, Decision
+from simulator.context import CONTEXT_REJECT_REASON
+from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
+from simulator.outcome import RequestOutcome
+from simulator.request import Request
+from simulator.routers import Router
+from simulator.routers.freeness import FreestInstanceRouter
+from simulator.schedulers import SCHEDULERS
+from simulator.schedulers.fcfs import FCFSScheduler
+from simulator.schedulers.pascal import PascalScheduler
+from simulator.schedulers.priority import PriorityScheduler
+from simulator.schedulers.round_robin import RoundRobinScheduler
+from simulator.schedulers.sarathi import SarathiScheduler
+
+COMPILED_SCHEDULERS = {"fcfs": FCFSScheduler, "priority": PriorityScheduler, "sarathi": SarathiScheduler,
+                       "rr": RoundRobinScheduler, "pascal": PascalScheduler}
+COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
+REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
+"""``rejected_reason`` by the engine's reject code."""
+INT64_LIMIT = 2**63
+NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook", "external_phase_decisions", "track_arrays")
+"""``Cluster`` options the compiled engine refuses when set (not None, not False)."""
+INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
+
+
+def not_compiled(feature: str) -> ValueError:
+    """The error for a configuration outside what the compiled engine ports."""
+    return ValueError(f"the compiled engine does not support {feature} (not ported yet; use simulator.cluster.Cluster)")
+
+
+class CompiledCluster(Cluster):
+    """A ``Cluster`` whose ``run`` serves the workload in the compiled engine (module docstring)."""
+
+    def __init__(self, gpu_inventory: dict[str, int], *, router: Router | None | str = "round_robin",
+                 **options: Any) -> None:
+        """``Cluster``'s arguments; the router by a compiled name or a ``FreestInstanceRouter``, and
+        none of the hooks, external decisions or arrays (``NOT_COMPILED_OPTIONS``)."""
+        spec = _core.RouterSpec()
+        if type(router) is FreestInstanceRouter:
+            spec.name = "llumnix"
+        elif isinstance(router, str) and router in COMPILED_ROUTERS:
+            spec.name = router
+        else:
+            raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)}, and a "
+                               "FreestInstanceRouter for llumnix)")
+        for name in NOT_COMPILED_OPTIONS:
+            if options.get(name):
+                raise not_compiled(f"{name}={options[name]!r}")
+        super().__init__(gpu_inventory, router=router, **options)
+        self.router_spec = spec
+        """The compiled router (Llumnix's headroom fractions are read when ``run`` starts)."""
+
+    def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
+        """``Cluster.deploy`` for a config the engine ports, serving now (``ready_now=True``)."""
+        if not ready_now:
+            raise not_compiled("deploy(ready_now=False) (a start-up delay)")
+        settings = config.resolved()
+        scheduler = settings.scheduler
+        if scheduler not in COMPILED_SCHEDULERS or SCHEDULERS.get(scheduler) is not COMPILED_SCHEDULERS[scheduler]:
+            raise not_compiled(f"scheduler={scheduler!r} (compiled schedulers: {', '.join(COMPILED_SCHEDULERS)})")
+        if Role(settings.role) != Role.AGGREGATED:
+            raise not_compiled(f"role={Role(settings.role).value!r} (PD disaggregation)")
+        if settings.pipeline_depth > 1:
+            raise not_compiled(f"{settings.pipeline_depth} microbatches in flight (pp={settings.pp})")
+        return super().deploy(config, ready_now=True)
+
+    def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
+        """Serve ``requests`` to the end in the compiled engine; return every outcome (as
+        ``Cluster.run`` does). A stream is read whole first."""
+        if requests is None:
+            raise ValueError("CompiledCluster.run needs the requests (it serves one workload)")
+        if self.arrived:
+            raise ValueError("CompiledCluster.run serves one workload; this cluster already served one")
+        requests = requests if isinstance(requests, SequenceOf) else list(requests)
+        self._latest_arrival_s = -1.0
+        for request in requests:
+            self._check_next(request)
+        instances = list(self.instances.values())
+        _check_instances(instances, requests)
+        model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]))
+        model_index = {name: index for index, name in enumerate(model_names)}
+        if isinstance(self.router, FreestInstanceRouter):
+            self.router_spec.headroom_fractions = self.router.headroom_fractions.tolist()
+        engine = _core.Engine(self.router_spec, self.record_token_curves, model_names)
+        for instance in instances:
+            # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
+            engine.add_instance(_settings(instance, model_index[instance.model.name]), instance.latency._evaluator)
+        columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
+        try:
+            engine.submit(columns["request_id"], [float(r.arrival_s) for r in requests], columns["prompt_tokens"],
+                          columns["output_tokens"], columns["reasoning_tokens"], columns["tier"],
+                          [-1 if r.model is None else model_index[r.model] for r in requests],
+                          self._session_targets(requests))
+        except TypeError:  # an integer column holds a value outside int64 (or not an integer)
+            _name_bad_integer(columns, requests)
+            raise
+        self._requests = requests
+        self._scheduled = len(requests)
+        engine.run()
+        self.arrived = len(requests)
+        self.events.now_s = engine.now_s
+        for instance in instances:
+            counters = engine.instance(instance.instance_id)
+            instance.busy_time_s = counters.busy_time_s
+            instance.iterations = counters.iterations
+            instance.context_truncated = counters.context_truncated
+            if instance.prefix_cache is not None:
+                instance.prefix_cache.query_tokens = counters.prefix_query_tokens
+        self.outcomes = _outcomes(engine, requests, self.record_token_curves)
+        return self.outcomes
+
+    def _session_targets(self, requests: SequenceOf[Request]) -> list[int]:
+        """For ``session_affinity``: the instance each request's session maps to (-1: none, the
+        least loaded takes it). The routable instances cannot change during a compiled run, so
+        the ring is read once."""
+        if self.router_spec.name != "session_affinity":
+            return []
+        ids = self.routable_ids()
+        owner: Callable[[int, list[int]], int] = self.router.owner  # type: ignore[union-attr]
+        return [-1 if r.session_id is None or not ids else owner(r.session_id, ids) for r in requests]
+
+    # ----------------------------------------------------------------- not compiled
+    def submit(self, requests: Iterable[Request]) -> NoReturn:
+        raise not_compiled("submit() (give the requests to run())")
+
+    def add_arrival(self, request: Request) -> NoReturn:
+        raise not_compiled("add_arrival()")
+
+    def advance(self, until_s: float = float("inf")) -> Decision | None:
+        raise not_compiled("advance() (decisions and timers in Python)")
+
+    def dispatch(self, seq: Any, instance_id: int) -> NoReturn:
+        raise not_compiled("dispatch() from outside")
+
+    def dispatch_in_place(self, seq: Any, instance_id: int) -> NoReturn:
+        raise not_compiled("dispatch_in_place()")
+
+    def place_answering(self, seq: Any, instance_id: int) -> NoReturn:
+        raise not_compiled("place_answering()")
+
+    def migrate(self, seq: Any, target_id: int) -> bool:
+        raise not_compiled("migrate()")
+
+    def drain(self, instance_id: int) -> NoReturn:
+        raise not_compiled("drain()")
+
+    def every(self, interval_s: float, callback: Callable[[Cluster], None], start_s: float | None = None) -> NoReturn:
+        raise not_compiled("every() (Python timers)")
+
+
+def _name_bad_integer(columns: dict[str, list[Any]], requests: SequenceOf[Request]) -> None:
+    """Raise a ValueError naming the first request whose integer field the engine's int64 columns
+    cannot hold (the engine's own conversion error names no request)."""
+    for name, values in columns.items():
+        for request, value in zip(requests, values):
+            if not (isinstance(value, int) and -INT64_LIMIT <= value < INT64_LIMIT):
+                raise ValueError(f"request {request.request_id}: {name}={value!r} is not an integer the compiled engine "
+                                 "holds (int64)")
+
+
+def _check_instances(instances: list[Instance], requests: SequenceOf[Request]) -> None:
+    """Every instance serves now with its queue gate off, and prefix caching has nothing to act on."""
+    for instance in instances:
+        if instance.lifecycle != Lifecycle.SERVING:
+            raise not_compiled(f"instance {instance.instance_id} in lifecycle {instance.lifecycle.value!r}")
+        if instance.min_queue_length != 1:
+            raise not_compiled(f"a queue gate (instance {instance.instance_id}: min queue length "
+                               f"{instance.min_queue_length})")
+        if instance.num_requests:
+            raise not_compiled(f"instance {instance.instance_id} holding requests before run()")
+    if any(instance.prefix_cache is not None for instance in instances):
+        hashed = next((r for r in requests if r.block_hashes is not None), None)
+        if hashed is not None:
+            raise not_compiled(f"prefix caching over block_hashes (request {hashed.request_id} carries them)")
+
+
+def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
+    settings = _core.InstanceSettings()
+    kv = instance.kv
+    settings.total_blocks, settings.block_size, settings.watermark_blocks = (
+        kv.total_blocks, kv.block_size, kv.watermark_blocks)
+    settings.max_batch_size = instance.max_batch_size
+    settings.max_batched_tokens = instance.max_batched_tokens
+    settings.context_tokens = instance.model.context_tokens
+    settings.swap_s_per_token = instance.swap_s_per_token
+    settings.frontend_s = instance.latency.engine.frontend_s
+    settings.preempt_by_swap = instance.preemption == "swap"
+    settings.counts_prefix_queries = instance.prefix_cache is not None
+    settings.model_index = model_index
+    settings.max_segment_iterations = instance.planner.max_iterations
+    scheduler = instance.scheduler
+    options = _core.SchedulerOptions()
+    options.name = type(scheduler).name
+    options.chunk_tokens = scheduler.chunked_prefill_tokens or 0
+    options.quantum_tokens = getattr(scheduler, "quantum_tokens", 0)
+    options.demotion_kv_tokens = getattr(scheduler, "demotion_kv_tokens", 0)
+    settings.scheduler = options
+    return settings
+
+
+def _outcomes(engine: _core.Engine, requests: SequenceOf[Request], curves: bool) -> list[RequestOutcome]:
+    """The engine's outcomes as ``RequestOutcome``s, in the order recorded; the request's own
+    fields (id, tier, arrival, prompt, SLO) come from the ``Request`` as ``Sequence`` copies them.
+    Built column-wise (``map`` over the columns: no Python step per field)."""
+    table = engine.outcome_table()
+    collecting = gc.isenabled()
+    gc.disable()  # many new objects, no cycles among them: the collector would only slow the build down
+    try:
+        return _build_outcomes(table, requests, curves)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build_outcomes(table: _core.OutcomeTable, requests: SequenceOf[Request], curves: bool) -> list[RequestOutcome]:
+    ended = list(map(requests.__getitem__, table.rows))
+    request_field = {name: map(attrgetter(name), ended)
+                     for name in ("request_id", "tier", "arrival_s", "prompt_tokens", "slo")}
+    rows = table.requests
+    token_curves = map(tuple, rows.token_curve) if curves else repeat(())
+    return list(map(
+        RequestOutcome, request_field["request_id"], request_field["tier"], rows.instance_id,
+        request_field["arrival_s"], request_field["prompt_tokens"], rows.output_tokens, rows.reasoning_tokens,
+        rows.first_scheduled_s, rows.first_token_s, rows.first_answer_token_s, rows.reasoning_end_s,
+        table.finish_s, rows.max_tbt_s, rows.preempted_s, rows.num_preemptions, rows.num_migrations,
+        token_curves, request_field["slo"], map(REJECT_REASONS.__getitem__, table.reasons),
+    ))

@@ -1,0 +1,385 @@
+"""The compiled engine (``simulator.compiled.CompiledCluster``) gives ``Cluster.run``'s outcomes field
+by field, floats bit for bit (NaN equal to NaN), and the same counters (final clock, iterations
+and busy time per instance, truncations, cost):
+
+- on seeded random workloads and configurations of each family below, each with a proof that it
+  exercises what it is named for (preemptions by swap or by recompute, prompts beyond the token
+  budget, Sarathi chunks, context caps and rejections, KV-capacity rejections, several routers and
+  GPU types, Llumnix-K dispatch with tier headroom over two models, one iteration per event, rr
+  and PASCAL time-sharing, the engine's frontend time);
+- on every simulator golden case inside the compiled subset (``tests/sim_golden``), counters
+  included, by running the case's own code with ``CompiledCluster`` in place of ``Cluster``;
+- on ``simulator_speed``'s run (a) at full size (10,000 requests).
+
+A configuration outside the subset raises a ``ValueError`` naming what is not compiled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from experiments.benchmarks import simulator_speed
+from simulator.cluster import Cluster
+from simulator.compiled import CompiledCluster
+from simulator.headroom import default_headroom_fractions
+from simulator.instance import InstanceConfig
+from simulator.outcome import RequestOutcome
+from simulator.request import SLO, Request
+from simulator.routers import make_router
+from tests.sim_golden import features, matrix, speed
+from tests.sim_golden.cases import CASES_BY_NAME
+from tests.sim_golden.table import DATA_DIR, mismatches, read, summary, table
+
+FIELDS = tuple(field.name for field in dataclasses.fields(RequestOutcome))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types; floats by bit pattern, any NaN equal to any NaN."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or struct.pack("<d", a) == struct.pack("<d", b)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def outcome_mismatches(python: list[RequestOutcome], compiled: list[RequestOutcome]) -> list[str]:
+    """Each difference, naming the request id and the field (outcomes compared in recorded order)."""
+    found = [] if len(python) == len(compiled) else [f"{len(python)} outcomes in Python, {len(compiled)} compiled"]
+    for ours, theirs in zip(python, compiled):
+        if ours.request_id != theirs.request_id:
+            found.append(f"outcome order: request {ours.request_id} in Python where compiled has {theirs.request_id}")
+            break
+        found += [f"request {ours.request_id}: {name}: python {getattr(ours, name)!r}, compiled {getattr(theirs, name)!r}"
+                  for name in FIELDS if not _same(getattr(ours, name), getattr(theirs, name))]
+    return found
+
+
+def counters(cluster: Cluster) -> dict[str, Any]:
+    instances = cluster.instances.values()
+    return {"end_s": cluster.events.now_s, "cost_usd": cluster.cost_usd(), "context_truncated": cluster.context_truncated,
+            "iterations": [i.iterations for i in instances], "busy_s": [i.busy_time_s for i in instances]}
+
+
+def test_the_comparison_names_the_request_and_field_and_compares_floats_by_bits():
+    outcome = RequestOutcome(7, 0, 0, 0.5, 10, 4, 0, 0.6, 0.7, 0.7, math.nan, 0.9, 0.05, 0.0, 0, 0, ((0.7, 1),), SLO())
+    assert outcome_mismatches([outcome], [dataclasses.replace(outcome)]) == []
+    assert outcome_mismatches([outcome], [dataclasses.replace(outcome, reasoning_end_s=-math.nan)]) == []
+    off = dataclasses.replace(outcome, finish_s=0.9 * (1 + 2**-52))
+    assert outcome_mismatches([outcome], [off]) == [f"request 7: finish_s: python 0.9, compiled {off.finish_s!r}"]
+    assert outcome_mismatches([outcome], [dataclasses.replace(outcome, max_tbt_s=-0.0, token_curve=((0.7, 1.0),))]) == [
+        "request 7: max_tbt_s: python 0.05, compiled -0.0",
+        "request 7: token_curve: python ((0.7, 1),), compiled ((0.7, 1.0),)"]
+    assert outcome_mismatches([outcome], []) == ["1 outcomes in Python, 0 compiled"]
+
+
+# ----------------------------------------------------------------- seeded random families
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """One differential case: pools of (config, count), cluster options and the requests."""
+
+    pools: list[tuple[InstanceConfig, int]]
+    options: dict[str, Any]
+    requests: list[Request]
+
+
+def _requests(rng: np.random.Generator, count: int, rate_rps: float, prompt: tuple[int, int], output: tuple[int, int],
+              reasoning_share: float = 0.3, sessions: int = 0) -> list[Request]:
+    """Poisson arrivals, log-uniform prompt and output lengths, tiers 0-2, some reasoning, SLOs."""
+    arrivals = np.cumsum(rng.exponential(1.0 / rate_rps, count))
+    prompts = np.exp(rng.uniform(np.log(prompt[0]), np.log(prompt[1]), count)).astype(int)
+    outputs = np.exp(rng.uniform(np.log(output[0]), np.log(output[1]), count)).astype(int)
+    requests = []
+    for i in range(count):
+        out = int(outputs[i])
+        thinks = out > 1 and rng.random() < reasoning_share
+        requests.append(Request(
+            request_id=100 + i, arrival_s=float(arrivals[i]), prompt_tokens=int(prompts[i]), output_tokens=out,
+            reasoning_tokens=int(rng.integers(1, out)) if thinks else 0, tier=int(rng.integers(0, 3)),
+            slo=SLO(ttft_s=1.0, tbt_s=0.1), session_id=int(rng.integers(0, sessions)) if sessions else None))
+    return requests
+
+
+def _config(rng: np.random.Generator, **fields: Any) -> InstanceConfig:
+    return InstanceConfig(**{"gpu": "A100-80GB", "model": "Llama-3.1-8B", "engine": "vidur-2024",
+                             "scheduler": str(rng.choice(["fcfs", "priority", "sarathi"])), **fields})
+
+
+def _swap_pressure(rng: np.random.Generator) -> Setup:
+    block_size = int(rng.choice([8, 16, 32]))
+    config = _config(rng, preemption="swap", kv_blocks=int(rng.integers(1500, 2500)) // block_size,
+                     max_batch_size=int(rng.integers(8, 33)), block_size=block_size)
+    return Setup([(config, 2)], {"router": "round_robin"}, _requests(rng, 60, 20.0, (20, 600), (50, 500)))
+
+
+def _recompute_pressure(rng: np.random.Generator) -> Setup:
+    config = _config(rng, preemption="recompute", kv_blocks=int(rng.integers(90, 200)),
+                     max_batch_size=int(rng.integers(8, 33)), scheduler_options={})
+    config = dataclasses.replace(config, scheduler_options={"chunk_tokens": 128} if config.scheduler == "sarathi" else {})
+    return Setup([(config, 2)], {"router": "least_loaded"}, _requests(rng, 60, 12.0, (20, 600), (20, 400)))
+
+
+def _long_prompts(rng: np.random.Generator) -> Setup:
+    config = _config(rng, scheduler=str(rng.choice(["fcfs", "priority"])), max_batched_tokens=int(rng.integers(128, 512)),
+                     preemption=str(rng.choice(["swap", "recompute"])), kv_blocks=int(rng.integers(300, 600)))
+    return Setup([(config, 2)], {"router": "round_robin"}, _requests(rng, 50, 8.0, (50, 3000), (5, 200)))
+
+
+def _chunked(rng: np.random.Generator) -> Setup:
+    config = _config(rng, scheduler="sarathi", scheduler_options={"chunk_tokens": int(rng.integers(32, 300))},
+                     preemption=str(rng.choice(["swap", "recompute"])), kv_blocks=int(rng.integers(150, 400)),
+                     max_batch_size=int(rng.integers(4, 24)))
+    return Setup([(config, 2)], {"router": "least_loaded"}, _requests(rng, 60, 10.0, (50, 1500), (10, 300)))
+
+
+def _context(rng: np.random.Generator) -> Setup:
+    """OpenLlama-3B's 2,048-token context: prompts beyond it rejected, outputs past it capped."""
+    config = _config(rng, model="OpenLlama-3B", gpu=str(rng.choice(["A100-80GB", "L40S"])),
+                     preemption=str(rng.choice(["swap", "recompute"])))
+    return Setup([(config, 2)], {"router": "round_robin"}, _requests(rng, 40, 6.0, (100, 2600), (50, 1500)))
+
+
+def _kv_capacity(rng: np.random.Generator) -> Setup:
+    config = _config(rng, kv_blocks=int(rng.integers(40, 70)), preemption=str(rng.choice(["swap", "recompute"])))
+    return Setup([(config, 1)], {"router": "round_robin"}, _requests(rng, 40, 5.0, (20, 1200), (5, 500)))
+
+
+def _mixed_pools(rng: np.random.Generator) -> Setup:
+    """Four GPU types, two models, TP 2 on one pool; least-loaded or session-affinity routing."""
+    model = str(rng.choice(["Llama-3.1-8B", "Llama-2-7B"]))
+    pools = [(_config(rng, gpu="A100-80GB", model=model), 2), (_config(rng, gpu="H100-80GB", model=model, tp=2), 1),
+             (_config(rng, gpu="L40S", model=model, kv_blocks=300, preemption="swap"), 1),
+             (_config(rng, gpu="A10", model=model, engine="vllm-0.6"), 1)]
+    router = str(rng.choice(["least_loaded", "session_affinity"]))
+    return Setup(pools, {"router": router}, _requests(rng, 80, 25.0, (20, 2000), (5, 400), sessions=12))
+
+
+def _one_iteration_per_event(rng: np.random.Generator) -> Setup:
+    config = _config(rng, kv_blocks=int(rng.integers(100, 250)), preemption=str(rng.choice(["swap", "recompute"])))
+    return Setup([(config, 2)], {"router": "round_robin", "coalesce": False, "record_token_curves": True},
+                 _requests(rng, 30, 8.0, (20, 800), (5, 200), reasoning_share=0.5))
+
+
+def _frontend(rng: np.random.Generator) -> Setup:
+    """vLLM V1: its frontend time before a request joins a queue, chunked prefill, prefix caching
+    on (with nothing to share: no request carries block hashes), its CPU time per iteration."""
+    config = InstanceConfig(gpu=str(rng.choice(["H100-80GB", "A100-80GB"])), model="Llama-3.1-8B", engine="vllm-v1",
+                            kv_blocks=int(rng.integers(200, 600)), prefix_caching=bool(rng.integers(0, 2)))
+    return Setup([(config, 2)], {"router": "least_loaded", "record_token_curves": True},
+                 _requests(rng, 50, 15.0, (20, 3000), (5, 300)))
+
+
+def _time_sharing(rng: np.random.Generator) -> Setup:
+    """rr and PASCAL: small quanta, PASCAL's demotion of long reasoning, memory pressure."""
+    scheduler = str(rng.choice(["rr", "pascal"]))
+    options = {"quantum_tokens": int(rng.integers(8, 64))}
+    if scheduler == "pascal":
+        options["demotion_kv_tokens"] = int(rng.integers(200, 800))
+    config = _config(rng, scheduler=scheduler, scheduler_options=options, kv_blocks=int(rng.integers(80, 200)),
+                     preemption=str(rng.choice(["swap", "recompute"])), max_batch_size=int(rng.integers(4, 12)))
+    return Setup([(config, 2)], {"router": str(rng.choice(["round_robin", "session_affinity"])),
+                                 "record_token_curves": bool(rng.integers(0, 2))},
+                 _requests(rng, 50, 10.0, (20, 900), (20, 300), reasoning_share=0.5, sessions=8))
+
+
+def _llumnix(rng: np.random.Generator) -> Setup:
+    """Llumnix-K dispatch (freeness with per-tier headroom) over two models, some requests naming
+    theirs; the priority scheduler under memory pressure."""
+    fractions = default_headroom_fractions(3) if rng.random() < 0.7 else np.zeros(3)
+    pools = [(_config(rng, scheduler="priority", kv_blocks=int(rng.integers(90, 160)), preemption=str(
+        rng.choice(["swap", "recompute"]))), 2), (_config(rng, model="Llama-2-7B", kv_blocks=300), 2)]
+    requests = [dataclasses.replace(r, model=str(rng.choice(["Llama-3.1-8B", "Llama-2-7B"])) if rng.random() < 0.3 else None)
+                for r in _requests(rng, 80, 30.0, (20, 1200), (50, 400))]
+    return Setup(pools, {"router": make_router("llumnix", headroom_fractions=fractions)}, requests)
+
+
+FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list[RequestOutcome], Setup], bool]]] = {
+    "swap_pressure": (_swap_pressure, lambda out, s: any(o.num_preemptions and o.preempted_s > 0 for o in out)),
+    "recompute_pressure": (_recompute_pressure, lambda out, s: any(o.num_preemptions for o in out)),
+    "long_prompts": (_long_prompts, lambda out, s: any(
+        o.completed and o.prompt_tokens > s.pools[0][0].max_batched_tokens for o in out)),
+    "chunked": (_chunked, lambda out, s: any(
+        o.completed and o.prompt_tokens > s.pools[0][0].scheduler_options["chunk_tokens"] for o in out)),
+    "context": (_context, lambda out, s: {"exceeds_context"} <= {o.rejected_reason for o in out} and any(
+        o.completed and o.prompt_tokens + o.output_tokens == 2048 for o in out)),
+    "kv_capacity": (_kv_capacity, lambda out, s: any(o.rejected_reason == "exceeds_kv_capacity" for o in out)),
+    "mixed_pools": (_mixed_pools, lambda out, s: len({o.instance_id for o in out} & {0, 2, 3, 4}) >= 3),
+    "one_iteration_per_event": (_one_iteration_per_event, lambda out, s: any(
+        o.completed and o.reasoning_tokens and len(o.token_curve) == o.output_tokens for o in out)),
+    "time_sharing": (_time_sharing, lambda out, s: any(o.num_preemptions for o in out)),
+    "llumnix": (_llumnix, lambda out, s: len({o.instance_id for o in out}) == 4 and any(
+        o.num_preemptions for o in out) and all(o.instance_id in ((0, 1) if r.model == "Llama-3.1-8B" else (2, 3))
+                                                for o, r in zip(sorted(out, key=lambda o: o.request_id), s.requests)
+                                                if r.model and o.completed)),
+    "frontend": (_frontend, lambda out, s: all(o.first_scheduled_s - o.arrival_s >= 0.017 for o in out)),
+}
+SEEDS = range(6)
+
+
+def _serve(cls: type[Cluster], setup: Setup) -> tuple[Cluster, list[RequestOutcome]]:
+    inventory: dict[str, int] = {}
+    for config, count in setup.pools:
+        inventory[config.gpu] = inventory.get(config.gpu, 0) + count * config.num_gpus
+    cluster = cls(inventory, **setup.options)
+    for config, count in setup.pools:
+        for _ in range(count):
+            cluster.deploy(config, ready_now=True)
+    return cluster, cluster.run(setup.requests)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_random_workloads_give_the_python_engines_outcomes(family, seed):
+    build, exercised = FAMILIES[family]
+    setup = build(np.random.default_rng([seed, list(FAMILIES).index(family)]))
+    python, expected = _serve(Cluster, setup)
+    compiled, got = _serve(CompiledCluster, setup)
+    found = outcome_mismatches(expected, got)
+    assert not found, f"{family} seed {seed}: {len(found)} mismatches:\n" + "\n".join(found[:10])
+    assert counters(compiled) == counters(python)
+    assert exercised(expected, setup), f"{family} seed {seed} does not exercise its feature"
+
+
+# ----------------------------------------------------------------- the simulator goldens in the subset
+GOLDEN_CASES = [f"{s}_nocache_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr", "pascal") for p in ("pp1", "pp2mb1")
+                for m in ("recompute", "swap")] + [
+    "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps"]
+
+
+@pytest.mark.parametrize("name", GOLDEN_CASES)
+def test_golden_cases_in_the_subset_give_their_recorded_tables(name, monkeypatch):
+    for module in (matrix, features, speed):
+        monkeypatch.setattr(module, "Cluster", CompiledCluster)
+    case = CASES_BY_NAME[name]
+    run = case.run()
+    found = mismatches(read(DATA_DIR / f"{name}.json"), table(case.name, case.feature, run))
+    assert not found, f"{len(found)} mismatches with the golden of {name}:\n{summary(found)}"
+
+
+def test_vidur_reference_run_at_full_size(monkeypatch):
+    """simulator_speed's run (a), 10,000 requests, on both of the benchmark's backends."""
+    served: dict[str, Cluster] = {}
+
+    def recording(name: str, cls: type[Cluster]) -> Callable[..., Cluster]:
+        def make(*args: Any, **options: Any) -> Cluster:
+            served[name] = cls(*args, **options)
+            return served[name]
+        return make
+
+    monkeypatch.setattr(simulator_speed, "BACKENDS", {"python": recording("python", Cluster),
+                                                      "compiled": recording("compiled", CompiledCluster)})
+    reports = [simulator_speed.run_case("a", backend=backend) for backend in ("python", "compiled")]
+    assert [report["completed"] for report in reports] == [10_000, 10_000]
+    found = outcome_mismatches(served["python"].outcomes, served["compiled"].outcomes)
+    assert not found, f"{len(found)} mismatches:\n" + "\n".join(found[:10])
+    assert counters(served["compiled"]) == counters(served["python"])
+
+
+# ----------------------------------------------------------------- outside the subset
+def _llama(**fields: Any) -> InstanceConfig:
+    return InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024", **fields)
+
+
+@pytest.mark.parametrize(("make", "named"), [
+    (lambda: CompiledCluster({"A100-80GB": 1}, router="gpu_share"), "router='gpu_share'"),
+    (lambda: CompiledCluster({"A100-80GB": 1}, router=lambda c, s: 0), "router=<function"),
+    (lambda: CompiledCluster({"A100-80GB": 1}, router=None), "router=None"),
+    (lambda: CompiledCluster({"A100-80GB": 1}, phase_router=lambda c, s, i: None), "phase_router="),
+    (lambda: CompiledCluster({"A100-80GB": 1}, completion_hook=lambda c, i, s: True), "completion_hook="),
+    (lambda: CompiledCluster({"A100-80GB": 1}, track_arrays=True), "track_arrays=True"),
+    (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama()), "deploy(ready_now=False)"),
+    (lambda: CompiledCluster({"A100-80GB": 2}).deploy(_llama(pp=2), ready_now=True), "2 microbatches in flight"),
+    (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(role="prefill"), ready_now=True), "role='prefill'"),
+    (lambda: CompiledCluster({"A100-80GB": 1}).advance(), "advance()"),
+    (lambda: CompiledCluster({"A100-80GB": 1}).every(1.0, lambda c: None), "every()"),
+])
+def test_a_configuration_outside_the_subset_raises_naming_it(make, named):
+    with pytest.raises(ValueError, match="the compiled engine does not support") as error:
+        make()
+    assert named in str(error.value)
+
+
+def test_a_scheduler_registered_in_place_of_a_built_in_one_is_not_compiled(monkeypatch):
+    from simulator.schedulers import SCHEDULERS
+    from simulator.schedulers.fcfs import FCFSScheduler
+
+    class Patient(FCFSScheduler):
+        pass
+
+    monkeypatch.setitem(SCHEDULERS, "fcfs", Patient)
+    with pytest.raises(ValueError, match="the compiled engine does not support scheduler='fcfs'"):
+        CompiledCluster({"A100-80GB": 1}).deploy(_llama(scheduler="fcfs"), ready_now=True)
+
+
+def test_prefix_caching_over_block_hashes_and_a_queue_gate_raise_naming_them():
+    from simulator.request import BlockHashes
+
+    cluster = CompiledCluster({"A100-80GB": 1})
+    cluster.deploy(_llama(prefix_caching=True), ready_now=True)
+    hashed = Request(5, 0.0, 32, 4, block_hashes=BlockHashes(16, (1, 2)))
+    with pytest.raises(ValueError, match=r"prefix caching over block_hashes \(request 5 carries them\)"):
+        cluster.run([Request(4, 0.0, 32, 4), hashed])
+    gated = CompiledCluster({"A100-80GB": 1})
+    gated.deploy(_llama(), ready_now=True)
+    gated.instances[0].set_min_queue_length(3, 0.5)
+    with pytest.raises(ValueError, match="a queue gate"):
+        gated.run([Request(4, 0.0, 32, 4)])
+
+
+def test_bad_requests_raise_as_in_python():
+    for cls in (Cluster, CompiledCluster):
+        cluster = cls({"A100-80GB": 1})
+        cluster.deploy(_llama(), ready_now=True)
+        with pytest.raises(ValueError, match="requests must be sorted by arrival; request 2 arrives at 0.5"):
+            cluster.run([Request(1, 1.0, 10, 5), Request(2, 0.5, 10, 5)])
+    cluster = CompiledCluster({"A100-80GB": 1})
+    cluster.deploy(_llama(), ready_now=True)
+    with pytest.raises(ValueError, match=r"request 3: prompt_tokens=9223372036854775808 is not an integer the compiled"):
+        cluster.run([Request(2, 0.0, 10, 5), Request(3, 0.0, 2**63, 5)])
+
+
+def test_a_request_for_another_model_raises_as_in_python():
+    for cls in (Cluster, CompiledCluster):
+        cluster = cls({"A100-80GB": 1})
+        cluster.deploy(_llama(), ready_now=True)
+        with pytest.raises(ValueError, match="instance 0 serves Llama-3.1-8B, request needs Llama-2-7B"):
+            cluster.run([Request(1, 0.0, 10, 5, model="Llama-2-7B")])
+
+
+def test_a_tier_without_a_headroom_fraction_raises_as_in_python():
+    router = make_router("llumnix", headroom_fractions=[0.2, 0.1])
+    requests = [Request(1, 0.0, 100, 50, tier=0), Request(2, 0.01, 100, 50, tier=3), Request(3, 0.02, 100, 50)]
+    for cls in (Cluster, CompiledCluster):
+        cluster = cls({"A100-80GB": 1}, router=router)
+        cluster.deploy(_llama(), ready_now=True)
+        with pytest.raises(ValueError, match=r"requests of tier\(s\) \[3\] on instance 0, but headroom fractions cover "
+                                             r"tiers 0..1"):
+            cluster.run(requests)
+
+
+def test_a_stream_is_served_as_its_list():
+    setup = _swap_pressure(np.random.default_rng(3))
+    _, expected = _serve(Cluster, setup)
+    _, got = _serve(CompiledCluster, dataclasses.replace(setup, requests=iter(setup.requests)))  # type: ignore[arg-type]
+    assert outcome_mismatches(expected, got) == []
+
+
+def test_segments_of_1024_iterations_sum_as_numpys_cumsum():
+    """Two long decodes alone on an instance: segments of up to 1,024 iterations, which the Python
+    engine sums with numpy's cumsum (above 32 iterations) and the compiled one in a loop."""
+    setup = Setup([(_llama(), 1)], {"record_token_curves": True},
+                  [Request(1, 0.0, 100, 3000), Request(2, 0.5, 2000, 2500, reasoning_tokens=1500)])
+    python, expected = _serve(Cluster, setup)
+    compiled, got = _serve(CompiledCluster, setup)
+    assert outcome_mismatches(expected, got) == []
+    assert counters(compiled) == counters(python)
+    gaps = [b[1] - a[1] for outcome in expected for a, b in zip(outcome.token_curve, outcome.token_curve[1:])]
+    assert max(gaps) == 1023  # a segment's first and last token: 1,024 iterations
