@@ -322,19 +322,13 @@ class Cluster:
         self.dispatch(seq, self.router(self, seq))
 
     def chain_keys(self, seq: Sequence) -> None:
-        """Give ``seq`` the chained keys (``simulator.prefix_keys``) of its request's full hash
-        blocks: the hashes describe the prompt (then its last block may be partial and is left
-        out) or, when there are more than the prompt's, the prompt and output together."""
+        """Give ``seq`` the chained keys of its request's full hash blocks
+        (``PrefixKeys.of_request``)."""
         request = seq.request
-        blocks = request.block_hashes
-        if blocks is None:
+        if request.block_hashes is None:
             return
-        size = blocks.block_tokens
-        prompt_blocks = -(-request.prompt_tokens // size)
-        described = request.prompt_tokens if len(blocks.hashes) <= prompt_blocks else (
-            request.prompt_tokens + request.output_tokens)
-        seq.block_keys = self.prefix_keys.chain(blocks)[:described // size]
-        seq.block_tokens = size
+        seq.block_keys = self.prefix_keys.of_request(request)
+        seq.block_tokens = request.block_hashes.block_tokens
 
     def dispatch(self, seq: Sequence, instance_id: int) -> None:
         """Send a new request to an instance (the answer to a ``"route"`` decision)."""

@@ -1,4 +1,4 @@
-"""The compiled engine (``servegym_core``, issue #43 step 3) behind the ``Cluster`` API.
+"""The compiled engine (``servegym_core``) behind the ``Cluster`` API.
 
 ``CompiledCluster`` takes ``Cluster``'s constructor, ``deploy`` and ``run`` and serves the
 workload in C++ (``core/src/engine.cpp``): the same events in the same order, the same
@@ -8,12 +8,12 @@ checks of ``Cluster``) and passes numbers; no Python runs during the simulation.
 
 Ported so far: aggregated instances that keep one batch in flight (pp 1, or pp > 1 with one
 microbatch), the ``fcfs``, ``priority``, ``sarathi``, ``rr`` and ``pascal`` schedulers, preemption
-by recompute and by swap, coalesced decode segments and ``coalesce=False``, the context rule and KV-capacity
-rejections, reasoning requests (without a phase router), the engine's frontend time, token
-curves, and the ``round_robin``, ``least_loaded``, ``session_affinity`` and ``llumnix`` routers (the
-last as a ``FreestInstanceRouter``, its headroom fractions read when ``run`` starts). Prefix
-caching is accepted only where it cannot act (no request carries ``block_hashes``). Anything
-else raises a ``ValueError`` naming it, before anything runs.
+by recompute and by swap, automatic prefix caching over ``block_hashes`` with its host tier
+(``simulator.prefix_cache``), coalesced decode segments and ``coalesce=False``, the context rule
+and KV-capacity rejections, reasoning requests (without a phase router), the engine's frontend
+time, token curves, and the ``round_robin``, ``least_loaded``, ``session_affinity`` and ``llumnix``
+routers (the last as a ``FreestInstanceRouter``, its headroom fractions read when ``run``
+starts). Anything else raises a ``ValueError`` naming it, before anything runs.
 
 Differences from ``Cluster``: ``run`` serves one workload, reading a stream whole first (so a bad
 request raises before any is served); ``arrived_sequences`` stays empty (no ``Sequence`` objects
@@ -53,6 +53,9 @@ REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 INT64_LIMIT = 2**63
 NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook", "external_phase_decisions", "track_arrays")
 """``Cluster`` options the compiled engine refuses when set (not None, not False)."""
+CACHE_COUNTERS = ("query_tokens", "hit_tokens", "host_hit_tokens", "evicted_blocks", "host_dropped_blocks",
+                  "entry_blocks", "host_blocks")
+"""``PrefixCache`` counters the engine reports back."""
 INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
 
 
@@ -109,7 +112,7 @@ class CompiledCluster(Cluster):
         for request in requests:
             self._check_next(request)
         instances = list(self.instances.values())
-        _check_instances(instances, requests)
+        _check_instances(instances)
         model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]))
         model_index = {name: index for index, name in enumerate(model_names)}
         if isinstance(self.router, FreestInstanceRouter):
@@ -127,6 +130,8 @@ class CompiledCluster(Cluster):
         except TypeError:  # an integer column holds a value outside int64 (or not an integer)
             _name_bad_integer(columns, requests)
             raise
+        if any(instance.prefix_cache is not None for instance in instances):
+            engine.set_block_keys(*self._block_keys(requests))
         self._requests = requests
         self._scheduled = len(requests)
         engine.run()
@@ -137,10 +142,24 @@ class CompiledCluster(Cluster):
             instance.busy_time_s = counters.busy_time_s
             instance.iterations = counters.iterations
             instance.context_truncated = counters.context_truncated
+            instance.kv.used_blocks, instance.kv.cached_blocks = counters.kv_used_blocks, counters.kv_cached_blocks
             if instance.prefix_cache is not None:
-                instance.prefix_cache.query_tokens = counters.prefix_query_tokens
+                for name in CACHE_COUNTERS:
+                    setattr(instance.prefix_cache, name, getattr(counters.prefix_cache, name))
         self.outcomes = _outcomes(engine, requests, self.record_token_curves)
         return self.outcomes
+
+    def _block_keys(self, requests: SequenceOf[Request]) -> tuple[list[int], list[int], list[int]]:
+        """For prefix caching: each request's hash-block size (0: none), the offsets of its chained
+        keys (``PrefixKeys.of_request``, interned as ``Cluster`` interns them) and the keys, flat."""
+        sizes, offsets, keys = [], [0], []
+        for request in requests:
+            chained = self.prefix_keys.of_request(request)
+            if chained is not None:
+                keys += chained
+            sizes.append(0 if request.block_hashes is None else request.block_hashes.block_tokens)
+            offsets.append(len(keys))
+        return sizes, offsets, keys
 
     def _session_targets(self, requests: SequenceOf[Request]) -> list[int]:
         """For ``session_affinity``: the instance each request's session maps to (-1: none, the
@@ -191,8 +210,8 @@ def _name_bad_integer(columns: dict[str, list[Any]], requests: SequenceOf[Reques
                                  "holds (int64)")
 
 
-def _check_instances(instances: list[Instance], requests: SequenceOf[Request]) -> None:
-    """Every instance serves now with its queue gate off, and prefix caching has nothing to act on."""
+def _check_instances(instances: list[Instance]) -> None:
+    """Every instance serves now, holds nothing yet, and has its queue gate off."""
     for instance in instances:
         if instance.lifecycle != Lifecycle.SERVING:
             raise not_compiled(f"instance {instance.instance_id} in lifecycle {instance.lifecycle.value!r}")
@@ -201,10 +220,6 @@ def _check_instances(instances: list[Instance], requests: SequenceOf[Request]) -
                                f"{instance.min_queue_length})")
         if instance.num_requests:
             raise not_compiled(f"instance {instance.instance_id} holding requests before run()")
-    if any(instance.prefix_cache is not None for instance in instances):
-        hashed = next((r for r in requests if r.block_hashes is not None), None)
-        if hashed is not None:
-            raise not_compiled(f"prefix caching over block_hashes (request {hashed.request_id} carries them)")
 
 
 def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
@@ -218,7 +233,9 @@ def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
     settings.swap_s_per_token = instance.swap_s_per_token
     settings.frontend_s = instance.latency.engine.frontend_s
     settings.preempt_by_swap = instance.preemption == "swap"
-    settings.counts_prefix_queries = instance.prefix_cache is not None
+    cache = instance.prefix_cache
+    settings.prefix_caching = cache is not None
+    settings.host_capacity_blocks = 0 if cache is None else cache.host_capacity_blocks
     settings.model_index = model_index
     settings.max_segment_iterations = instance.planner.max_iterations
     scheduler = instance.scheduler

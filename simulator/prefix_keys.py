@@ -11,7 +11,7 @@ as the cluster (one episode).
 
 from __future__ import annotations
 
-from simulator.request import BlockHashes
+from simulator.request import BlockHashes, Request
 
 
 class PrefixKeys:
@@ -41,3 +41,16 @@ class PrefixKeys:
             keys.append(key)
             parent = key
         return tuple(keys)
+
+    def of_request(self, request: Request) -> tuple[int, ...] | None:
+        """The chained keys of ``request``'s full hash blocks (``None`` without block hashes): the
+        hashes describe the prompt (then its last block may be partial and is left out) or, when
+        there are more than the prompt's, the prompt and output together."""
+        blocks = request.block_hashes
+        if blocks is None:
+            return None
+        size = blocks.block_tokens
+        prompt_blocks = -(-request.prompt_tokens // size)
+        described = request.prompt_tokens if len(blocks.hashes) <= prompt_blocks else (
+            request.prompt_tokens + request.output_tokens)
+        return self.chain(blocks)[:described // size]

@@ -6,10 +6,11 @@ and busy time per instance, truncations, cost):
   exercises what it is named for (preemptions by swap or by recompute, prompts beyond the token
   budget, Sarathi chunks, context caps and rejections, KV-capacity rejections, several routers and
   GPU types, Llumnix-K dispatch with tier headroom over two models, one iteration per event, rr
-  and PASCAL time-sharing, the engine's frontend time);
+  and PASCAL time-sharing, the engine's frontend time), and prefix caching under every scheduler
+  over shared prompts and multi-turn sessions, with and without a host tier (cache counters too);
 - on every simulator golden case inside the compiled subset (``tests/sim_golden``), counters
   included, by running the case's own code with ``CompiledCluster`` in place of ``Cluster``;
-- on ``simulator_speed``'s run (a) at full size (10,000 requests).
+- on ``simulator_speed``'s runs (a) and (d) at full size (10,000 and 12,031 requests).
 
 A configuration outside the subset raises a ``ValueError`` naming what is not compiled.
 """
@@ -33,6 +34,8 @@ from simulator.instance import InstanceConfig
 from simulator.outcome import RequestOutcome
 from simulator.request import SLO, Request
 from simulator.routers import make_router
+from simulator.workloads.arrivals import PoissonArrivals
+from simulator.workloads.prefix_sharing import SessionSpec, SharedPromptSpec, session_requests, shared_prompt_requests
 from tests.sim_golden import features, matrix, speed
 from tests.sim_golden.cases import CASES_BY_NAME
 from tests.sim_golden.table import DATA_DIR, mismatches, read, summary, table
@@ -63,10 +66,17 @@ def outcome_mismatches(python: list[RequestOutcome], compiled: list[RequestOutco
     return found
 
 
+CACHE_COUNTERS = ("query_tokens", "hit_tokens", "host_hit_tokens", "evicted_blocks", "host_dropped_blocks",
+                  "entry_blocks", "host_blocks")
+
+
 def counters(cluster: Cluster) -> dict[str, Any]:
     instances = cluster.instances.values()
     return {"end_s": cluster.events.now_s, "cost_usd": cluster.cost_usd(), "context_truncated": cluster.context_truncated,
-            "iterations": [i.iterations for i in instances], "busy_s": [i.busy_time_s for i in instances]}
+            "iterations": [i.iterations for i in instances], "busy_s": [i.busy_time_s for i in instances],
+            "kv_blocks": [(i.kv.used_blocks, i.kv.cached_blocks) for i in instances],
+            "prefix_cache": [None if i.prefix_cache is None else [getattr(i.prefix_cache, name) for name in CACHE_COUNTERS]
+                             for i in instances]}
 
 
 def test_the_comparison_names_the_request_and_field_and_compares_floats_by_bits():
@@ -201,6 +211,37 @@ def _llumnix(rng: np.random.Generator) -> Setup:
     return Setup(pools, {"router": make_router("llumnix", headroom_fractions=fractions)}, requests)
 
 
+def _shared_prefixes(rng: np.random.Generator, scheduler: str) -> Setup:
+    """Prefix caching over shared system prompts or multi-turn sessions (hashes over the answers
+    too), with or without a host tier, under memory pressure; hash blocks of one to four KV blocks."""
+    options = {"sarathi": {"chunk_tokens": int(rng.integers(64, 300))}, "rr": {"quantum_tokens": int(rng.integers(8, 64))},
+               "pascal": {"quantum_tokens": int(rng.integers(8, 64)), "demotion_kv_tokens": int(rng.integers(200, 800))}}
+    block_tokens = int(rng.choice([16, 32, 64]))
+    config = _config(rng, scheduler=scheduler, scheduler_options=options.get(scheduler, {}), prefix_caching=True,
+                     host_cache_gb=float(rng.choice([0.0, 0.05, 0.5])), kv_blocks=int(rng.integers(70, 180)),
+                     preemption=str(rng.choice(["swap", "recompute"])), max_batch_size=int(rng.integers(4, 24)))
+    if rng.random() < 0.5:
+        spec = SharedPromptSpec(groups=int(rng.integers(2, 6)), prompts_per_group=int(rng.integers(4, 10)),
+                                prefix_tokens=int(rng.integers(4, 20)) * 32, question_tokens=int(rng.integers(8, 96)),
+                                output_tokens=1)
+        requests = shared_prompt_requests(spec, PoissonArrivals(float(rng.uniform(5.0, 25.0))), rng,
+                                          block_tokens=block_tokens)
+        requests = [dataclasses.replace(r, output_tokens=int(o)) for r, o in
+                    zip(requests, rng.integers(8, 200, len(requests)))]
+    else:
+        spec = SessionSpec(conversation_rate_rps=float(rng.uniform(2.0, 6.0)), min_turns=2, max_turns=4,
+                           common_prefix_tokens=256, context_mean_tokens=300.0, context_median_ratio=0.8,
+                           context_max_tokens=800, message_min_tokens=16, message_max_tokens=64, answer_min_tokens=16,
+                           answer_max_tokens=96, think_time_s=float(rng.uniform(0.5, 3.0)))
+        requests = session_requests(spec, int(rng.integers(8, 16)), rng, block_tokens=block_tokens)
+    thinks = rng.random(len(requests)) < 0.3
+    requests = [dataclasses.replace(r, tier=int(rng.integers(0, 3)), slo=SLO(ttft_s=1.0, tbt_s=0.1),
+                                    reasoning_tokens=r.output_tokens // 2 if think and r.output_tokens > 1 else 0)
+                for r, think in zip(requests, thinks)]
+    router = str(rng.choice(["round_robin", "least_loaded", "session_affinity"]))
+    return Setup([(config, 2)], {"router": router, "record_token_curves": bool(rng.integers(0, 2))}, requests)
+
+
 FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list[RequestOutcome], Setup], bool]]] = {
     "swap_pressure": (_swap_pressure, lambda out, s: any(o.num_preemptions and o.preempted_s > 0 for o in out)),
     "recompute_pressure": (_recompute_pressure, lambda out, s: any(o.num_preemptions for o in out)),
@@ -248,10 +289,47 @@ def test_random_workloads_give_the_python_engines_outcomes(family, seed):
     assert exercised(expected, setup), f"{family} seed {seed} does not exercise its feature"
 
 
+CACHE_SCHEDULERS = ("fcfs", "priority", "sarathi", "rr", "pascal")
+CACHE_SEEDS = range(3)
+
+
+def _cache_setup(scheduler: str, seed: int) -> Setup:
+    return _shared_prefixes(np.random.default_rng([seed, 100 + CACHE_SCHEDULERS.index(scheduler)]), scheduler)
+
+
+@pytest.mark.parametrize("seed", CACHE_SEEDS)
+@pytest.mark.parametrize("scheduler", CACHE_SCHEDULERS)
+def test_prefix_caching_gives_the_python_engines_outcomes_and_cache_counters(scheduler, seed):
+    setup = _cache_setup(scheduler, seed)
+    python, expected = _serve(Cluster, setup)
+    compiled, got = _serve(CompiledCluster, setup)
+    found = outcome_mismatches(expected, got)
+    assert not found, f"{scheduler} seed {seed}: {len(found)} mismatches:\n" + "\n".join(found[:10])
+    assert counters(compiled) == counters(python)
+    assert sum(i.prefix_cache.hit_tokens for i in python.instances.values()) > 0, "no prefix was shared"
+
+
+def test_the_prefix_caching_cases_preempt_evict_and_load_from_the_host_tier():
+    """The proof that the cases above exercise the cache under pressure: for every scheduler,
+    some case preempts; over all of them, entries are evicted, some into a host tier that later
+    serves a hit, and a host tier overflows."""
+    totals = []
+    for scheduler in CACHE_SCHEDULERS:
+        for seed in CACHE_SEEDS:
+            python, outcomes = _serve(Cluster, _cache_setup(scheduler, seed))
+            caches = [i.prefix_cache for i in python.instances.values()]
+            totals.append((scheduler, sum(o.num_preemptions for o in outcomes),
+                           *(sum(getattr(c, name) for c in caches)
+                             for name in ("evicted_blocks", "host_hit_tokens", "host_dropped_blocks"))))
+    assert {s for s, preempted, *_ in totals if preempted} == set(CACHE_SCHEDULERS)
+    assert all(sum(row[k] for row in totals) > 0 for k in (2, 3, 4)), totals
+
+
 # ----------------------------------------------------------------- the simulator goldens in the subset
-GOLDEN_CASES = [f"{s}_nocache_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr", "pascal") for p in ("pp1", "pp2mb1")
-                for m in ("recompute", "swap")] + [
-    "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps"]
+GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr", "pascal")
+                for c in ("nocache", "cache", "hostcache") for p in ("pp1", "pp2mb1") for m in ("recompute", "swap")] + [
+    "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
+    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute"]
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
@@ -264,8 +342,10 @@ def test_golden_cases_in_the_subset_give_their_recorded_tables(name, monkeypatch
     assert not found, f"{len(found)} mismatches with the golden of {name}:\n{summary(found)}"
 
 
-def test_vidur_reference_run_at_full_size(monkeypatch):
-    """simulator_speed's run (a), 10,000 requests, on both of the benchmark's backends."""
+@pytest.mark.parametrize(("case", "completed"), [("a", 10_000), ("d", 12_031)])
+def test_speed_runs_at_full_size(monkeypatch, case, completed):
+    """simulator_speed's run (a), Vidur's 10,000 requests, and run (d), the Mooncake trace over a
+    prefix cache with a host tier, on both of the benchmark's backends."""
     served: dict[str, Cluster] = {}
 
     def recording(name: str, cls: type[Cluster]) -> Callable[..., Cluster]:
@@ -276,8 +356,8 @@ def test_vidur_reference_run_at_full_size(monkeypatch):
 
     monkeypatch.setattr(simulator_speed, "BACKENDS", {"python": recording("python", Cluster),
                                                       "compiled": recording("compiled", CompiledCluster)})
-    reports = [simulator_speed.run_case("a", backend=backend) for backend in ("python", "compiled")]
-    assert [report["completed"] for report in reports] == [10_000, 10_000]
+    reports = [simulator_speed.run_case(case, backend=backend) for backend in ("python", "compiled")]
+    assert [report["completed"] for report in reports] == [completed, completed]
     found = outcome_mismatches(served["python"].outcomes, served["compiled"].outcomes)
     assert not found, f"{len(found)} mismatches:\n" + "\n".join(found[:10])
     assert counters(served["compiled"]) == counters(served["python"])
@@ -319,19 +399,29 @@ def test_a_scheduler_registered_in_place_of_a_built_in_one_is_not_compiled(monke
         CompiledCluster({"A100-80GB": 1}).deploy(_llama(scheduler="fcfs"), ready_now=True)
 
 
-def test_prefix_caching_over_block_hashes_and_a_queue_gate_raise_naming_them():
-    from simulator.request import BlockHashes
-
-    cluster = CompiledCluster({"A100-80GB": 1})
-    cluster.deploy(_llama(prefix_caching=True), ready_now=True)
-    hashed = Request(5, 0.0, 32, 4, block_hashes=BlockHashes(16, (1, 2)))
-    with pytest.raises(ValueError, match=r"prefix caching over block_hashes \(request 5 carries them\)"):
-        cluster.run([Request(4, 0.0, 32, 4), hashed])
+def test_a_queue_gate_raises_naming_it():
     gated = CompiledCluster({"A100-80GB": 1})
     gated.deploy(_llama(), ready_now=True)
     gated.instances[0].set_min_queue_length(3, 0.5)
     with pytest.raises(ValueError, match="a queue gate"):
         gated.run([Request(4, 0.0, 32, 4)])
+
+
+def test_hash_blocks_that_are_not_whole_kv_blocks_raise_as_in_python():
+    """24-token hash blocks on 16-token KV blocks: refused where the request joins a caching
+    instance, naming the request and both sizes; without prefix caching nothing reads them."""
+    from simulator.request import BlockHashes
+
+    requests = [Request(4, 0.0, 32, 4), Request(5, 0.1, 48, 4, block_hashes=BlockHashes(24, (1, 2)))]
+    for cls in (Cluster, CompiledCluster):
+        cluster = cls({"A100-80GB": 1})
+        cluster.deploy(_llama(prefix_caching=True, block_size=16), ready_now=True)
+        with pytest.raises(ValueError, match="request 5 has 24-token hash blocks, not a multiple of the instance's "
+                                             "16-token KV blocks"):
+            cluster.run(requests)
+        plain = cls({"A100-80GB": 1})
+        plain.deploy(_llama(prefix_caching=False, block_size=16), ready_now=True)
+        assert [o.completed for o in plain.run(requests)] == [True, True]
 
 
 def test_bad_requests_raise_as_in_python():

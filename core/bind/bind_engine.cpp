@@ -38,7 +38,8 @@ void bind_engine(nb::module_& m) {
       .def_rw("swap_s_per_token", &S::swap_s_per_token)
       .def_rw("frontend_s", &S::frontend_s)
       .def_rw("preempt_by_swap", &S::preempt_by_swap)
-      .def_rw("counts_prefix_queries", &S::counts_prefix_queries)
+      .def_rw("prefix_caching", &S::prefix_caching)
+      .def_rw("host_capacity_blocks", &S::host_capacity_blocks)
       .def_rw("model_index", &S::model_index)
       .def_rw("max_segment_iterations", &S::max_segment_iterations)
       .def_rw("scheduler", &S::scheduler);
@@ -48,7 +49,19 @@ void bind_engine(nb::module_& m) {
       .def_ro("busy_time_s", &Instance::busy_time_s)
       .def_ro("iterations", &Instance::iterations)
       .def_ro("context_truncated", &Instance::context_truncated)
-      .def_ro("prefix_query_tokens", &Instance::prefix_query_tokens);
+      .def_prop_ro("kv_used_blocks", [](const Instance& i) { return i.kv.used_blocks; })
+      .def_prop_ro("kv_cached_blocks", [](const Instance& i) { return i.kv.cached_blocks; })
+      .def_prop_ro("prefix_cache", [](const Instance& i) { return i.cache.get(); }, nb::rv_policy::reference_internal,
+                   "Its prefix cache's counters, or None without prefix caching.");
+
+  nb::class_<PrefixCache>(m, "PrefixCacheCounters", "An instance's prefix-cache counters after a run (read-only).")
+      .def_ro("query_tokens", &PrefixCache::query_tokens)
+      .def_ro("hit_tokens", &PrefixCache::hit_tokens)
+      .def_ro("host_hit_tokens", &PrefixCache::host_hit_tokens)
+      .def_ro("evicted_blocks", &PrefixCache::evicted_blocks)
+      .def_ro("host_dropped_blocks", &PrefixCache::host_dropped_blocks)
+      .def_ro("entry_blocks", &PrefixCache::entry_blocks)
+      .def_ro("host_blocks", &PrefixCache::host_blocks);
 
   using T = RequestTable;
   nb::class_<T>(m, "RequestTable", "Requests as columns, one row each (read-only copies).")
@@ -79,6 +92,7 @@ void bind_engine(nb::module_& m) {
       .def("add_instance", &Engine::add_instance, "settings"_a, "latency"_a)
       .def("submit", &Engine::submit, "request_id"_a, "arrival_s"_a, "prompt_tokens"_a, "output_tokens"_a,
            "reasoning_tokens"_a, "tier"_a, "model_index"_a, "session_targets"_a)
+      .def("set_block_keys", &Engine::set_block_keys, "block_tokens"_a, "offsets"_a, "keys"_a)
       .def("run", &Engine::run, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("now_s", &Engine::now_s)
       .def("instance", &Engine::instance, "instance_id"_a, nb::rv_policy::reference_internal)

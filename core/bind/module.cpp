@@ -10,6 +10,10 @@ void bind_engine(nanobind::module_& m);
 
 NB_MODULE(_core, m) {
   m.doc() = "servegym's compiled simulator core";
+  // Latency models live in module-level tables of scenarios and tests until the interpreter
+  // exits, and Python does not collect every such object at exit; nanobind would then list them
+  // as leaks on stderr. Nothing is leaked while the process runs.
+  nanobind::set_leak_warnings(false);
   m.def("source_hash", &servegym_core::source_hash,
         "SHA-256 of the C++ sources this module was built from (see servegym_core._build).");
   servegym_core::bind_kernels(m);

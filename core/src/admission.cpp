@@ -34,18 +34,33 @@ std::int64_t decode_slot_blocks(const Instance& instance, Req r) {
   return ceil_div(instance.requests.kv_tokens[r] + 1, instance.kv.block_size);
 }
 
+std::pair<std::int64_t, std::int64_t> admission_plan(const Instance& instance, Req r) {
+  const RequestTable& t = instance.requests;
+  const std::int64_t full = ceil_div(t.prefill_target_tokens(r), instance.kv.block_size);
+  if (!instance.cache || !t.has_block_keys(r)) return {t.remaining_prefill_tokens(r), full};
+  PrefixMatch found;
+  const std::int64_t need = instance.cache->admission_need(t, r, full, found);
+  return {t.remaining_prefill_tokens(r) - (found.gpu + found.host) * t.block_tokens[r], need};
+}
+
 bool admit(Instance& instance, Req r, double now, bool watermark) {
   RequestTable& t = instance.requests;
   KVBlocks& kv = instance.kv;
-  const std::int64_t need = ceil_div(t.prefill_target_tokens(r), kv.block_size);
+  PrefixCache* cache = instance.cache.get();
+  const std::int64_t full = ceil_div(t.prefill_target_tokens(r), kv.block_size);
+  std::int64_t need = full;
+  PrefixMatch found;
+  if (cache) need = cache->admission_need(t, r, full, found);
   const bool fits = watermark ? kv.can_admit(need) : need <= kv.free_blocks();
   if (!fits) return false;
-  kv.allocate(need);
-  t.blocks[r] = need;
+  if (!cache) {
+    kv.allocate(need);
+    t.blocks[r] = need;
+  }
   instance.waiting_ordered = take_from_queue(instance.waiting, r, instance.waiting_ordered);
   if (std::isnan(t.first_scheduled_s[r])) t.first_scheduled_s[r] = now;
   run(instance, r, now);
-  if (instance.settings.counts_prefix_queries) instance.prefix_query_tokens += t.prefill_target_tokens(r);
+  if (cache) instance.swap_tokens += cache->acquire(t, r, full, found);
   return true;
 }
 
@@ -63,8 +78,7 @@ void swap_in(Instance& instance, Req r, double now) {
 void preempt(Instance& instance, Req r) {
   RequestTable& t = instance.requests;
   remove_first(instance.running, r);
-  instance.kv.release(t.blocks[r]);
-  t.blocks[r] = 0;
+  instance.free_kv(r);
   const double now = instance.events.now_s;
   ++t.num_preemptions[r];
   t.preempted_since_s[r] = now;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "sim_types.hpp"
 
@@ -13,8 +14,13 @@ class Instance;
 
 // Blocks r holds after reserving the slot for its next decode token.
 std::int64_t decode_slot_blocks(const Instance& instance, Req r);
+// For the waiting r: (prompt tokens its prefill would compute, free blocks admitting it would
+// take), after the instance's prefix-cache hit when it has a cache.
+std::pair<std::int64_t, std::int64_t> admission_plan(const Instance& instance, Req r);
 // Give the waiting r the blocks its prefill fills and move it to running; false (and nothing
-// done) if they do not fit, above the watermark unless `watermark` is false.
+// done) if they do not fit, above the watermark unless `watermark` is false. With a prefix cache
+// it takes the cached blocks of its prefix, starts its prefill after them, and the host tier's
+// part of them crosses the host link before the next iteration.
 bool admit(Instance& instance, Req r, double now, bool watermark = true);
 // Bring the swapped-out r back into GPU blocks (the caller checked they fit); its KV crosses
 // the host link before the next iteration.

@@ -51,6 +51,27 @@ void Engine::submit(const std::vector<std::int64_t>& request_id, const std::vect
   schedule_next_arrival();
 }
 
+void Engine::set_block_keys(const std::vector<std::int64_t>& block_tokens, const std::vector<std::int64_t>& offsets,
+                            const std::vector<std::int64_t>& keys) {
+  const std::size_t n = requests_.size();
+  if (!submitted_ || next_arrival_ > 1 || !requests_.block_keys.empty()) {
+    throw std::logic_error("Engine.set_block_keys: once, after submit and before run");
+  }
+  if (block_tokens.size() != n || offsets.size() != n + 1 || offsets.front() != 0 ||
+      offsets.back() != static_cast<std::int64_t>(keys.size())) {
+    throw std::invalid_argument("Engine.set_block_keys: " + std::to_string(block_tokens.size()) + " block sizes and " +
+                                std::to_string(offsets.size()) + " offsets for " + std::to_string(n) +
+                                " requests and " + std::to_string(keys.size()) + " keys");
+  }
+  requests_.block_keys.reserve(keys.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (offsets[i + 1] < offsets[i]) throw std::invalid_argument("Engine.set_block_keys: offsets decrease");
+    if (block_tokens[i] == 0) continue;
+    requests_.set_block_keys(static_cast<Req>(i), keys.data() + offsets[i],
+                             static_cast<std::int32_t>(offsets[i + 1] - offsets[i]), block_tokens[i]);
+  }
+}
+
 void Engine::run() {
   while (!events_.empty()) {
     const Event event = events_.pop();

@@ -32,6 +32,10 @@ class Engine : public InstanceHost {
               const std::vector<std::int64_t>& prompt_tokens, const std::vector<std::int64_t>& output_tokens,
               const std::vector<std::int64_t>& reasoning_tokens, const std::vector<std::int64_t>& tier,
               const std::vector<std::int32_t>& model_index, std::vector<std::int32_t> session_targets);
+  // Prefix caching: row r's chained block keys are keys[offsets[r], offsets[r + 1]) of blocks of
+  // block_tokens[r] tokens (0: the request carries no block hashes). After submit, before run.
+  void set_block_keys(const std::vector<std::int64_t>& block_tokens, const std::vector<std::int64_t>& offsets,
+                      const std::vector<std::int64_t>& keys);
   // Runs every event; throws std::runtime_error if a request neither completed nor was rejected.
   void run();
 

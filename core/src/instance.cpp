@@ -14,6 +14,7 @@ Instance::Instance(std::int32_t instance_id_, const InstanceSettings& settings_,
       events(events_),
       requests(requests_),
       kv(settings_.total_blocks, settings_.block_size, settings_.watermark_blocks),
+      cache(settings_.prefix_caching ? std::make_unique<PrefixCache>(kv, settings_.host_capacity_blocks) : nullptr),
       latency(latency_),
       scheduler(make_scheduler(settings_.scheduler)),
       host_(host),
@@ -37,6 +38,7 @@ void Instance::enqueue(Req r) {
     host_.on_reject(r, RejectReason::ExceedsKvCapacity);
     return;
   }
+  if (cache && t.has_block_keys(r)) cache->check_block_tokens(t, r);
   const auto tier = static_cast<std::size_t>(t.tier[r]);
   if (tier >= tier_counts_.size()) tier_counts_.resize(tier + 1, 0);
   ++tier_counts_[tier];
@@ -46,6 +48,15 @@ void Instance::enqueue(Req r) {
   scheduler->on_enqueue(t, r);
   waiting.push_back(r);
   poke();
+}
+
+void Instance::free_kv(Req r) {
+  if (cache) {
+    cache->free(requests, r);
+  } else {
+    kv.release(requests.blocks[r]);
+    requests.blocks[r] = 0;
+  }
 }
 
 void Instance::poke() {
@@ -161,6 +172,7 @@ void Instance::end_segment(double now) {
   finished_.clear();
   for (const Prefill& chunk : seg_prefill_) {
     t.kv_tokens[chunk.req] += chunk.tokens;
+    if (cache && t.has_block_keys(chunk.req)) cache->register_computed(t, chunk.req);
     if (t.kv_tokens[chunk.req] == t.prefill_target_tokens(chunk.req)) {
       t.on_tokens(chunk.req, now, now, 1, 0.0);
       finished_.push_back(chunk.req);
@@ -189,8 +201,7 @@ void Instance::after_token(Req r) {
   if (t.residency[r] != Residency::Running || t.instance_id[r] != instance_id) return;
   if (t.generated_tokens[r] >= t.output_tokens[r]) {
     remove_first(running, r);
-    kv.release(t.blocks[r]);
-    t.blocks[r] = 0;
+    free_kv(r);
     t.phase[r] = Phase::Done;
     --tier_counts_[static_cast<std::size_t>(t.tier[r])];
     host_.on_complete(instance_id, r);

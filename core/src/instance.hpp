@@ -1,6 +1,6 @@
 // One aggregated model replica running one batch at a time (simulator/instance.py's Instance,
-// ported line by line for the subset without prefix caching, pipelining, transfers, migration
-// and the queue gate): its queues, KV pool, segment in progress and boundary events.
+// ported line by line for the subset without pipelining, transfers, migration and the queue
+// gate): its queues, KV pool and prefix cache, segment in progress and boundary events.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "event_queue.hpp"
 #include "kv_blocks.hpp"
 #include "latency.hpp"
+#include "prefix_cache.hpp"
 #include "request_table.hpp"
 #include "schedulers/base.hpp"
 #include "schedulers/registry.hpp"
@@ -31,9 +32,8 @@ struct InstanceSettings {
   double swap_s_per_token = 0.0;    // host-link seconds per swapped KV token
   double frontend_s = 0.0;          // the engine's frontend time before a request is queued
   bool preempt_by_swap = false;     // preemption "swap" (else "recompute")
-  // Prefix caching is on but no request carries block hashes: nothing is shared, and only
-  // the cache's query counter moves (PrefixCache.query_tokens).
-  bool counts_prefix_queries = false;
+  bool prefix_caching = false;            // automatic prefix caching (InstanceConfig.prefix_caching)
+  std::int64_t host_capacity_blocks = 0;  // its host tier (InstanceConfig.host_cache_gb), in KV blocks
   std::int32_t model_index = 0;
   std::int64_t max_segment_iterations = 1024;  // 1: coalesce=False
   SchedulerOptions scheduler;
@@ -57,6 +57,9 @@ class Instance {
   // A request joins the waiting queue after the context rule of this instance's model: a prompt
   // longer than the context is rejected, a longer output capped; one over the KV pool rejected.
   void enqueue(Req r);
+  // r gives up its GPU blocks (completed or preempted): with a prefix cache its full blocks stay
+  // cached (PrefixCache::free), else they are released (KVBlockManager.free).
+  void free_kv(Req r);
   // Something changed: re-plan at the next iteration boundary.
   void poke();
   // Apply the decode iterations finished by now, so counters and KV use are current.
@@ -81,6 +84,7 @@ class Instance {
   EventQueue& events;
   RequestTable& requests;
   KVBlocks kv;
+  std::unique_ptr<PrefixCache> cache;  // null without prefix caching
   LatencyEvaluator latency;
   std::unique_ptr<LocalScheduler> scheduler;
 
@@ -102,7 +106,6 @@ class Instance {
   double busy_time_s = 0.0;
   std::int64_t iterations = 0;
   std::int64_t context_truncated = 0;
-  std::int64_t prefix_query_tokens = 0;
 
  private:
   // Cut the planned segment after the iteration in progress now.

@@ -1,5 +1,7 @@
-// Paged KV-cache accounting of one instance, by counts (simulator/kv_blocks.py without a prefix
-// cache): watermark_blocks must stay free after admitting a new request; growth may use them.
+// Paged KV-cache accounting of one instance, by counts (simulator/kv_blocks.py):
+// watermark_blocks must stay free after admitting a new request; growth may use them. With a
+// prefix cache, cached_blocks more hold finished prefixes no request holds: they count as free,
+// and an allocation that needs them evicts the least recently freed (PrefixCache::evict).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +9,8 @@
 #include <string>
 
 namespace servegym_core {
+
+class PrefixCache;
 
 class KVBlocks {
  public:
@@ -22,14 +26,9 @@ class KVBlocks {
   std::int64_t free_blocks() const { return total_blocks - used_blocks; }
   bool can_admit(std::int64_t blocks) const { return free_blocks() - blocks >= watermark_blocks; }
 
-  void allocate(std::int64_t blocks) {
-    const std::int64_t used = used_blocks + blocks;
-    if (used > total_blocks) {
-      throw std::runtime_error("KV over-allocation: " + std::to_string(blocks) + " blocks asked, " +
-                               std::to_string(free_blocks()) + " free");
-    }
-    used_blocks = used;
-  }
+  // Take `blocks` free blocks, evicting cached prefixes (least recently freed first) when the
+  // never-cached free blocks are too few.
+  void allocate(std::int64_t blocks);
 
   void release(std::int64_t blocks) {
     if (blocks > used_blocks) {
@@ -38,11 +37,23 @@ class KVBlocks {
     }
     used_blocks -= blocks;
   }
+  // `blocks` cached blocks that no request held are held again (a prefix-cache hit).
+  void pin(std::int64_t blocks) {
+    cached_blocks -= blocks;
+    used_blocks += blocks;
+  }
+  // `blocks` held blocks stay cached but no request holds them any more.
+  void unpin(std::int64_t blocks) {
+    used_blocks -= blocks;
+    cached_blocks += blocks;
+  }
 
   const std::int64_t total_blocks;
   const std::int64_t block_size;
   const std::int64_t watermark_blocks;
   std::int64_t used_blocks = 0;
+  std::int64_t cached_blocks = 0;
+  PrefixCache* cache = nullptr;  // set by the PrefixCache that owns these blocks' cached prefixes
 };
 
 }  // namespace servegym_core

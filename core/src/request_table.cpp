@@ -39,6 +39,10 @@ Req RequestTable::add(const RequestRow& row) {
   max_tbt_s.push_back(0.0);
   preempted_since_s.push_back(kNaN);
   preempted_s.push_back(0.0);
+  key_begin.push_back(0);
+  key_count.push_back(-1);
+  block_tokens.push_back(0);
+  cached_count.push_back(0);
   if (record_token_curves_) token_curve.emplace_back();
   return r;
 }
@@ -56,6 +60,17 @@ RequestTable RequestTable::gather(const std::vector<Req>& rows) const {
     if (record_token_curves_) out.token_curve.push_back(token_curve[static_cast<std::size_t>(r)]);
   }
   return out;
+}
+
+void RequestTable::set_block_keys(Req r, const std::int64_t* keys, std::int32_t count, std::int64_t tokens) {
+  if (count < 0 || tokens <= 0) {
+    throw std::invalid_argument("request " + std::to_string(request_id[r]) + ": " + std::to_string(count) + " keys of " +
+                                std::to_string(tokens) + "-token blocks");
+  }
+  key_begin[r] = static_cast<std::int64_t>(block_keys.size());
+  key_count[r] = count;
+  block_tokens[r] = tokens;
+  block_keys.insert(block_keys.end(), keys, keys + count);
 }
 
 void RequestTable::on_tokens(Req r, double first_time_s, double last_time_s, std::int64_t count, double last_gap_s) {

@@ -67,6 +67,14 @@ class RequestTable {
   std::vector<double> preempted_since_s;
   std::vector<double> preempted_s;
   std::vector<std::vector<CurvePoint>> token_curve;  // empty unless token curves are recorded
+  // Prefix caching: row r's chained block keys are block_keys[key_begin[r], key_begin[r] +
+  // key_count[r]) (key_count -1: it carries no block hashes), blocks of block_tokens[r] tokens;
+  // it references the first cached_count[r] of them (Sequence.block_keys, cached_keys).
+  std::vector<std::int64_t> key_begin;
+  std::vector<std::int32_t> key_count;
+  std::vector<std::int64_t> block_tokens;
+  std::vector<std::int32_t> cached_count;
+  std::vector<std::int64_t> block_keys;  // every row's keys, flat (not a per-row column)
 
   // KV entries a prefill pass must hold: the prompt plus every token generated so far.
   std::int64_t prefill_target_tokens(Req r) const { return prompt_tokens[r] + generated_tokens[r]; }
@@ -79,6 +87,11 @@ class RequestTable {
   Phase decode_phase(Req r) const {
     return generated_tokens[r] < reasoning_tokens[r] ? Phase::Reasoning : Phase::Answering;
   }
+
+  bool has_block_keys(Req r) const { return key_count[r] >= 0; }
+  const std::int64_t* keys_of(Req r) const { return block_keys.data() + key_begin[r]; }
+  // Row r's keys are the `count` keys appended now, of blocks of `tokens` tokens.
+  void set_block_keys(Req r, const std::int64_t* keys, std::int32_t count, std::int64_t tokens);
 
   // Sequence.on_tokens: `count` tokens delivered, the first at first_time_s, the last at
   // last_time_s; last_gap_s is the largest gap inside the run. Throws std::runtime_error when
@@ -120,6 +133,10 @@ class RequestTable {
     f(max_tbt_s, other.max_tbt_s);
     f(preempted_since_s, other.preempted_since_s);
     f(preempted_s, other.preempted_s);
+    f(key_begin, other.key_begin);
+    f(key_count, other.key_count);
+    f(block_tokens, other.block_tokens);
+    f(cached_count, other.cached_count);
   }
 
   bool record_token_curves_;

@@ -16,8 +16,7 @@ then change too, so compare speeds within one engine).
 ``--backends python,compiled`` runs each case on the Python engine (``simulator.cluster.Cluster``)
 and on the compiled one (``simulator.compiled.CompiledCluster``, which gives the same outcomes bit
 for bit), each ``--rounds`` times in its own process, and prints the fastest round of each and the
-ratio of the Python wall time to the compiled one. Case d (prefix caching over block hashes) is not
-compiled yet.
+ratio of the Python wall time to the compiled one.
 
     python -m experiments.benchmarks.simulator_speed [--cases a,b,c,d,e] [--engine vllm-v1]
         [--backends python,compiled] [--rounds 3]
@@ -133,8 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     backends = args.backends.split(",")
     if not backends or any(b not in BACKENDS for b in backends) or len(set(backends)) != len(backends):
         raise ValueError(f"--backends {args.backends}: takes distinct names among {', '.join(BACKENDS)}")
-    if "compiled" in backends and "d" in cases:
-        raise ValueError("--cases d: prefix caching over block hashes is not compiled yet (drop d or the compiled backend)")
     if not args.rounds.isdigit() or int(args.rounds) < 1:
         raise ValueError(f"--rounds {args.rounds}: must be an integer >= 1")
     print(f"{'case':<5}{'backend':>9}{'requests':>10}{'sim s':>10}{'wall s':>9}{'req/wall-s':>12}{'tok/wall-s':>13}"

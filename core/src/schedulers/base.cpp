@@ -24,9 +24,10 @@ void LocalScheduler::schedule(Instance& instance, double now, std::vector<Prefil
     order_waiting(instance);
     const auto max_batch_size = static_cast<std::size_t>(instance.settings.max_batch_size);
     std::int64_t budget = instance.settings.max_batched_tokens;
+    const bool cached = instance.cache != nullptr;
     while (!waiting.empty() && instance.running.size() < max_batch_size) {
       const Req r = waiting.front();
-      const std::int64_t tokens = t.remaining_prefill_tokens(r);
+      const std::int64_t tokens = cached ? admission_plan(instance, r).first : t.remaining_prefill_tokens(r);
       if (!prefills.empty() && tokens > budget) break;
       if (!admit(instance, r, now)) break;
       prefills.push_back(Prefill{r, tokens});

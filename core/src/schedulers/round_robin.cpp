@@ -69,8 +69,8 @@ void RoundRobinScheduler::schedule(Instance& instance, double now, std::vector<P
     if (chosen.size() >= max_batch_size) break;
     std::int64_t need = 0;
     if (t.residency[r] == Residency::Queued) {
-      const std::int64_t tokens = t.remaining_prefill_tokens(r);
-      need = ceil_div(t.prefill_target_tokens(r), kv.block_size);
+      const auto [tokens, blocks] = admission_plan(instance, r);
+      need = blocks;
       if ((new_prefill && tokens > budget) || used + need > capacity - kv.watermark_blocks) break;
       budget -= tokens;
       new_prefill = true;
