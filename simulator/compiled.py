@@ -6,8 +6,8 @@ floating-point operations, so its outcomes equal ``Cluster.run``'s field by fiel
 (``tests/test_compiled_engine.py``). Python validates (``InstanceConfig.resolved``, the request
 checks of ``Cluster``) and passes numbers; no Python runs during the simulation.
 
-Ported so far: aggregated instances that keep one batch in flight (pp 1, or pp > 1 with one
-microbatch), the ``fcfs``, ``priority``, ``sarathi``, ``rr`` and ``pascal`` schedulers, preemption
+Ported so far: aggregated instances, with one batch or several pipeline microbatches in flight
+(``simulator.pipeline``), the ``fcfs``, ``priority``, ``sarathi``, ``rr`` and ``pascal`` schedulers, preemption
 by recompute and by swap, automatic prefix caching over ``block_hashes`` with its host tier
 (``simulator.prefix_cache``), coalesced decode segments and ``coalesce=False``, the context rule
 and KV-capacity rejections, reasoning requests (without a phase router), the engine's frontend
@@ -96,8 +96,6 @@ class CompiledCluster(Cluster):
             raise not_compiled(f"scheduler={scheduler!r} (compiled schedulers: {', '.join(COMPILED_SCHEDULERS)})")
         if Role(settings.role) != Role.AGGREGATED:
             raise not_compiled(f"role={Role(settings.role).value!r} (PD disaggregation)")
-        if settings.pipeline_depth > 1:
-            raise not_compiled(f"{settings.pipeline_depth} microbatches in flight (pp={settings.pp})")
         return super().deploy(config, ready_now=True)
 
     def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
@@ -227,7 +225,8 @@ def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
     kv = instance.kv
     settings.total_blocks, settings.block_size, settings.watermark_blocks = (
         kv.total_blocks, kv.block_size, kv.watermark_blocks)
-    settings.max_batch_size = instance.max_batch_size
+    settings.max_batch_size = instance.settings.max_batch_size  # a pipelined instance's share is taken in C++
+    settings.pp, settings.pipeline_depth = instance.settings.pp, instance.settings.pipeline_depth
     settings.max_batched_tokens = instance.max_batched_tokens
     settings.context_tokens = instance.model.context_tokens
     settings.swap_s_per_token = instance.swap_s_per_token

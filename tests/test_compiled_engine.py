@@ -6,7 +6,8 @@ and busy time per instance, truncations, cost):
   exercises what it is named for (preemptions by swap or by recompute, prompts beyond the token
   budget, Sarathi chunks, context caps and rejections, KV-capacity rejections, several routers and
   GPU types, Llumnix-K dispatch with tier headroom over two models, one iteration per event, rr
-  and PASCAL time-sharing, the engine's frontend time), and prefix caching under every scheduler
+  and PASCAL time-sharing, the engine's frontend time, pipelines with several microbatches in
+  flight), and prefix caching under every scheduler
   over shared prompts and multi-turn sessions, with and without a host tier (cache counters too);
 - on every simulator golden case inside the compiled subset (``tests/sim_golden``), counters
   included, by running the case's own code with ``CompiledCluster`` in place of ``Cluster``;
@@ -242,6 +243,22 @@ def _shared_prefixes(rng: np.random.Generator, scheduler: str) -> Setup:
     return Setup([(config, 2)], {"router": router, "record_token_curves": bool(rng.integers(0, 2))}, requests)
 
 
+def _pipelines(rng: np.random.Generator) -> Setup:
+    """PP 2-4 with 2 to pp microbatches in flight, every scheduler, under memory pressure (so
+    sequences in flight hold blocks while the next microbatch forms), a prefix cache at times."""
+    pp = int(rng.integers(2, 5))
+    scheduler = str(rng.choice(["fcfs", "priority", "sarathi", "rr", "pascal"]))
+    options = {"sarathi": {"chunk_tokens": int(rng.integers(64, 300))}, "rr": {"quantum_tokens": int(rng.integers(8, 64))},
+               "pascal": {"quantum_tokens": int(rng.integers(8, 64)), "demotion_kv_tokens": int(rng.integers(200, 800))}}
+    config = _config(rng, pp=pp, microbatches_in_flight=int(rng.integers(2, pp + 1)), scheduler=scheduler,
+                     scheduler_options=options.get(scheduler, {}), kv_blocks=int(rng.integers(90, 250)),
+                     preemption=str(rng.choice(["swap", "recompute"])), max_batch_size=int(rng.integers(8, 33)),
+                     prefix_caching=bool(rng.integers(0, 2)))
+    return Setup([(config, 2)], {"router": str(rng.choice(["round_robin", "least_loaded"])),
+                                 "record_token_curves": bool(rng.integers(0, 2))},
+                 _requests(rng, 60, 15.0, (20, 1200), (10, 300), reasoning_share=0.4))
+
+
 FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list[RequestOutcome], Setup], bool]]] = {
     "swap_pressure": (_swap_pressure, lambda out, s: any(o.num_preemptions and o.preempted_s > 0 for o in out)),
     "recompute_pressure": (_recompute_pressure, lambda out, s: any(o.num_preemptions for o in out)),
@@ -261,6 +278,7 @@ FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list
                                                 for o, r in zip(sorted(out, key=lambda o: o.request_id), s.requests)
                                                 if r.model and o.completed)),
     "frontend": (_frontend, lambda out, s: all(o.first_scheduled_s - o.arrival_s >= 0.017 for o in out)),
+    "pipelines": (_pipelines, lambda out, s: any(o.num_preemptions for o in out)),
 }
 SEEDS = range(6)
 
@@ -327,9 +345,10 @@ def test_the_prefix_caching_cases_preempt_evict_and_load_from_the_host_tier():
 
 # ----------------------------------------------------------------- the simulator goldens in the subset
 GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr", "pascal")
-                for c in ("nocache", "cache", "hostcache") for p in ("pp1", "pp2mb1") for m in ("recompute", "swap")] + [
+                for c in ("nocache", "cache", "hostcache") for p in ("pp1", "pp2mb1", "pp2mb2")
+                for m in ("recompute", "swap")] + [
     "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
-    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute"]
+    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves"]
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
@@ -376,7 +395,6 @@ def _llama(**fields: Any) -> InstanceConfig:
     (lambda: CompiledCluster({"A100-80GB": 1}, completion_hook=lambda c, i, s: True), "completion_hook="),
     (lambda: CompiledCluster({"A100-80GB": 1}, track_arrays=True), "track_arrays=True"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama()), "deploy(ready_now=False)"),
-    (lambda: CompiledCluster({"A100-80GB": 2}).deploy(_llama(pp=2), ready_now=True), "2 microbatches in flight"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(role="prefill"), ready_now=True), "role='prefill'"),
     (lambda: CompiledCluster({"A100-80GB": 1}).advance(), "advance()"),
     (lambda: CompiledCluster({"A100-80GB": 1}).every(1.0, lambda c: None), "every()"),

@@ -42,6 +42,8 @@ void bind_engine(nb::module_& m) {
       .def_rw("host_capacity_blocks", &S::host_capacity_blocks)
       .def_rw("model_index", &S::model_index)
       .def_rw("max_segment_iterations", &S::max_segment_iterations)
+      .def_rw("pp", &S::pp)
+      .def_rw("pipeline_depth", &S::pipeline_depth)
       .def_rw("scheduler", &S::scheduler);
 
   nb::class_<Instance>(m, "EngineInstance", "An instance's counters after a run (read-only).")

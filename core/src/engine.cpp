@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "pipeline.hpp"
+
 namespace servegym_core {
 
 Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names)
@@ -15,7 +17,12 @@ std::int32_t Engine::add_instance(const InstanceSettings& settings, const Latenc
     throw std::invalid_argument("model_index " + std::to_string(settings.model_index) + " names no model");
   }
   const auto instance_id = static_cast<std::int32_t>(instances_.size());
-  instances_.push_back(std::make_unique<Instance>(instance_id, settings, latency, events_, requests_, *this));
+  if (settings.pipeline_depth > 1) {
+    instances_.push_back(
+        std::make_unique<PipelinedInstance>(instance_id, settings, latency, events_, requests_, *this));
+  } else {
+    instances_.push_back(std::make_unique<Instance>(instance_id, settings, latency, events_, requests_, *this));
+  }
   return instance_id;
 }
 
@@ -85,6 +92,12 @@ void Engine::run() {
         break;
       case EventKind::FrontendEnqueue:
         instances_[static_cast<std::size_t>(event.a)]->enqueue(static_cast<Req>(event.b));
+        break;
+      case EventKind::Wake:
+        instances_[static_cast<std::size_t>(event.a)]->on_wake(event.b);
+        break;
+      case EventKind::MicrobatchEnd:
+        instances_[static_cast<std::size_t>(event.a)]->on_microbatch_end(event.b);
         break;
     }
   }

@@ -11,6 +11,8 @@ enum class EventKind : std::uint8_t {
   Arrival,          // a: unused, b: the request's row (Cluster._on_arrival)
   Boundary,         // a: instance, b: the segment version it ends (Instance._on_boundary)
   FrontendEnqueue,  // a: instance, b: the request's row, after the engine's frontend time (Cluster.dispatch)
+  Wake,             // a: instance, b: its wake version (PipelinedInstance._on_wake)
+  MicrobatchEnd,    // a: instance, b: the microbatch's id (PipelinedInstance._on_microbatch_end)
 };
 
 struct Event {

@@ -1,6 +1,7 @@
 #include "instance.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #include "queue_order.hpp"
@@ -17,6 +18,7 @@ Instance::Instance(std::int32_t instance_id_, const InstanceSettings& settings_,
       cache(settings_.prefix_caching ? std::make_unique<PrefixCache>(kv, settings_.host_capacity_blocks) : nullptr),
       latency(latency_),
       scheduler(make_scheduler(settings_.scheduler)),
+      max_batch_size(settings_.max_batch_size / settings_.pipeline_depth),
       host_(host),
       planner_(latency, kv, requests_, *scheduler, settings_.max_segment_iterations) {}
 
@@ -215,18 +217,32 @@ void Instance::after_token(Req r) {
   }
 }
 
+bool Instance::form_batch(double now, std::vector<Prefill>& prefills, std::vector<Req>& decode, double& extra_s,
+                          bool& single_iteration) {
+  scheduler->form_batch(*this, now, prefills, decode);
+  if (prefills.empty() && decode.empty()) return false;
+  extra_s = static_cast<double>(swap_tokens) * settings.swap_s_per_token;
+  swap_tokens = 0;
+  single_iteration = memory_moved;
+  memory_moved = false;
+  return true;
+}
+
+void Instance::on_wake(std::int64_t) { throw std::logic_error("a wake event for an instance without a pipeline"); }
+
+void Instance::on_microbatch_end(std::int64_t) {
+  throw std::logic_error("a microbatch end for an instance without a pipeline");
+}
+
 void Instance::plan(double now) {
   next_prefills_.clear();
   next_decode_.clear();
-  scheduler->form_batch(*this, now, next_prefills_, next_decode_);
-  if (next_prefills_.empty() && next_decode_.empty()) {
+  double extra_s = 0.0;
+  bool single_iteration = false;
+  if (!form_batch(now, next_prefills_, next_decode_, extra_s, single_iteration)) {
     busy = false;
     return;
   }
-  const double extra_s = static_cast<double>(swap_tokens) * settings.swap_s_per_token;
-  swap_tokens = 0;
-  const bool single_iteration = memory_moved;
-  memory_moved = false;
   busy = true;
   ++version_;
   seg_start_s_ = now;

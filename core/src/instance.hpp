@@ -36,6 +36,8 @@ struct InstanceSettings {
   std::int64_t host_capacity_blocks = 0;  // its host tier (InstanceConfig.host_cache_gb), in KV blocks
   std::int32_t model_index = 0;
   std::int64_t max_segment_iterations = 1024;  // 1: coalesce=False
+  std::int64_t pp = 1;                          // pipeline stages
+  std::int64_t pipeline_depth = 1;              // microbatches in flight (> 1: a PipelinedInstance)
   SchedulerOptions scheduler;
 };
 
@@ -53,6 +55,7 @@ class Instance {
            EventQueue& events, RequestTable& requests, InstanceHost& host);
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
+  virtual ~Instance() = default;
 
   // A request joins the waiting queue after the context rule of this instance's model: a prompt
   // longer than the context is rejected, a longer output capped; one over the KV pool rejected.
@@ -61,11 +64,14 @@ class Instance {
   // cached (PrefixCache::free), else they are released (KVBlockManager.free).
   void free_kv(Req r);
   // Something changed: re-plan at the next iteration boundary.
-  void poke();
+  virtual void poke();
   // Apply the decode iterations finished by now, so counters and KV use are current.
   void sync();
   // The boundary event of segment `version` (stale versions are ignored).
   void on_boundary(std::int64_t version);
+  // A pipelined instance's events (simulator/pipeline.py); a plain instance has none.
+  virtual void on_wake(std::int64_t version);
+  virtual void on_microbatch_end(std::int64_t batch_id);
 
   std::size_t num_requests() const { return waiting.size() + running.size() + swapped.size(); }
   // KV blocks the decode iterations finished by now but not yet applied (sync) fill: the sum over
@@ -78,6 +84,9 @@ class Instance {
   const std::vector<std::int64_t>& tier_counts() const { return tier_counts_; }
   // Largest prompt + output a request may have here (the KV it needs at its end).
   std::int64_t max_request_tokens() const { return (kv.total_blocks - kv.watermark_blocks) * kv.block_size; }
+  // KV blocks a new batch may hold: the pool less those of sequences inside a batch still in
+  // the pipeline.
+  std::int64_t batch_capacity_blocks() const { return kv.total_blocks - flying_blocks_; }
 
   const std::int32_t instance_id;
   const InstanceSettings settings;
@@ -87,6 +96,8 @@ class Instance {
   std::unique_ptr<PrefixCache> cache;  // null without prefix caching
   LatencyEvaluator latency;
   std::unique_ptr<LocalScheduler> scheduler;
+  // Sequences one batch may hold (a microbatch's share in a pipelined instance).
+  const std::int64_t max_batch_size;
 
   // waiting and swapped keep their first *_ordered entries in priority order (queue_order.hpp).
   std::vector<Req> waiting;
@@ -107,7 +118,11 @@ class Instance {
   std::int64_t iterations = 0;
   std::int64_t context_truncated = 0;
 
- private:
+ protected:
+  // The next batch (scheduler's form_batch) into prefills and decode, with the swap seconds to
+  // add and whether memory moved; false if it is empty (Instance._form_batch).
+  bool form_batch(double now, std::vector<Prefill>& prefills, std::vector<Req>& decode, double& extra_s,
+                  bool& single_iteration);
   // Cut the planned segment after the iteration in progress now.
   void truncate();
   // Apply the segment's decode iterations up to `upto`; at the segment's end, append to
@@ -121,6 +136,7 @@ class Instance {
 
   InstanceHost& host_;
   SegmentPlanner planner_;
+  std::int64_t flying_blocks_ = 0;  // blocks of the sequences in flight while a microbatch forms
   std::vector<std::int64_t> tier_counts_;
   std::int64_t version_ = 0;
   double seg_start_s_ = 0.0;

@@ -26,6 +26,7 @@ Req RequestTable::add(const RequestRow& row) {
   queue_order.push_back(0);
   quantum_start_tokens.push_back(0);
   demoted.push_back(0);
+  in_flight.push_back(0);
   residency.push_back(Residency::Queued);
   phase.push_back(Phase::Waiting);
   instance_id.push_back(-1);

@@ -53,6 +53,7 @@ class RequestTable {
   std::vector<std::int64_t> queue_order;
   std::vector<std::int64_t> quantum_start_tokens;  // round-robin: generated tokens when its quantum began
   std::vector<std::uint8_t> demoted;               // PASCAL: demoted to the low-priority queue
+  std::vector<std::uint8_t> in_flight;             // inside a microbatch still in a pipeline
   std::vector<Residency> residency;
   std::vector<Phase> phase;
   std::vector<std::int32_t> instance_id;
@@ -120,6 +121,7 @@ class RequestTable {
     f(queue_order, other.queue_order);
     f(quantum_start_tokens, other.quantum_start_tokens);
     f(demoted, other.demoted);
+    f(in_flight, other.in_flight);
     f(residency, other.residency);
     f(phase, other.phase);
     f(instance_id, other.instance_id);

@@ -22,7 +22,7 @@ void LocalScheduler::schedule(Instance& instance, double now, std::vector<Prefil
   std::vector<Req>& waiting = instance.waiting;
   if (instance.swapped.empty() && !waiting.empty()) {
     order_waiting(instance);
-    const auto max_batch_size = static_cast<std::size_t>(instance.settings.max_batch_size);
+    const auto max_batch_size = static_cast<std::size_t>(instance.max_batch_size);
     std::int64_t budget = instance.settings.max_batched_tokens;
     const bool cached = instance.cache != nullptr;
     while (!waiting.empty() && instance.running.size() < max_batch_size) {
@@ -55,7 +55,7 @@ void LocalScheduler::swap_in_in_order(Instance& instance, double now) const {
   std::vector<Req>& swapped = instance.swapped;
   if (swapped.empty()) return;
   order_swapped(instance);
-  const auto max_batch_size = static_cast<std::size_t>(instance.settings.max_batch_size);
+  const auto max_batch_size = static_cast<std::size_t>(instance.max_batch_size);
   while (!swapped.empty() && instance.running.size() < max_batch_size) {
     const Req r = swapped.front();
     if (!instance.kv.can_admit(decode_slot_blocks(instance, r))) break;

@@ -47,8 +47,8 @@ void RoundRobinScheduler::schedule(Instance& instance, double now, std::vector<P
   std::stable_sort(running_sorted.begin(), running_sorted.end(), [&key](Req x, Req y) { return key(x) < key(y); });
   const std::vector<Req>* sources[3] = {&running_sorted, &instance.swapped, &instance.waiting};
   std::size_t next[3] = {0, 0, 0};
-  const std::int64_t capacity = kv.total_blocks;  // no batch of this instance is in a pipeline
-  const auto max_batch_size = static_cast<std::size_t>(instance.settings.max_batch_size);
+  const std::int64_t capacity = instance.batch_capacity_blocks();
+  const auto max_batch_size = static_cast<std::size_t>(instance.max_batch_size);
   std::int64_t used = 0;
   std::int64_t budget = instance.settings.max_batched_tokens;
   bool new_prefill = false;

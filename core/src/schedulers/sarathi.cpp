@@ -39,7 +39,7 @@ void SarathiScheduler::schedule(Instance& instance, double now, std::vector<Pref
   if (instance.swapped.empty() && budget > 0) {
     order_waiting(instance);
     std::vector<Req>& waiting = instance.waiting;
-    const auto max_batch_size = static_cast<std::size_t>(instance.settings.max_batch_size);
+    const auto max_batch_size = static_cast<std::size_t>(instance.max_batch_size);
     while (!waiting.empty() && budget > 0 && running.size() < max_batch_size) {
       const Req r = waiting.front();
       if (!admit(instance, r, now)) break;
