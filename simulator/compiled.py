@@ -15,10 +15,15 @@ time, token curves, and the ``round_robin``, ``least_loaded``, ``session_affinit
 routers (the last as a ``FreestInstanceRouter``, its headroom fractions read when ``run``
 starts). Anything else raises a ``ValueError`` naming it, before anything runs.
 
-Differences from ``Cluster``: ``run`` serves one workload, reading a stream whole first (so a bad
-request raises before any is served); ``arrived_sequences`` stays empty (no ``Sequence`` objects
-exist); decisions, timers and live changes (``advance``, ``dispatch``, ``every``, ``migrate``,
-``drain``, ``add_arrival``) are not available.
+Decisions: with ``router=None`` every arrival stops ``advance`` with a ``"route"`` decision, as in
+``Cluster``, answered with ``dispatch``; with ``track_arrays=True`` ``cluster.arrays`` reads the
+engine's own observation tables (``simulator.compiled_views.CoreArrays``, numpy views, no copy).
+
+Differences from ``Cluster``: the workload is one list given to ``submit`` or ``run`` (a stream is
+read whole first, so a bad request raises before any is served), after every instance is
+deployed; ``arrived_sequences`` stays empty (no ``Sequence`` objects exist; a decision names its
+request by a ``CompiledSequence``); timers and live changes (``every``, ``migrate``, ``drain``,
+``deploy`` after the submit, ``add_arrival``) are not available.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any, NoReturn
 from servegym_core import _core
 
 from simulator.cluster import Cluster, Decision
+from simulator.compiled_views import CompiledSequence, CoreArrays
 from simulator.context import CONTEXT_REJECT_REASON
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
 from simulator.outcome import RequestOutcome
@@ -51,7 +57,7 @@ COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
 REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 """``rejected_reason`` by the engine's reject code."""
 INT64_LIMIT = 2**63
-NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook", "external_phase_decisions", "track_arrays")
+NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook", "external_phase_decisions")
 """``Cluster`` options the compiled engine refuses when set (not None, not False)."""
 CACHE_COUNTERS = ("query_tokens", "hit_tokens", "host_hit_tokens", "evicted_blocks", "host_dropped_blocks",
                   "entry_blocks", "host_blocks")
@@ -69,10 +75,13 @@ class CompiledCluster(Cluster):
 
     def __init__(self, gpu_inventory: dict[str, int], *, router: Router | None | str = "round_robin",
                  **options: Any) -> None:
-        """``Cluster``'s arguments; the router by a compiled name or a ``FreestInstanceRouter``, and
-        none of the hooks, external decisions or arrays (``NOT_COMPILED_OPTIONS``)."""
+        """``Cluster``'s arguments; the router by a compiled name, a ``FreestInstanceRouter``, or
+        ``None`` (route decisions through ``advance``), and none of the hooks or external phase
+        decisions (``NOT_COMPILED_OPTIONS``)."""
         spec = _core.RouterSpec()
-        if type(router) is FreestInstanceRouter:
+        if router is None:
+            spec.name = "external"
+        elif type(router) is FreestInstanceRouter:
             spec.name = "llumnix"
         elif isinstance(router, str) and router in COMPILED_ROUTERS:
             spec.name = router
@@ -84,10 +93,14 @@ class CompiledCluster(Cluster):
                 raise not_compiled(f"{name}={options[name]!r}")
         super().__init__(gpu_inventory, router=router, **options)
         self.router_spec = spec
-        """The compiled router (Llumnix's headroom fractions are read when ``run`` starts)."""
+        """The compiled router (Llumnix's headroom fractions are read when the workload is submitted)."""
+        self._engine: _core.Engine | None = None
 
     def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
-        """``Cluster.deploy`` for a config the engine ports, serving now (``ready_now=True``)."""
+        """``Cluster.deploy`` for a config the engine ports, serving now (``ready_now=True``),
+        before the workload is submitted."""
+        if self._engine is not None:
+            raise not_compiled("deploy() after the workload was submitted (scaling)")
         if not ready_now:
             raise not_compiled("deploy(ready_now=False) (a start-up delay)")
         settings = config.resolved()
@@ -98,13 +111,11 @@ class CompiledCluster(Cluster):
             raise not_compiled(f"role={Role(settings.role).value!r} (PD disaggregation)")
         return super().deploy(config, ready_now=True)
 
-    def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
-        """Serve ``requests`` to the end in the compiled engine; return every outcome (as
-        ``Cluster.run`` does). A stream is read whole first."""
-        if requests is None:
-            raise ValueError("CompiledCluster.run needs the requests (it serves one workload)")
-        if self.arrived:
-            raise ValueError("CompiledCluster.run serves one workload; this cluster already served one")
+    def submit(self, requests: Iterable[Request]) -> None:
+        """Give the engine its one workload, checked whole now (a stream is read whole), on the
+        instances deployed so far; then ``run`` it, or ``advance`` it decision by decision."""
+        if self._engine is not None:
+            raise ValueError("CompiledCluster serves one workload; this cluster already has one")
         requests = requests if isinstance(requests, SequenceOf) else list(requests)
         self._latest_arrival_s = -1.0
         for request in requests:
@@ -115,7 +126,7 @@ class CompiledCluster(Cluster):
         model_index = {name: index for index, name in enumerate(model_names)}
         if isinstance(self.router, FreestInstanceRouter):
             self.router_spec.headroom_fractions = self.router.headroom_fractions.tolist()
-        engine = _core.Engine(self.router_spec, self.record_token_curves, model_names)
+        engine = _core.Engine(self.router_spec, self.record_token_curves, model_names, self.arrays is not None)
         for instance in instances:
             # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
             engine.add_instance(_settings(instance, model_index[instance.model.name]), instance.latency._evaluator)
@@ -130,12 +141,58 @@ class CompiledCluster(Cluster):
             raise
         if any(instance.prefix_cache is not None for instance in instances):
             engine.set_block_keys(*self._block_keys(requests))
+        self._engine = engine
         self._requests = requests
         self._scheduled = len(requests)
-        engine.run()
-        self.arrived = len(requests)
+        if self.arrays is not None:
+            self.arrays = CoreArrays(engine)  # type: ignore[assignment]
+
+    def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
+        """Serve ``requests`` (or the submitted ones) to the end in the compiled engine; return
+        every outcome (as ``Cluster.run`` does). A stream is read whole first."""
+        if self.router is None:
+            raise ValueError("run() needs internal routers; use advance() with external decisions")
+        if requests is not None:
+            self.submit(requests)
+        elif self._engine is None:
+            raise ValueError("CompiledCluster.run needs the requests (give them to run() or submit())")
+        self._engine.run()
+        self._collect()
+        return self.outcomes
+
+    def advance(self, until_s: float = float("inf")) -> Decision | None:
+        """``Cluster.advance``: run the engine up to ``until_s`` or until an arrival waits for a
+        route decision (``router=None``); return that decision, answered with ``dispatch``."""
+        self.version += 1
+        if self._decision is not None:
+            return self._decision
+        if self._engine is None:
+            return None
+        row = self._engine.advance(until_s)
+        self._collect()
+        if row < 0:
+            return None
+        self._decision = Decision("route", CompiledSequence(row, self._requests[row]))
+        return self._decision
+
+    def dispatch(self, seq: Any, instance_id: int) -> None:
+        """Answer the pending route decision: send its request to ``instance_id``."""
+        self.version += 1
+        if self._decision is None or self._decision.seq is not seq:
+            raise not_compiled("dispatch() of a request that no decision names")
+        refusal = self._refusal(self._instance(instance_id), seq)
+        if refusal is not None:
+            raise ValueError(refusal)
+        self._engine.dispatch_decision(seq.row, instance_id)
+        self._decision = None
+
+    def _collect(self) -> None:
+        """Bring the Python side up to the engine: the clock, arrivals, instance counters and
+        the outcomes recorded since the last call."""
+        engine = self._engine
         self.events.now_s = engine.now_s
-        for instance in instances:
+        self.arrived = engine.arrived
+        for instance in self.instances.values():
             counters = engine.instance(instance.instance_id)
             instance.busy_time_s = counters.busy_time_s
             instance.iterations = counters.iterations
@@ -144,8 +201,8 @@ class CompiledCluster(Cluster):
             if instance.prefix_cache is not None:
                 for name in CACHE_COUNTERS:
                     setattr(instance.prefix_cache, name, getattr(counters.prefix_cache, name))
-        self.outcomes = _outcomes(engine, requests, self.record_token_curves)
-        return self.outcomes
+        if engine.num_outcomes > len(self.outcomes):
+            self.outcomes += _outcomes(engine, self._requests, self.record_token_curves, len(self.outcomes))
 
     def _block_keys(self, requests: SequenceOf[Request]) -> tuple[list[int], list[int], list[int]]:
         """For prefix caching: each request's hash-block size (0: none), the offsets of its chained
@@ -170,17 +227,8 @@ class CompiledCluster(Cluster):
         return [-1 if r.session_id is None or not ids else owner(r.session_id, ids) for r in requests]
 
     # ----------------------------------------------------------------- not compiled
-    def submit(self, requests: Iterable[Request]) -> NoReturn:
-        raise not_compiled("submit() (give the requests to run())")
-
     def add_arrival(self, request: Request) -> NoReturn:
         raise not_compiled("add_arrival()")
-
-    def advance(self, until_s: float = float("inf")) -> Decision | None:
-        raise not_compiled("advance() (decisions and timers in Python)")
-
-    def dispatch(self, seq: Any, instance_id: int) -> NoReturn:
-        raise not_compiled("dispatch() from outside")
 
     def dispatch_in_place(self, seq: Any, instance_id: int) -> NoReturn:
         raise not_compiled("dispatch_in_place()")
@@ -247,11 +295,12 @@ def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
     return settings
 
 
-def _outcomes(engine: _core.Engine, requests: SequenceOf[Request], curves: bool) -> list[RequestOutcome]:
-    """The engine's outcomes as ``RequestOutcome``s, in the order recorded; the request's own
-    fields (id, tier, arrival, prompt, SLO) come from the ``Request`` as ``Sequence`` copies them.
-    Built column-wise (``map`` over the columns: no Python step per field)."""
-    table = engine.outcome_table()
+def _outcomes(engine: _core.Engine, requests: SequenceOf[Request], curves: bool, first: int) -> list[RequestOutcome]:
+    """The engine's outcomes from the ``first``-th on as ``RequestOutcome``s, in the order
+    recorded; the request's own fields (id, tier, arrival, prompt, SLO) come from the ``Request``
+    as ``Sequence`` copies them. Built column-wise (``map`` over the columns: no Python step per
+    field)."""
+    table = engine.outcome_table(first)
     collecting = gc.isenabled()
     gc.disable()  # many new objects, no cycles among them: the collector would only slow the build down
     try:

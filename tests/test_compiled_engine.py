@@ -11,7 +11,9 @@ and busy time per instance, truncations, cost):
   over shared prompts and multi-turn sessions, with and without a host tier (cache counters too);
 - on every simulator golden case inside the compiled subset (``tests/sim_golden``), counters
   included, by running the case's own code with ``CompiledCluster`` in place of ``Cluster``;
-- on ``simulator_speed``'s runs (a) and (d) at full size (10,000 and 12,031 requests).
+- on ``simulator_speed``'s runs (a) and (d) at full size (10,000 and 12,031 requests);
+- stepped decision by decision (``router=None``, ``advance`` to random times), with the
+  observation arrays equal at every stop.
 
 A configuration outside the subset raises a ``ValueError`` naming what is not compiled.
 """
@@ -343,6 +345,90 @@ def test_the_prefix_caching_cases_preempt_evict_and_load_from_the_host_tier():
     assert all(sum(row[k] for row in totals) > 0 for k in (2, 3, 4)), totals
 
 
+# ----------------------------------------------------------------- decisions and arrays between events
+DECISION_FAMILIES = ("swap_pressure", "recompute_pressure", "chunked", "time_sharing", "mixed_pools", "pipelines")
+
+
+def _stepped(cls: type[Cluster], setup: Setup) -> Cluster:
+    inventory: dict[str, int] = {}
+    for config, count in setup.pools:
+        inventory[config.gpu] = inventory.get(config.gpu, 0) + count * config.num_gpus
+    options = {k: v for k, v in setup.options.items() if k != "router"}
+    cluster = cls(inventory, router=None, track_arrays=True, **options)
+    for config, count in setup.pools:
+        for _ in range(count):
+            cluster.deploy(config, ready_now=True)
+    cluster.submit(setup.requests)
+    return cluster
+
+
+def _arrays(cluster: Cluster) -> tuple[list[list[int]], list[list[int]]]:
+    rows = len(cluster.instances)
+    return cluster.arrays.table[:rows].tolist(), cluster.arrays.tier_table[:rows, :cluster.arrays.tiers].tolist()
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("family", DECISION_FAMILIES)
+def test_route_decisions_clock_steps_and_arrays_follow_the_python_engine(family, seed):
+    """Both engines stepped side by side with ``router=None``: ``advance`` to seeded random
+    times, every arrival answered by the same rule (a hash of the request over the routable
+    instances). At every stop the clock, the decision's request, the arrivals, the outcomes so
+    far and the observation arrays (every column of every instance, tiers too) are equal."""
+    build, _ = FAMILIES[family]
+    setup = build(np.random.default_rng([seed, 50 + DECISION_FAMILIES.index(family)]))
+    python, compiled = _stepped(Cluster, setup), _stepped(CompiledCluster, setup)
+    rng = np.random.default_rng(seed)
+    stops = decisions = 0
+    seen = np.zeros(7, dtype=np.int64)  # the largest queue and KV columns met at a stop
+    while python.pending_requests():
+        until_s = python.events.now_s + float(rng.exponential(0.4))
+        ours, theirs = python.advance(until_s), compiled.advance(until_s)
+        stops += 1
+        assert (python.events.now_s, python.arrived, len(python.outcomes)) == (
+            compiled.events.now_s, compiled.arrived, len(compiled.outcomes)), f"stop {stops}"
+        assert _arrays(compiled) == _arrays(python), f"stop {stops} at {python.events.now_s} s"
+        assert compiled.routable_ids() == python.routable_ids()
+        seen = np.maximum(seen, compiled.arrays.table[:, :7].max(axis=0))
+        if ours is None:
+            assert theirs is None
+            continue
+        assert theirs is not None and theirs.kind == "route" and theirs.seq.request is ours.seq.request
+        ids = python.routable_ids()
+        target = ids[(ours.seq.request.request_id * 7 + ours.seq.request.prompt_tokens) % len(ids)]
+        python.dispatch(ours.seq, target)
+        compiled.dispatch(theirs.seq, target)
+        decisions += 1
+    assert compiled.advance() is None and compiled.pending_requests() == 0
+    assert decisions == len(setup.requests) and stops > decisions
+    assert (seen[[0, 1, 3, 4, 5]] > 0).all() and (family != "swap_pressure" or seen[2] > 0 and seen[6] > 0), seen
+    found = outcome_mismatches(python.outcomes, compiled.outcomes)
+    assert not found, f"{family} seed {seed}: {len(found)} mismatches:\n" + "\n".join(found[:10])
+    assert counters(compiled) == counters(python)
+
+
+def test_a_decision_is_answered_once_on_a_serving_instance_of_its_model():
+    cluster = CompiledCluster({"A100-80GB": 2}, router=None, track_arrays=True)
+    cluster.deploy(_llama(), ready_now=True)
+    cluster.deploy(_llama(), ready_now=True)
+    cluster.submit([Request(1, 0.0, 10, 5), Request(2, 0.5, 10, 5, model="Llama-2-7B")])
+    with pytest.raises(ValueError, match="run\\(\\) needs internal routers"):
+        cluster.run()
+    decision = cluster.advance()
+    assert decision is not None and decision.seq.request_id == 1 and cluster.advance() is decision
+    with pytest.raises(ValueError, match="unknown instance 5"):
+        cluster.dispatch(decision.seq, 5)
+    cluster.dispatch(decision.seq, 1)
+    with pytest.raises(ValueError, match="dispatch\\(\\) of a request that no decision names"):
+        cluster.dispatch(decision.seq, 1)
+    assert cluster.arrays.table[1, 0] == 1 and cluster.arrays.table[0, 0] == 0  # waiting on instance 1
+    second = cluster.advance()
+    assert second is not None and second.seq.request_id == 2 and cluster.events.now_s == 0.5
+    with pytest.raises(ValueError, match="instance 0 serves Llama-3.1-8B, request needs Llama-2-7B"):
+        cluster.dispatch(second.seq, 0)
+    with pytest.raises(ValueError, match="read-only"):
+        cluster.arrays.table[0, 0] = 7
+
+
 # ----------------------------------------------------------------- the simulator goldens in the subset
 GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr", "pascal")
                 for c in ("nocache", "cache", "hostcache") for p in ("pp1", "pp2mb1", "pp2mb2")
@@ -387,17 +473,23 @@ def _llama(**fields: Any) -> InstanceConfig:
     return InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024", **fields)
 
 
+def _deploy_after_submit() -> None:
+    cluster = CompiledCluster({"A100-80GB": 2})
+    cluster.deploy(_llama(), ready_now=True)
+    cluster.submit([Request(1, 0.0, 10, 5)])
+    cluster.deploy(_llama(), ready_now=True)
+
+
 @pytest.mark.parametrize(("make", "named"), [
     (lambda: CompiledCluster({"A100-80GB": 1}, router="gpu_share"), "router='gpu_share'"),
     (lambda: CompiledCluster({"A100-80GB": 1}, router=lambda c, s: 0), "router=<function"),
-    (lambda: CompiledCluster({"A100-80GB": 1}, router=None), "router=None"),
     (lambda: CompiledCluster({"A100-80GB": 1}, phase_router=lambda c, s, i: None), "phase_router="),
     (lambda: CompiledCluster({"A100-80GB": 1}, completion_hook=lambda c, i, s: True), "completion_hook="),
-    (lambda: CompiledCluster({"A100-80GB": 1}, track_arrays=True), "track_arrays=True"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama()), "deploy(ready_now=False)"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(role="prefill"), ready_now=True), "role='prefill'"),
-    (lambda: CompiledCluster({"A100-80GB": 1}).advance(), "advance()"),
     (lambda: CompiledCluster({"A100-80GB": 1}).every(1.0, lambda c: None), "every()"),
+    (lambda: CompiledCluster({"A100-80GB": 1}).add_arrival(Request(1, 0.0, 10, 5)), "add_arrival()"),
+    (_deploy_after_submit, "deploy() after the workload was submitted"),
 ])
 def test_a_configuration_outside_the_subset_raises_naming_it(make, named):
     with pytest.raises(ValueError, match="the compiled engine does not support") as error:

@@ -1,6 +1,7 @@
 // Bindings of core/src/engine.hpp and what it exposes (instances' settings and counters, the
 // outcome table): no logic.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -11,6 +12,26 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace servegym_core {
+
+namespace {
+
+using ReadOnlyTable = nb::ndarray<nb::numpy, const std::int64_t, nb::ndim<2>, nb::c_contig>;
+
+// A read-only numpy view of a rows x width table the engine owns; it keeps the engine alive.
+// Valid until the table grows (a new instance or tier): the caller fetches it again then.
+ReadOnlyTable table_view(const Engine& engine, const std::vector<std::int64_t>& values, std::size_t rows,
+                         std::size_t width) {
+  const std::size_t shape[2] = {rows, width};
+  return ReadOnlyTable(values.data(), 2, shape, nb::find(&engine));
+}
+
+const InstanceArrays& arrays_of(const Engine& engine) {
+  const InstanceArrays* arrays = engine.arrays();
+  if (arrays == nullptr) throw std::logic_error("this engine keeps no arrays (track_arrays=False)");
+  return *arrays;
+}
+
+}  // namespace
 
 void bind_engine(nb::module_& m) {
   nb::class_<RouterSpec>(m, "RouterSpec", "A compiled router's name and, for llumnix, its headroom fractions.")
@@ -89,16 +110,31 @@ void bind_engine(nb::module_& m) {
       .def_ro("reasons", &OutcomeTable::reasons);
 
   nb::class_<Engine>(m, "Engine", "The compiled event loop of aggregated instances (simulator.compiled).")
-      .def(nb::init<RouterSpec, bool, std::vector<std::string>>(), "router"_a, "record_token_curves"_a,
-           "model_names"_a)
+      .def(nb::init<RouterSpec, bool, std::vector<std::string>, bool>(), "router"_a, "record_token_curves"_a,
+           "model_names"_a, "track_arrays"_a = false)
       .def("add_instance", &Engine::add_instance, "settings"_a, "latency"_a)
       .def("submit", &Engine::submit, "request_id"_a, "arrival_s"_a, "prompt_tokens"_a, "output_tokens"_a,
            "reasoning_tokens"_a, "tier"_a, "model_index"_a, "session_targets"_a)
       .def("set_block_keys", &Engine::set_block_keys, "block_tokens"_a, "offsets"_a, "keys"_a)
       .def("run", &Engine::run, nb::call_guard<nb::gil_scoped_release>())
+      .def("advance", &Engine::advance, "until_s"_a, nb::call_guard<nb::gil_scoped_release>(),
+           "Run events up to until_s or a route decision; the request row waiting for it, or -1.")
+      .def("dispatch_decision", &Engine::dispatch_decision, "row"_a, "instance_id"_a)
+      .def_prop_ro("num_outcomes", &Engine::num_outcomes)
+      .def_prop_ro("arrived", &Engine::arrived)
+      .def_prop_ro("arrays_table", [](const Engine& e) {
+        const InstanceArrays& a = arrays_of(e);
+        return table_view(e, a.table, static_cast<std::size_t>(a.rows), kArrayWidth);
+      }, "simulator.instance_arrays' table, a read-only view (rows x 12).")
+      .def_prop_ro("arrays_tier_table", [](const Engine& e) {
+        const InstanceArrays& a = arrays_of(e);
+        return table_view(e, a.tier_table, static_cast<std::size_t>(a.rows), static_cast<std::size_t>(a.tiers));
+      }, "Requests of each tier on each instance, a read-only view (rows x tiers).")
+      .def_prop_ro("arrays_tiers", [](const Engine& e) { return arrays_of(e).tiers; })
+      .def_prop_ro("arrays_layout_version", [](const Engine& e) { return arrays_of(e).layout_version; })
       .def_prop_ro("now_s", &Engine::now_s)
       .def("instance", &Engine::instance, "instance_id"_a, nb::rv_policy::reference_internal)
-      .def("outcome_table", &Engine::outcome_table);
+      .def("outcome_table", &Engine::outcome_table, "first"_a = 0);
 }
 
 }  // namespace servegym_core

@@ -20,12 +20,16 @@ void end_preemption(RequestTable& t, Req r, double now) {
   }
 }
 
-// r, just given its blocks, joins running.
-void run(Instance& instance, Req r, double now) {
+// r, just given its blocks, joins running from the queue `left` (kWaiting or kSwapped).
+void run(Instance& instance, Req r, double now, std::int32_t left) {
   RequestTable& t = instance.requests;
   t.residency[r] = Residency::Running;
   end_preemption(t, r, now);
   instance.running.push_back(r);
+  if (InstanceArrays* arrays = instance.arrays) {
+    arrays->remove(instance.instance_id, t, r, left);
+    arrays->add(instance.instance_id, t, r, kRunning);
+  }
 }
 
 }  // namespace
@@ -59,7 +63,7 @@ bool admit(Instance& instance, Req r, double now, bool watermark) {
   }
   instance.waiting_ordered = take_from_queue(instance.waiting, r, instance.waiting_ordered);
   if (std::isnan(t.first_scheduled_s[r])) t.first_scheduled_s[r] = now;
-  run(instance, r, now);
+  run(instance, r, now, kWaiting);
   if (cache) instance.swap_tokens += cache->acquire(t, r, full, found);
   return true;
 }
@@ -70,7 +74,7 @@ void swap_in(Instance& instance, Req r, double now) {
   instance.kv.allocate(need);
   t.blocks[r] = need;
   instance.swapped_ordered = take_from_queue(instance.swapped, r, instance.swapped_ordered);
-  run(instance, r, now);
+  run(instance, r, now, kSwapped);
   instance.swap_tokens += t.kv_tokens[r];
   instance.memory_moved = true;
 }
@@ -78,6 +82,8 @@ void swap_in(Instance& instance, Req r, double now) {
 void preempt(Instance& instance, Req r) {
   RequestTable& t = instance.requests;
   remove_first(instance.running, r);
+  InstanceArrays* arrays = instance.arrays;
+  if (arrays) arrays->remove(instance.instance_id, t, r, kRunning);
   instance.free_kv(r);
   const double now = instance.events.now_s;
   ++t.num_preemptions[r];
@@ -86,12 +92,14 @@ void preempt(Instance& instance, Req r) {
   if (instance.settings.preempt_by_swap && t.generated_tokens[r] > 0) {
     t.residency[r] = Residency::Swapped;
     instance.swapped.push_back(r);
+    if (arrays) arrays->add(instance.instance_id, t, r, kSwapped);
     instance.swap_tokens += t.kv_tokens[r];
     return;
   }
   t.kv_tokens[r] = 0;
   t.residency[r] = Residency::Queued;
   instance.waiting.push_back(r);
+  if (arrays) arrays->add(instance.instance_id, t, r, kWaiting);
 }
 
 void reserve_decode_slots(Instance& instance) {

@@ -1,5 +1,7 @@
 #include "engine.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -7,9 +9,13 @@
 
 namespace servegym_core {
 
-Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names)
-    : router_spec_(std::move(router)), model_names_(std::move(model_names)), requests_(record_token_curves) {
-  make_router(router_spec_);  // an unknown name fails here, before anything is deployed
+Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names, bool track_arrays)
+    : router_spec_(std::move(router)),
+      model_names_(std::move(model_names)),
+      requests_(record_token_curves),
+      external_router_(router_spec_.name == "external"),
+      arrays_(track_arrays ? std::make_unique<InstanceArrays>() : nullptr) {
+  if (!external_router_) make_router(router_spec_);  // an unknown name fails here, before anything is deployed
 }
 
 std::int32_t Engine::add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency) {
@@ -23,6 +29,7 @@ std::int32_t Engine::add_instance(const InstanceSettings& settings, const Latenc
   } else {
     instances_.push_back(std::make_unique<Instance>(instance_id, settings, latency, events_, requests_, *this));
   }
+  if (arrays_) instances_.back()->track(*arrays_);
   return instance_id;
 }
 
@@ -53,7 +60,7 @@ void Engine::submit(const std::vector<std::int64_t>& request_id, const std::vect
                              tier[i], model_index[i]});
   }
   router_spec_.session_targets = std::move(session_targets);
-  router_ = make_router(router_spec_);
+  if (!external_router_) router_ = make_router(router_spec_);
   submitted_ = true;
   schedule_next_arrival();
 }
@@ -80,29 +87,52 @@ void Engine::set_block_keys(const std::vector<std::int64_t>& block_tokens, const
 }
 
 void Engine::run() {
-  while (!events_.empty()) {
-    const Event event = events_.pop();
-    switch (event.kind) {
-      case EventKind::Arrival:
-        schedule_next_arrival();
-        admit(static_cast<Req>(event.b));
-        break;
-      case EventKind::Boundary:
-        instances_[static_cast<std::size_t>(event.a)]->on_boundary(event.b);
-        break;
-      case EventKind::FrontendEnqueue:
-        instances_[static_cast<std::size_t>(event.a)]->enqueue(static_cast<Req>(event.b));
-        break;
-      case EventKind::Wake:
-        instances_[static_cast<std::size_t>(event.a)]->on_wake(event.b);
-        break;
-      case EventKind::MicrobatchEnd:
-        instances_[static_cast<std::size_t>(event.a)]->on_microbatch_end(event.b);
-        break;
-    }
-  }
+  if (external_router_) throw std::logic_error("Engine.run needs an internal router; use advance with an external one");
+  advance(std::numeric_limits<double>::infinity());
   const std::size_t pending = requests_.size() - outcomes_.size();
   if (pending != 0) throw std::runtime_error(std::to_string(pending) + " requests neither completed nor rejected");
+}
+
+Req Engine::advance(double until_s) {
+  if (pending_route_ >= 0) return pending_route_;
+  while (!events_.empty() && events_.peek_time_s() <= until_s) {
+    step(events_.pop());
+    if (pending_route_ >= 0) return pending_route_;
+  }
+  if (until_s != std::numeric_limits<double>::infinity() && until_s > events_.now_s) events_.now_s = until_s;
+  return -1;
+}
+
+void Engine::step(const Event& event) {
+  switch (event.kind) {
+    case EventKind::Arrival:
+      schedule_next_arrival();
+      admit(static_cast<Req>(event.b));
+      break;
+    case EventKind::Boundary:
+      instances_[static_cast<std::size_t>(event.a)]->on_boundary(event.b);
+      break;
+    case EventKind::FrontendEnqueue:
+      instances_[static_cast<std::size_t>(event.a)]->enqueue(static_cast<Req>(event.b));
+      break;
+    case EventKind::Wake:
+      instances_[static_cast<std::size_t>(event.a)]->on_wake(event.b);
+      break;
+    case EventKind::MicrobatchEnd:
+      instances_[static_cast<std::size_t>(event.a)]->on_microbatch_end(event.b);
+      break;
+  }
+}
+
+void Engine::dispatch_decision(Req r, std::int32_t instance_id) {
+  if (r < 0 || r != pending_route_) {
+    throw std::invalid_argument("request row " + std::to_string(r) + " is not waiting for a route decision");
+  }
+  if (instance_id < 0 || static_cast<std::size_t>(instance_id) >= instances_.size()) {
+    throw std::invalid_argument("unknown instance " + std::to_string(instance_id));
+  }
+  pending_route_ = -1;
+  dispatch(r, instance_id);
 }
 
 void Engine::schedule_next_arrival() {
@@ -113,7 +143,14 @@ void Engine::schedule_next_arrival() {
   events_.schedule(now > arrival ? now : arrival, EventKind::Arrival, -1, r);  // Python's max(arrival, now)
 }
 
-void Engine::admit(Req r) { dispatch(r, router_->route(instances_, requests_, r)); }
+void Engine::admit(Req r) {
+  ++arrived_;
+  if (external_router_) {
+    pending_route_ = r;
+    return;
+  }
+  dispatch(r, router_->route(instances_, requests_, r));
+}
 
 void Engine::dispatch(Req r, std::int32_t instance_id) {
   Instance& target = *instances_.at(static_cast<std::size_t>(instance_id));
@@ -131,8 +168,14 @@ void Engine::dispatch(Req r, std::int32_t instance_id) {
   }
 }
 
-OutcomeTable Engine::outcome_table() const {
-  return OutcomeTable{outcomes_.rows, requests_.gather(outcomes_.rows), outcomes_.finish_s, outcomes_.reasons};
+OutcomeTable Engine::outcome_table(std::size_t first) const {
+  first = std::min(first, outcomes_.size());
+  const auto from = static_cast<std::ptrdiff_t>(first);
+  std::vector<Req> rows(outcomes_.rows.begin() + from, outcomes_.rows.end());
+  std::vector<double> finish_s(outcomes_.finish_s.begin() + from, outcomes_.finish_s.end());
+  std::vector<std::uint8_t> reasons(outcomes_.reasons.begin() + from, outcomes_.reasons.end());
+  RequestTable gathered = requests_.gather(rows);
+  return OutcomeTable{std::move(rows), std::move(gathered), std::move(finish_s), std::move(reasons)};
 }
 
 void Engine::on_complete(std::int32_t, Req r) { outcomes_.add(r, events_.now_s, RejectReason::None); }

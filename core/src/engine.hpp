@@ -11,6 +11,7 @@
 
 #include "event_queue.hpp"
 #include "instance.hpp"
+#include "instance_arrays.hpp"
 #include "latency.hpp"
 #include "outcomes.hpp"
 #include "request_table.hpp"
@@ -20,9 +21,12 @@ namespace servegym_core {
 
 class Engine : public InstanceHost {
  public:
-  // `router`: as make_router takes it (its session_targets come with the requests);
-  // `model_names[i]` names model index i (for messages).
-  Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names);
+  // `router`: as make_router takes it (its session_targets come with the requests), or
+  // "external": every arrival stops `advance` for a route decision, answered with
+  // dispatch_decision. `model_names[i]` names model index i (for messages). With
+  // `track_arrays` the instances keep the observation arrays (arrays()).
+  Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names,
+         bool track_arrays = false);
 
   // A new serving instance (ids are dense, in order); the evaluator is copied.
   std::int32_t add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency);
@@ -38,10 +42,18 @@ class Engine : public InstanceHost {
                       const std::vector<std::int64_t>& keys);
   // Runs every event; throws std::runtime_error if a request neither completed nor was rejected.
   void run();
+  // Runs events up to until_s or until a request waits for a route decision; returns its row,
+  // or -1 (then the clock is at until_s when that is finite and later). Cluster.advance.
+  Req advance(double until_s);
+  // Answer the pending route decision of row r: send it to instance_id (Cluster.dispatch).
+  void dispatch_decision(Req r, std::int32_t instance_id);
+  const InstanceArrays* arrays() const { return arrays_.get(); }
+  std::size_t num_outcomes() const { return outcomes_.size(); }
+  std::size_t arrived() const { return arrived_; }
 
   double now_s() const { return events_.now_s; }
-  // The outcomes so far as columns, in the order recorded.
-  OutcomeTable outcome_table() const;
+  // The outcomes recorded from the `first`-th on, as columns, in the order recorded.
+  OutcomeTable outcome_table(std::size_t first = 0) const;
   const Instance& instance(std::int32_t instance_id) const;
 
   void on_complete(std::int32_t instance_id, Req r) override;
@@ -49,6 +61,7 @@ class Engine : public InstanceHost {
 
  private:
   void schedule_next_arrival();
+  void step(const Event& event);
   void admit(Req r);
   void dispatch(Req r, std::int32_t instance_id);
 
@@ -58,7 +71,11 @@ class Engine : public InstanceHost {
   RequestTable requests_;
   OutcomeLog outcomes_;
   std::vector<std::unique_ptr<Instance>> instances_;
-  std::unique_ptr<Router> router_;
+  std::unique_ptr<Router> router_;  // null for an external router
+  bool external_router_ = false;
+  Req pending_route_ = -1;
+  std::size_t arrived_ = 0;
+  std::unique_ptr<InstanceArrays> arrays_;
   std::size_t next_arrival_ = 0;
   bool submitted_ = false;
 };

@@ -30,6 +30,8 @@ class EventQueue {
   // Throws std::logic_error for a time before the clock (EventQueue.schedule's ValueError).
   void schedule(double time_s, EventKind kind, std::int32_t a, std::int64_t b);
   bool empty() const { return heap_.empty(); }
+  // The earliest event's time (the queue must not be empty).
+  double peek_time_s() const { return heap_.front().time_s; }
   std::size_t size() const { return heap_.size(); }
   // Removes the earliest event and moves the clock to its time.
   Event pop();

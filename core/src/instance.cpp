@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "queue_order.hpp"
@@ -49,7 +50,15 @@ void Instance::enqueue(Req r) {
   if (t.generated_tokens[r] == 0) t.phase[r] = Phase::Waiting;
   scheduler->on_enqueue(t, r);
   waiting.push_back(r);
+  if (arrays) arrays->join(instance_id, t, r, kWaiting);
   poke();
+}
+
+void Instance::track(InstanceArrays& tracked) {
+  if (num_requests()) throw std::logic_error("instance " + std::to_string(instance_id) + " already holds requests");
+  tracked.add_row(instance_id, kv.total_blocks, kv.watermark_blocks, kv.block_size, 0);  // role: aggregated
+  arrays = &tracked;
+  kv.track(tracked, instance_id);
 }
 
 void Instance::free_kv(Req r) {
@@ -203,6 +212,7 @@ void Instance::after_token(Req r) {
   if (t.residency[r] != Residency::Running || t.instance_id[r] != instance_id) return;
   if (t.generated_tokens[r] >= t.output_tokens[r]) {
     remove_first(running, r);
+    if (arrays) arrays->leave(instance_id, t, r, kRunning);
     free_kv(r);
     t.phase[r] = Phase::Done;
     --tier_counts_[static_cast<std::size_t>(t.tier[r])];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "event_queue.hpp"
+#include "instance_arrays.hpp"
 #include "kv_blocks.hpp"
 #include "latency.hpp"
 #include "prefix_cache.hpp"
@@ -60,6 +61,8 @@ class Instance {
   // A request joins the waiting queue after the context rule of this instance's model: a prompt
   // longer than the context is rejected, a longer output capped; one over the KV pool rejected.
   void enqueue(Req r);
+  // Keep row instance_id of `arrays` current from now on (queues, KV); before it serves.
+  void track(InstanceArrays& arrays);
   // r gives up its GPU blocks (completed or preempted): with a prefix cache its full blocks stay
   // cached (PrefixCache::free), else they are released (KVBlockManager.free).
   void free_kv(Req r);
@@ -96,6 +99,7 @@ class Instance {
   std::unique_ptr<PrefixCache> cache;  // null without prefix caching
   LatencyEvaluator latency;
   std::unique_ptr<LocalScheduler> scheduler;
+  InstanceArrays* arrays = nullptr;  // the engine's arrays when it keeps them
   // Sequences one batch may hold (a microbatch's share in a pipelined instance).
   const std::int64_t max_batch_size;
 

@@ -15,6 +15,7 @@ void KVBlocks::allocate(std::int64_t blocks) {
     if (cache == nullptr) throw std::logic_error("KV: cached blocks without a prefix cache");
     cache->evict(used + cached_blocks - total_blocks);
   }
+  publish();
 }
 
 }  // namespace servegym_core

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "instance_arrays.hpp"
+
 namespace servegym_core {
 
 class PrefixCache;
@@ -36,16 +38,25 @@ class KVBlocks {
                                std::to_string(used_blocks) + " in use");
     }
     used_blocks -= blocks;
+    publish();
   }
   // `blocks` cached blocks that no request held are held again (a prefix-cache hit).
   void pin(std::int64_t blocks) {
     cached_blocks -= blocks;
     used_blocks += blocks;
+    publish();
   }
   // `blocks` held blocks stay cached but no request holds them any more.
   void unpin(std::int64_t blocks) {
     used_blocks -= blocks;
     cached_blocks += blocks;
+    publish();
+  }
+  // Keep `arrays`' KV-used column of `row` equal to used_blocks from now on.
+  void track(InstanceArrays& arrays, std::int32_t row) {
+    arrays_ = &arrays;
+    row_ = row;
+    publish();
   }
 
   const std::int64_t total_blocks;
@@ -54,6 +65,13 @@ class KVBlocks {
   std::int64_t used_blocks = 0;
   std::int64_t cached_blocks = 0;
   PrefixCache* cache = nullptr;  // set by the PrefixCache that owns these blocks' cached prefixes
+
+ private:
+  void publish() {
+    if (arrays_ != nullptr) arrays_->set(row_, kKvUsedBlocks, used_blocks);
+  }
+  InstanceArrays* arrays_ = nullptr;
+  std::int32_t row_ = -1;
 };
 
 }  // namespace servegym_core
