@@ -15,7 +15,7 @@ from envs.frame import cluster_frame
 from envs.observation import InstanceFeatures, instance_fields
 from envs.presets import make_scenario
 from envs.rewards import RewardFunction, make_reward
-from envs.scenario import Scenario
+from envs.scenario import BACKENDS, Scenario
 from envs.schema import Entry, MaskPart, ObservationSchema
 from simulator.cluster import Cluster
 from simulator.metrics import flat_metrics, summarize
@@ -62,6 +62,7 @@ class ServingEnv(gym.Env):
         strict: bool = False,
         invalid_action_penalty: float = 1.0,
         render_mode: str | None = None,
+        backend: str = "python",
         **overrides: Any,
     ) -> None:
         if not isinstance(scenario, (str, Scenario)):
@@ -71,6 +72,9 @@ class ServingEnv(gym.Env):
             raise ValueError(f"unknown render_mode {render_mode!r}; known: {self.metadata['render_modes']}")
         if not invalid_action_penalty >= 0:
             raise ValueError(f"invalid_action_penalty must be >= 0, got {invalid_action_penalty}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend {backend!r}: unknown; known: {', '.join(BACKENDS)}")
+        self.backend = backend
         self.reward_name = reward
         self.reward_fn: RewardFunction = make_reward(reward, self.scenario, **(reward_kwargs or {}))
         self.strict = boolean("strict", strict)
@@ -177,7 +181,7 @@ class ServingEnv(gym.Env):
         super().reset(seed=seed)
         requests = self.scenario.requests(self.np_random)
         self.state_changed()
-        self.cluster = self.scenario.build_cluster(**self.cluster_options(), track_arrays=True)
+        self.cluster = self.scenario.build_cluster(**self.cluster_options(), track_arrays=True, backend=self.backend)
         self.cluster.submit(requests)
         self._arrival_times_s = [request.arrival_s for request in self.cluster.submitted_requests]
         self._seen = 0

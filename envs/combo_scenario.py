@@ -66,7 +66,12 @@ def build_combo_cluster(
     scenario: Scenario, deployed: Sequence[Combo], model: str, instance_scheduler: str,
     instance_options: dict[str, Any] | None = None, **cluster_options: Any,
 ) -> ComboCluster:
-    """A ``ComboCluster`` with the scenario's inventory and the ``deployed`` combos serving."""
+    """A ``ComboCluster`` with the scenario's inventory and the ``deployed`` combos serving (on the
+    Python engine: the compiled one does not run combos yet)."""
+    backend = cluster_options.pop("backend", "python")
+    if backend != "python":
+        raise ValueError(f"backend {backend!r}: scenario {scenario.name!r} deploys GPU combos (PD disaggregation), "
+                         "which the compiled engine does not support yet (not ported; use backend='python')")
     cluster = ComboCluster(
         scenario.gpu_inventory, instance_scheduler=instance_scheduler, instance_options=instance_options,
         provisioning_s=scenario.provisioning_s, record_token_curves=scenario.record_token_curves, **cluster_options,

@@ -150,7 +150,8 @@ class MigrationEnv(ServingEnv):
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``mode``, ``migration_interval_s`` (periodic mode),
     ``router``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``),
-    scenario / workload overrides as keywords.
+    ``backend`` (``"python"``; ``"compiled"`` does not run this ID yet and raises), scenario / workload overrides as
+    keywords.
 
     ## Scenarios
     Periodic: any (``default``, ``multitier``). Phase: reasoning scenarios (``pascal``, or

@@ -20,7 +20,7 @@ import numpy as np
 
 from envs.schema import IDENTITY, ColumnEncoder, Field, linear, ratio, signed_ratio
 from simulator.cluster import Cluster
-from simulator.headroom import default_headroom_fractions, head_of_line_demand_blocks
+from simulator.headroom import default_headroom_fractions
 from simulator.instance import Instance
 from simulator.instance_arrays import (
     BLOCK_SIZE,
@@ -194,7 +194,7 @@ class InstanceLoad:
         self.used_blocks = table[:, KV_USED_BLOCKS] + np.array(unsynced) if any(unsynced) else table[:, KV_USED_BLOCKS]
         self.head_of_line_blocks = np.zeros(len(id_list), dtype=np.int64)
         for row in np.flatnonzero(queued_requests).tolist():
-            self.head_of_line_blocks[row] = head_of_line_demand_blocks(instances[id_list[row]])
+            self.head_of_line_blocks[row] = instances[id_list[row]].head_of_line_demand_blocks()
         tiers = arrays.tier_table[ids]
         self.beyond_tiers = tiers.shape[1] > num_tiers and bool(tiers[:, num_tiers:].any())
         if tiers.shape[1] < num_tiers:

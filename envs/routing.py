@@ -69,7 +69,9 @@ class RoutingEnv(ServingEnv):
 
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``reward``, ``strict``, ``invalid_action_penalty``,
-    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), and scenario / workload overrides as keywords (e.g. ``rate_rps``).
+    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend`` (``"python"``, or ``"compiled"``: the
+    compiled simulator core, which raises naming what it does not run yet), and scenario / workload overrides as
+    keywords (e.g. ``rate_rps``).
 
     ## Scenarios
     ``default``, ``multitier``, ``pascal``, ``cauchy`` (see ``envs.presets.scenario_names()``).

@@ -91,8 +91,9 @@ class TierEnv(ServingEnv):
 
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``continuous``, ``reward``, ``strict``,
-    ``invalid_action_penalty``, ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), scenario / workload overrides as
-    keywords (e.g. ``num_tiers=3, priorities="uniform", tier_weights=(4, 2, 1)``).
+    ``invalid_action_penalty``, ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend`` (``"python"``, or
+    ``"compiled"``: the compiled simulator core, which raises naming what it does not run yet), scenario / workload
+    overrides as keywords (e.g. ``num_tiers=3, priorities="uniform", tier_weights=(4, 2, 1)``).
 
     ## Scenarios
     Any; meaningful with several tiers (``multitier``, or ``default`` with the overrides

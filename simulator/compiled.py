@@ -18,6 +18,8 @@ starts). Anything else raises a ``ValueError`` naming it, before anything runs.
 Decisions: with ``router=None`` every arrival stops ``advance`` with a ``"route"`` decision, as in
 ``Cluster``, answered with ``dispatch``; with ``track_arrays=True`` ``cluster.arrays`` reads the
 engine's own observation tables (``simulator.compiled_views.CoreArrays``, numpy views, no copy).
+Once the workload is submitted, ``instances`` holds ``CompiledInstance`` views: their config and
+counters, and the engine's answers to the observations' queries; reading their requests raises.
 
 Differences from ``Cluster``: the workload is one list given to ``submit`` or ``run`` (a stream is
 read whole first, so a bad request raises before any is served), after every instance is
@@ -37,7 +39,7 @@ from typing import Any, NoReturn
 from servegym_core import _core
 
 from simulator.cluster import Cluster, Decision
-from simulator.compiled_views import CompiledSequence, CoreArrays
+from simulator.compiled_views import CompiledInstance, CompiledSequence, CoreArrays
 from simulator.context import CONTEXT_REJECT_REASON
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
 from simulator.outcome import RequestOutcome
@@ -57,11 +59,8 @@ COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
 REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 """``rejected_reason`` by the engine's reject code."""
 INT64_LIMIT = 2**63
-NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook", "external_phase_decisions")
+NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook")
 """``Cluster`` options the compiled engine refuses when set (not None, not False)."""
-CACHE_COUNTERS = ("query_tokens", "hit_tokens", "host_hit_tokens", "evicted_blocks", "host_dropped_blocks",
-                  "entry_blocks", "host_blocks")
-"""``PrefixCache`` counters the engine reports back."""
 INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
 
 
@@ -76,8 +75,9 @@ class CompiledCluster(Cluster):
     def __init__(self, gpu_inventory: dict[str, int], *, router: Router | None | str = "round_robin",
                  **options: Any) -> None:
         """``Cluster``'s arguments; the router by a compiled name, a ``FreestInstanceRouter``, or
-        ``None`` (route decisions through ``advance``), and none of the hooks or external phase
-        decisions (``NOT_COMPILED_OPTIONS``)."""
+        ``None`` (route decisions through ``advance``), and none of the hooks
+        (``NOT_COMPILED_OPTIONS``); ``external_phase_decisions`` only for requests that do not
+        reason."""
         spec = _core.RouterSpec()
         if router is None:
             spec.name = "external"
@@ -93,7 +93,7 @@ class CompiledCluster(Cluster):
                 raise not_compiled(f"{name}={options[name]!r}")
         super().__init__(gpu_inventory, router=router, **options)
         self.router_spec = spec
-        """The compiled router (Llumnix's headroom fractions are read when the workload is submitted)."""
+        """The compiled router (Llumnix's headroom fractions are read again whenever they change)."""
         self._engine: _core.Engine | None = None
 
     def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
@@ -120,7 +120,10 @@ class CompiledCluster(Cluster):
         self._latest_arrival_s = -1.0
         for request in requests:
             self._check_next(request)
-        instances = list(self.instances.values())
+        if self.external_phase_decisions and any(request.reasoning_tokens for request in requests):
+            raise not_compiled("phase decisions (external_phase_decisions=True with reasoning requests)")
+        deployed = dict(self.instances)
+        instances = list(deployed.values())
         _check_instances(instances)
         model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]))
         model_index = {name: index for index, name in enumerate(model_names)}
@@ -146,6 +149,8 @@ class CompiledCluster(Cluster):
         self._scheduled = len(requests)
         if self.arrays is not None:
             self.arrays = CoreArrays(engine)  # type: ignore[assignment]
+        self.instances = {i: CompiledInstance(instance, engine.instance(i))  # type: ignore[misc]
+                          for i, instance in deployed.items()}
 
     def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
         """Serve ``requests`` (or the submitted ones) to the end in the compiled engine; return
@@ -156,6 +161,7 @@ class CompiledCluster(Cluster):
             self.submit(requests)
         elif self._engine is None:
             raise ValueError("CompiledCluster.run needs the requests (give them to run() or submit())")
+        self._push_headroom()
         self._engine.run()
         self._collect()
         return self.outcomes
@@ -168,6 +174,7 @@ class CompiledCluster(Cluster):
             return self._decision
         if self._engine is None:
             return None
+        self._push_headroom()
         row = self._engine.advance(until_s)
         self._collect()
         if row < 0:
@@ -186,21 +193,21 @@ class CompiledCluster(Cluster):
         self._engine.dispatch_decision(seq.row, instance_id)
         self._decision = None
 
+    def _push_headroom(self) -> None:
+        """Llumnix dispatch: give the engine the router's headroom fractions when they changed
+        since it last read them (Tier-v0 sets them between steps)."""
+        if isinstance(self.router, FreestInstanceRouter):
+            fractions = self.router.headroom_fractions.tolist()
+            if fractions != self.router_spec.headroom_fractions:
+                self.router_spec.headroom_fractions = fractions
+                self._engine.set_headroom_fractions(fractions)
+
     def _collect(self) -> None:
-        """Bring the Python side up to the engine: the clock, arrivals, instance counters and
-        the outcomes recorded since the last call."""
+        """Bring the Python side up to the engine: the clock, arrivals and the outcomes recorded
+        since the last call (the instances' views read the engine directly)."""
         engine = self._engine
         self.events.now_s = engine.now_s
         self.arrived = engine.arrived
-        for instance in self.instances.values():
-            counters = engine.instance(instance.instance_id)
-            instance.busy_time_s = counters.busy_time_s
-            instance.iterations = counters.iterations
-            instance.context_truncated = counters.context_truncated
-            instance.kv.used_blocks, instance.kv.cached_blocks = counters.kv_used_blocks, counters.kv_cached_blocks
-            if instance.prefix_cache is not None:
-                for name in CACHE_COUNTERS:
-                    setattr(instance.prefix_cache, name, getattr(counters.prefix_cache, name))
         if engine.num_outcomes > len(self.outcomes):
             self.outcomes += _outcomes(engine, self._requests, self.record_token_curves, len(self.outcomes))
 

@@ -1,9 +1,11 @@
 """What Python sees of a compiled engine between its events (``simulator.compiled``): the
-observation arrays as read-only numpy views of the engine's own tables, and the handle of a
-request waiting for a decision.
+observation arrays as read-only numpy views of the engine's own tables, its instances, and the
+handle of a request waiting for a decision.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from servegym_core import _core
@@ -67,5 +69,118 @@ class CompiledSequence:
     def tier(self) -> int:
         return self.request.tier
 
+    @property
+    def prompt_tokens(self) -> int:
+        return self.request.prompt_tokens
+
+    @property
+    def generated_tokens(self) -> int:
+        return 0  # a route decision names a new arrival
+
+    @property
+    def kv_tokens(self) -> int:
+        return 0
+
+    @property
+    def block_keys(self) -> None:
+        """Its chained block keys live in the engine; observing a routed request's prefix match
+        is not ported yet, so a request that carries block hashes raises."""
+        if self.request.block_hashes is not None:
+            raise ValueError(f"request {self.request_id} carries block hashes: the compiled engine does not support "
+                             "observing its prefix match (not ported yet; use simulator.cluster.Cluster)")
+        return None
+
     def __repr__(self) -> str:
         return f"CompiledSequence(row={self.row}, request_id={self.request_id})"
+
+
+class CompiledKV:
+    """An instance's KV pool in a compiled engine: its sizes, and the blocks in use and cached
+    now (``simulator.kv_blocks.KVBlockManager``'s counters, read-only)."""
+
+    __slots__ = ("_core", "total_blocks", "block_size", "watermark_blocks")
+
+    def __init__(self, core_instance: Any, total_blocks: int, block_size: int, watermark_blocks: int) -> None:
+        self._core = core_instance
+        self.total_blocks, self.block_size, self.watermark_blocks = total_blocks, block_size, watermark_blocks
+
+    @property
+    def used_blocks(self) -> int:
+        return self._core.kv_used_blocks
+
+    @property
+    def cached_blocks(self) -> int:
+        return self._core.kv_cached_blocks
+
+    @property
+    def free_blocks(self) -> int:
+        return self.total_blocks - self._core.kv_used_blocks
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.total_blocks * self.block_size
+
+
+class CompiledInstance:
+    """An instance of a compiled engine as Python code reads it between events: what its config
+    fixed (``STATIC``, from the ``Instance`` deployed in Python), and from the engine its
+    counters, its KV pool (``CompiledKV``), its prefix cache's counters and the queries the
+    observations ask (``num_requests``, ``unsynced_kv_blocks``, ``kv_used_blocks_now``,
+    ``head_of_line_demand_blocks``). Its requests live in the engine only: reading ``waiting``,
+    ``running``, ``sequences()`` or any other live attribute raises."""
+
+    STATIC = frozenset({
+        "instance_id", "config", "settings", "role", "gpu", "model", "latency", "lifecycle", "scheduler",
+        "preemption", "max_batch_size", "max_batched_tokens", "swap_s_per_token", "max_request_tokens",
+        "min_queue_length",
+    })
+    """The attributes read from the deployed ``Instance``: fixed for the engine's run."""
+
+    __slots__ = ("_instance", "_core", "kv")
+
+    def __init__(self, instance: Any, core_instance: Any) -> None:
+        self._instance = instance
+        self._core = core_instance
+        kv = instance.kv
+        self.kv = CompiledKV(core_instance, kv.total_blocks, kv.block_size, kv.watermark_blocks)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in CompiledInstance.STATIC:
+            return getattr(self._instance, name)
+        raise AttributeError(f"instance {self._instance.instance_id} runs in the compiled engine, which does not "
+                             f"expose {name!r} (not ported yet; use simulator.cluster.Cluster)")
+
+    @property
+    def prefix_cache(self) -> Any:
+        """Its prefix cache's counters (``query_tokens``, ``hit_tokens``, ``entry_blocks``, ...), or
+        None without prefix caching."""
+        return self._core.prefix_cache
+
+    @property
+    def busy_time_s(self) -> float:
+        return self._core.busy_time_s
+
+    @property
+    def iterations(self) -> int:
+        return self._core.iterations
+
+    @property
+    def context_truncated(self) -> int:
+        return self._core.context_truncated
+
+    @property
+    def num_requests(self) -> int:
+        return self._core.num_requests
+
+    @property
+    def busy(self) -> bool:
+        return self._core.busy
+
+    def unsynced_kv_blocks(self) -> int:
+        return self._core.unsynced_kv_blocks()
+
+    def kv_used_blocks_now(self) -> int:
+        return self._core.kv_used_blocks + self._core.unsynced_kv_blocks()
+
+    def head_of_line_demand_blocks(self) -> int:
+        return self._core.head_of_line_demand_blocks()

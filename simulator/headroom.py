@@ -35,8 +35,6 @@ from collections.abc import Sequence as SequenceOf
 import numpy as np
 
 from simulator.instance import Instance, Lifecycle
-from simulator.kv_blocks import blocks_for_tokens
-from simulator.sequence import Residency, Sequence
 
 HEADROOM_MAX_FRACTION = 0.20  # h_max: tier 0 reserves 20% of the KV blocks (§3.3)
 LAST_TIER_DECAY = 3.0  # λ·(K − 1): H_{K−1} = e^(−3) H_0 ≈ 0.05 H_0 ≈ 0.01 M, "≈ 0"
@@ -80,21 +78,10 @@ def physical_usage_blocks(instance: Instance) -> int:
     return instance.kv_used_blocks_now()
 
 
-def head_of_line(instance: Instance) -> Sequence | None:
-    """The first queued (waiting or swapped) request in the local scheduler's order."""
-    queued = instance.waiting + instance.swapped
-    if not queued:
-        return None
-    return min(queued, key=instance.scheduler.priority_key)
-
-
 def head_of_line_demand_blocks(instance: Instance) -> int:
-    """req.demand of eq. 2 for the head of line (0 when nothing is queued)."""
-    seq = head_of_line(instance)
-    if seq is None:
-        return 0
-    tokens = seq.kv_tokens + 1 if seq.residency == Residency.SWAPPED else seq.prefill_target_tokens
-    return blocks_for_tokens(tokens, instance.kv.block_size)
+    """req.demand of eq. 2 for the head of line (0 when nothing is queued):
+    ``Instance.head_of_line_demand_blocks``."""
+    return instance.head_of_line_demand_blocks()
 
 
 def tiers_present(instance: Instance) -> set[int]:

@@ -328,6 +328,17 @@ class Instance:
     def sequences(self) -> list[Sequence]:
         return self.running + self.swapped + self.waiting
 
+    def head_of_line_demand_blocks(self) -> int:
+        """The blocks the first queued (waiting, then swapped) request in the local scheduler's
+        order would take: its prefill's, or a swapped one's KV plus its next token's slot; 0 with
+        nothing queued (req.demand of Llumnix-K eq. 2 for the head of line)."""
+        queued = self.waiting + self.swapped
+        if not queued:
+            return 0
+        seq = min(queued, key=self.scheduler.priority_key)
+        tokens = seq.kv_tokens + 1 if seq.residency == Residency.SWAPPED else seq.prefill_target_tokens
+        return blocks_for_tokens(tokens, self.kv.block_size)
+
     def kv_used_blocks_now(self) -> int:
         """KV blocks in use at this moment, counting the decode iterations of the running segment
         finished by now, without changing any state (cheap enough for every observation)."""

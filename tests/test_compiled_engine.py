@@ -583,3 +583,15 @@ def test_segments_of_1024_iterations_sum_as_numpys_cumsum():
     assert counters(compiled) == counters(python)
     gaps = [b[1] - a[1] for outcome in expected for a, b in zip(outcome.token_curve, outcome.token_curve[1:])]
     assert max(gaps) == 1023  # a segment's first and last token: 1,024 iterations
+
+
+def test_an_env_on_an_unknown_backend_or_a_combo_scenario_compiled_raises_naming_it():
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the IDs)
+
+    with pytest.raises(ValueError, match="backend 'rust': unknown; known: python, compiled"):
+        gym.make("servegym/Routing-v0", backend="rust")
+    env = gym.make("servegym/Routing-v0", scenario="cauchy_autoscaling", backend="compiled")
+    with pytest.raises(ValueError, match="backend 'compiled': scenario 'cauchy_autoscaling' deploys GPU combos"):
+        env.reset(seed=0)

@@ -7,7 +7,10 @@ recorded them they match bit for bit, but numpy's SIMD kernels (``exp``, BLAS do
 the last bit differently by CPU: on an AVX-512 machine Cascadia's utopia − nadir (a quadrature,
 ``simulator.cascade_quality``) comes out one ulp larger than on the recording machine, which moves
 a third of the Cascade-v0 rewards by one ulp. Same-machine repeatability is checked bit for bit
-here (two replays) and across processes in ``tests/test_determinism.py``."""
+here (two replays) and across processes in ``tests/test_determinism.py``.
+
+The cases the compiled simulator core runs (``backend="compiled"``) give the same trajectories on
+it; every other case raises there, naming what is not ported yet."""
 
 from __future__ import annotations
 
@@ -21,6 +24,11 @@ from trajectories import GOLDEN_DIR, record
 INDEX = json.loads((GOLDEN_DIR / "index.json").read_text())
 CASES = sorted(INDEX["recorded"])
 FLOAT_RTOL = 1e-12  # a few ulps: far below any change of behaviour, above cross-CPU rounding
+COMPILED_CASES = [f"Routing-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter",
+                                              "default")] + [
+    f"Tier-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter", "default",
+                             "mooncake")]
+"""The cases the compiled simulator core runs (``backend="compiled"``)."""
 
 
 def assert_same(actual, expected, where: str) -> None:
@@ -52,8 +60,30 @@ def test_every_registered_id_is_recorded_on_a_scenario():
 @pytest.mark.parametrize("name", CASES)
 def test_replay_matches_the_recording(name):
     case = INDEX["recorded"][name]
-    golden = np.load(GOLDEN_DIR / f"{name}.npz")
     replay = record(case["env_id"], case["scenario"], case["options"], case["steps"], seed=INDEX["seed"])
+    assert_matches_the_recording(name, replay)
+
+
+@pytest.mark.parametrize("name", COMPILED_CASES)
+def test_the_compiled_engine_replays_the_recording(name):
+    """``backend="compiled"``: the same trajectory on the compiled simulator core."""
+    case = INDEX["recorded"][name]
+    options = {**case["options"], "backend": "compiled"}
+    assert_matches_the_recording(name, record(case["env_id"], case["scenario"], options, case["steps"], seed=INDEX["seed"]))
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - set(COMPILED_CASES)))
+def test_a_case_the_compiled_engine_does_not_run_raises_naming_what(name):
+    """Never a silently different trajectory: what the compiled engine does not port yet raises,
+    at reset or at the first step that needs it, with a message saying so."""
+    case = INDEX["recorded"][name]
+    options = {**case["options"], "backend": "compiled"}
+    with pytest.raises((ValueError, AttributeError), match="compiled engine"):
+        record(case["env_id"], case["scenario"], options, case["steps"], seed=INDEX["seed"])
+
+
+def assert_matches_the_recording(name: str, replay: dict[str, np.ndarray]) -> None:
+    golden = np.load(GOLDEN_DIR / f"{name}.npz")
     assert sorted(replay) == sorted(golden.files)
     for key in golden.files:
         expected, actual = golden[key], replay[key]

@@ -72,6 +72,12 @@ void bind_engine(nb::module_& m) {
       .def_ro("busy_time_s", &Instance::busy_time_s)
       .def_ro("iterations", &Instance::iterations)
       .def_ro("context_truncated", &Instance::context_truncated)
+      .def_prop_ro("num_requests", &Instance::num_requests)
+      .def_ro("busy", &Instance::busy)
+      .def("unsynced_kv_blocks", &Instance::unsynced_kv_blocks,
+           "KV blocks the decode iterations finished by now but not yet applied fill.")
+      .def("head_of_line_demand_blocks", &Instance::head_of_line_demand_blocks,
+           "The blocks the first queued request in the local scheduler's order would take.")
       .def_prop_ro("kv_used_blocks", [](const Instance& i) { return i.kv.used_blocks; })
       .def_prop_ro("kv_cached_blocks", [](const Instance& i) { return i.kv.cached_blocks; })
       .def_prop_ro("prefix_cache", [](const Instance& i) { return i.cache.get(); }, nb::rv_policy::reference_internal,
@@ -84,7 +90,8 @@ void bind_engine(nb::module_& m) {
       .def_ro("evicted_blocks", &PrefixCache::evicted_blocks)
       .def_ro("host_dropped_blocks", &PrefixCache::host_dropped_blocks)
       .def_ro("entry_blocks", &PrefixCache::entry_blocks)
-      .def_ro("host_blocks", &PrefixCache::host_blocks);
+      .def_ro("host_blocks", &PrefixCache::host_blocks)
+      .def_ro("host_capacity_blocks", &PrefixCache::host_capacity_blocks);
 
   using T = RequestTable;
   nb::class_<T>(m, "RequestTable", "Requests as columns, one row each (read-only copies).")
@@ -120,6 +127,7 @@ void bind_engine(nb::module_& m) {
       .def("advance", &Engine::advance, "until_s"_a, nb::call_guard<nb::gil_scoped_release>(),
            "Run events up to until_s or a route decision; the request row waiting for it, or -1.")
       .def("dispatch_decision", &Engine::dispatch_decision, "row"_a, "instance_id"_a)
+      .def("set_headroom_fractions", &Engine::set_headroom_fractions, "fractions"_a)
       .def_prop_ro("num_outcomes", &Engine::num_outcomes)
       .def_prop_ro("arrived", &Engine::arrived)
       .def_prop_ro("arrays_table", [](const Engine& e) {

@@ -124,6 +124,11 @@ void Engine::step(const Event& event) {
   }
 }
 
+void Engine::set_headroom_fractions(std::vector<double> fractions) {
+  if (!router_) throw std::logic_error("Engine.set_headroom_fractions: no router yet (call submit first)");
+  router_->set_headroom_fractions(std::move(fractions));
+}
+
 void Engine::dispatch_decision(Req r, std::int32_t instance_id) {
   if (r < 0 || r != pending_route_) {
     throw std::invalid_argument("request row " + std::to_string(r) + " is not waiting for a route decision");

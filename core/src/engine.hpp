@@ -48,6 +48,8 @@ class Engine : public InstanceHost {
   // Answer the pending route decision of row r: send it to instance_id (Cluster.dispatch).
   void dispatch_decision(Req r, std::int32_t instance_id);
   const InstanceArrays* arrays() const { return arrays_.get(); }
+  // llumnix: route with these headroom fractions from now on (after submit).
+  void set_headroom_fractions(std::vector<double> fractions);
   std::size_t num_outcomes() const { return outcomes_.size(); }
   std::size_t arrived() const { return arrived_; }
 

@@ -86,6 +86,8 @@ class FreestInstanceRouter : public Router {
     return best_id;
   }
 
+  void set_headroom_fractions(std::vector<double> fractions) override { fractions_ = std::move(fractions); }
+
  private:
   std::vector<double> fractions_;
 };
@@ -118,6 +120,10 @@ double freeness_full(const Instance& instance, const std::vector<double>& headro
   const auto batch = static_cast<std::int64_t>(instance.running.size()) + (queued ? 1 : 0);
   if (batch == 0) return std::numeric_limits<double>::infinity();
   return (total - usage) / static_cast<double>(batch);
+}
+
+void Router::set_headroom_fractions(std::vector<double>) {
+  throw std::logic_error("this router has no headroom fractions");
 }
 
 std::unique_ptr<Router> make_router(const RouterSpec& spec) {

@@ -18,6 +18,9 @@ class Router {
   // naming the request when no instance can.
   virtual std::int32_t route(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
                              Req r) = 0;
+  // llumnix: the headroom fractions from now on (Tier-v0 sets them every step); throws
+  // std::logic_error for a router that has none.
+  virtual void set_headroom_fractions(std::vector<double> fractions);
 };
 
 // What a router is built from: its name, and what some of them take.

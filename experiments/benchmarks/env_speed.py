@@ -7,6 +7,7 @@ the env's share is the step's other work (action checks, apply, reward, info).
 
     python -m experiments.benchmarks.env_speed [--scenario NAME] [--steps 2000] [--repeats 3] [--ppo-steps 2048]
                                                [--ppo-device cpu] [--shipped-hyperparams]
+                                               [--backend python|compiled]
 
 Each ID runs on ``default`` except Cascade-v0, which needs a cascade and runs on
 ``cascadeserve``; ``--scenario`` runs every ID on the one named. A rate is the median of
@@ -81,8 +82,9 @@ def cartpole_steps_per_s(steps: int, seed: int = 0, frozen: bool = True) -> floa
         return steps / (time.perf_counter() - started)
 
 
-def env_steps_per_s(env_id: str, scenario: str, steps: int, seed: int = 0, frozen: bool = True) -> tuple[float, int]:
-    env = gym.make(env_id, scenario=scenario)
+def env_steps_per_s(env_id: str, scenario: str, steps: int, seed: int = 0, frozen: bool = True,
+                    backend: str = "python") -> tuple[float, int]:
+    env = gym.make(env_id, scenario=scenario, backend=backend)
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     done_steps = 0
@@ -143,11 +145,11 @@ class _PartTimer:
 
 
 def ppo_steps_per_s(
-    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu"
+    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu", backend: str = "python"
 ) -> tuple[float, float, float, float]:
     """MaskablePPO steps per second (networks on torch ``device``) and the shares of its wall
     time spent in the env, in the env's simulator and in its observation."""
-    env = _TimedEnv(gym.make(env_id, scenario=scenario))
+    env = _TimedEnv(gym.make(env_id, scenario=scenario, backend=backend))
     parts = _PartTimer(env)
     model = MaskablePPO("MultiInputPolicy", env, n_steps=512, batch_size=128, n_epochs=4, seed=0, device=device)
     with _timed_block(frozen):
@@ -220,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ppo-device", default="cpu", help="torch device of MaskablePPO's networks (cpu, cuda)")
     parser.add_argument("--shipped-hyperparams", action="store_true",
                         help="train MaskablePPO as agents.train does, with each ID's shipped hyper-parameters")
+    parser.add_argument("--backend", default="python", choices=("python", "compiled"),
+                        help="the simulation engine under the envs (compiled: what it ports; the rest raises)")
     parser.add_argument("--default-gc", action="store_true",
                         help="time with the garbage collector's default behaviour, not inside agents.frozen_heap")
     args = parser.parse_args(argv)
@@ -234,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.scenario is not None and args.scenario not in envs.scenario_names():
         raise ValueError(f"--scenario {args.scenario}: unknown; known: {', '.join(envs.scenario_names())}")
     frozen = not args.default_gc
+    if args.shipped_hyperparams and args.backend != "python":
+        parser.error("--shipped-hyperparams trains through agents.train, which runs the Python engine")
     if args.shipped_hyperparams:
         return _print_shipped(args.ids.split(","), args.scenario, args.ppo_steps, frozen, args.ppo_device)
     cartpole_rates = [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
@@ -241,9 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     for env_id in args.ids.split(","):
         scenario = args.scenario or SCENARIO_BY_ENV.get(env_id, "default")
         rate = statistics.median(
-            env_steps_per_s(env_id, scenario, args.steps, frozen=frozen)[0] for _ in range(args.repeats)
+            env_steps_per_s(env_id, scenario, args.steps, frozen=frozen, backend=args.backend)[0]
+            for _ in range(args.repeats)
         )
-        ppo = ppo_steps_per_s(env_id, scenario, args.ppo_steps, frozen=frozen, device=args.ppo_device)
+        ppo = ppo_steps_per_s(env_id, scenario, args.ppo_steps, frozen=frozen, device=args.ppo_device,
+                              backend=args.backend)
         rows.append((env_id, scenario, rate, *ppo))
     cartpole_rates += [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
     cartpole = statistics.median(cartpole_rates)
