@@ -37,7 +37,6 @@ from simulator.instance_arrays import (
     WATERMARK_BLOCKS,
     InstanceArrays,
 )
-from simulator.sequence import Residency
 from simulator.sequence import Sequence as SimSequence
 
 COUNT_SCALE = 16.0  # requests
@@ -247,6 +246,10 @@ class InstanceLoad:
         return np.subtract(freeness_normal, charge, out=freeness_normal.copy(), where=charged)
 
 
+REQUEST_COUNT_FIELDS = ("reasoning", "answering", "fresh_answering", "demoted", "answers_overdue")
+"""The per-request columns, in the order ``Instance.request_counts`` gives them."""
+
+
 class InstanceFeatures:
     """Fills the ``(max_instances, n_features)`` matrix from a cluster's arrays."""
 
@@ -429,26 +432,9 @@ class InstanceFeatures:
             overdue_before_s = now_s - self.tpot_target_s if self.tpot_target_s is not None else -math.inf
             fresh_tokens = self.fresh_quantum_tokens
             for row, instance_id in enumerate(ids.tolist()):
-                reasoning = answering = fresh = demoted = overdue = 0
-                for seq in instances[instance_id].sequences():
-                    if seq.reasoning_tokens and seq.generated_tokens < seq.reasoning_tokens:
-                        reasoning += 1
-                        demoted += seq.demoted
-                    elif seq.generated_tokens > 0:
-                        answering += 1
-                        if (
-                            seq.generated_tokens == seq.reasoning_tokens
-                            and seq.residency != Residency.RUNNING
-                            and seq.reasoning_end_s < overdue_before_s
-                        ):
-                            overdue += 1
-                        if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < fresh_tokens:
-                            fresh += 1
-                raw[column["reasoning"], row] = reasoning
-                raw[column["answering"], row] = answering
-                raw[column["fresh_answering"], row] = fresh
-                raw[column["demoted"], row] = demoted
-                raw[column["answers_overdue"], row] = overdue
+                counts = instances[instance_id].request_counts(overdue_before_s, fresh_tokens)
+                for name, count in zip(REQUEST_COUNT_FIELDS, counts):
+                    raw[column[name], row] = count
         if self.tpot_target_s is not None:
             instances = cluster.instances
             for row, instance_id in enumerate(ids.tolist()):

@@ -16,16 +16,21 @@ routers (the last as a ``FreestInstanceRouter``, its headroom fractions read whe
 starts). Anything else raises a ``ValueError`` naming it, before anything runs.
 
 Decisions: with ``router=None`` every arrival stops ``advance`` with a ``"route"`` decision, as in
-``Cluster``, answered with ``dispatch``; with ``track_arrays=True`` ``cluster.arrays`` reads the
-engine's own observation tables (``simulator.compiled_views.CoreArrays``, numpy views, no copy).
-Once the workload is submitted, ``instances`` holds ``CompiledInstance`` views: their config and
-counters, and the engine's answers to the observations' queries; reading their requests raises.
+``Cluster``, answered with ``dispatch``; with ``external_phase_decisions=True`` every request that
+finishes reasoning stops it with a ``"phase"`` decision, answered with ``place_answering`` (the
+same instance, or another after a KV transfer). With ``track_arrays=True`` ``cluster.arrays``
+reads the engine's own observation tables (``simulator.compiled_views.CoreArrays``, numpy views,
+no copy). Once the workload is submitted, ``instances`` holds ``CompiledInstance`` views: their
+config and counters, and the engine's answers to the observations' queries; reading their
+requests raises.
 
 Differences from ``Cluster``: the workload is one list given to ``submit`` or ``run`` (a stream is
 read whole first, so a bad request raises before any is served), after every instance is
-deployed; ``arrived_sequences`` stays empty (no ``Sequence`` objects exist; a decision names its
-request by a ``CompiledSequence``); timers and live changes (``every``, ``migrate``, ``drain``,
-``deploy`` after the submit, ``add_arrival``) are not available.
+deployed; no ``Sequence`` objects exist (``arrived_sequences`` raises once the workload is
+submitted, unless ``keep_sequences=False``; a decision names its request by a
+``CompiledSequence``); events cannot be scheduled from Python; timers and live changes
+(``every``, ``migrate``, ``drain``, ``deploy`` after the submit, ``add_arrival``) are not
+available.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ from typing import Any, NoReturn
 from servegym_core import _core
 
 from simulator.cluster import Cluster, Decision
-from simulator.compiled_views import CompiledInstance, CompiledSequence, CoreArrays
+from simulator.compiled_views import CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
+from simulator.compiled_views import not_ported as not_compiled
 from simulator.context import CONTEXT_REJECT_REASON
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
 from simulator.outcome import RequestOutcome
@@ -64,11 +70,6 @@ NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook")
 INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
 
 
-def not_compiled(feature: str) -> ValueError:
-    """The error for a configuration outside what the compiled engine ports."""
-    return ValueError(f"the compiled engine does not support {feature} (not ported yet; use simulator.cluster.Cluster)")
-
-
 class CompiledCluster(Cluster):
     """A ``Cluster`` whose ``run`` serves the workload in the compiled engine (module docstring)."""
 
@@ -76,8 +77,7 @@ class CompiledCluster(Cluster):
                  **options: Any) -> None:
         """``Cluster``'s arguments; the router by a compiled name, a ``FreestInstanceRouter``, or
         ``None`` (route decisions through ``advance``), and none of the hooks
-        (``NOT_COMPILED_OPTIONS``); ``external_phase_decisions`` only for requests that do not
-        reason."""
+        (``NOT_COMPILED_OPTIONS``)."""
         spec = _core.RouterSpec()
         if router is None:
             spec.name = "external"
@@ -91,10 +91,13 @@ class CompiledCluster(Cluster):
         for name in NOT_COMPILED_OPTIONS:
             if options.get(name):
                 raise not_compiled(f"{name}={options[name]!r}")
+        self._engine: _core.Engine | None = None
+        self._chained_keys: list[tuple[int, ...] | None] = []
+        """Each submitted request's chained block keys, when an instance caches prefixes."""
         super().__init__(gpu_inventory, router=router, **options)
+        self._built_router = self.router
         self.router_spec = spec
         """The compiled router (Llumnix's headroom fractions are read again whenever they change)."""
-        self._engine: _core.Engine | None = None
 
     def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
         """``Cluster.deploy`` for a config the engine ports, serving now (``ready_now=True``),
@@ -116,12 +119,11 @@ class CompiledCluster(Cluster):
         instances deployed so far; then ``run`` it, or ``advance`` it decision by decision."""
         if self._engine is not None:
             raise ValueError("CompiledCluster serves one workload; this cluster already has one")
+        self._check_unchanged()
         requests = requests if isinstance(requests, SequenceOf) else list(requests)
         self._latest_arrival_s = -1.0
         for request in requests:
             self._check_next(request)
-        if self.external_phase_decisions and any(request.reasoning_tokens for request in requests):
-            raise not_compiled("phase decisions (external_phase_decisions=True with reasoning requests)")
         deployed = dict(self.instances)
         instances = list(deployed.values())
         _check_instances(instances)
@@ -129,10 +131,14 @@ class CompiledCluster(Cluster):
         model_index = {name: index for index, name in enumerate(model_names)}
         if isinstance(self.router, FreestInstanceRouter):
             self.router_spec.headroom_fractions = self.router.headroom_fractions.tolist()
-        engine = _core.Engine(self.router_spec, self.record_token_curves, model_names, self.arrays is not None)
+        engine = _core.Engine(self.router_spec, self.record_token_curves, model_names, self.arrays is not None,
+                              self.external_phase_decisions)
+        gpu_index: dict[str, int] = {}
         for instance in instances:
+            settings = _settings(instance, model_index[instance.model.name])
+            settings.gpu_index = gpu_index.setdefault(instance.gpu.name, len(gpu_index))
             # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
-            engine.add_instance(_settings(instance, model_index[instance.model.name]), instance.latency._evaluator)
+            engine.add_instance(settings, instance.latency._evaluator)
         columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
         try:
             engine.submit(columns["request_id"], [float(r.arrival_s) for r in requests], columns["prompt_tokens"],
@@ -151,6 +157,32 @@ class CompiledCluster(Cluster):
             self.arrays = CoreArrays(engine)  # type: ignore[assignment]
         self.instances = {i: CompiledInstance(instance, engine.instance(i))  # type: ignore[misc]
                           for i, instance in deployed.items()}
+        self.events = CompiledClock(engine.now_s)  # type: ignore[assignment]
+
+    def _check_unchanged(self) -> None:
+        """Nothing the engine would not see was set since construction: a hook, another router,
+        an event scheduled in Python."""
+        for name in NOT_COMPILED_OPTIONS:
+            if getattr(self, name):
+                raise not_compiled(f"{name}={getattr(self, name)!r}")
+        if self.router is not self._built_router:
+            raise not_compiled(f"a router replaced after construction ({self.router!r})")
+        if len(self.events):
+            raise not_compiled(f"{len(self.events)} event(s) scheduled in Python before the workload was submitted")
+
+    @property
+    def arrived_sequences(self) -> list[Any]:
+        """No ``Sequence`` objects exist in the compiled engine: empty before the workload is
+        submitted or with ``keep_sequences=False``, else an error (rather than a list that stays
+        empty)."""
+        if self._engine is not None and self.keep_sequences:
+            raise not_compiled("arrived_sequences (the live requests; e.g. the dense rewards read them)")
+        return []
+
+    @arrived_sequences.setter
+    def arrived_sequences(self, value: list[Any]) -> None:
+        if value:
+            raise not_compiled("arrived_sequences")
 
     def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
         """Serve ``requests`` (or the submitted ones) to the end in the compiled engine; return
@@ -175,22 +207,34 @@ class CompiledCluster(Cluster):
         if self._engine is None:
             return None
         self._push_headroom()
-        row = self._engine.advance(until_s)
+        kind, row, instance_id = self._engine.advance(until_s)
         self._collect()
-        if row < 0:
+        if kind == 0:
             return None
-        self._decision = Decision("route", CompiledSequence(row, self._requests[row]))
+        keys = self._chained_keys[row] if self._chained_keys else None
+        seq = CompiledSequence(self._engine, row, self._requests[row], keys)
+        self._decision = Decision("route", seq) if kind == 1 else Decision("phase", seq, instance_id)
         return self._decision
 
     def dispatch(self, seq: Any, instance_id: int) -> None:
         """Answer the pending route decision: send its request to ``instance_id``."""
         self.version += 1
-        if self._decision is None or self._decision.seq is not seq:
-            raise not_compiled("dispatch() of a request that no decision names")
+        if self._decision is None or self._decision.kind != "route" or self._decision.seq is not seq:
+            raise not_compiled("dispatch() of a request that no route decision names")
         refusal = self._refusal(self._instance(instance_id), seq)
         if refusal is not None:
             raise ValueError(refusal)
         self._engine.dispatch_decision(seq.row, instance_id)
+        self._decision = None
+
+    def place_answering(self, seq: Any, instance_id: int) -> None:
+        """Answer the pending phase decision: continue answering on ``instance_id`` (the same
+        instance, or another one after a KV transfer)."""
+        self.version += 1
+        if self._decision is None or self._decision.kind != "phase" or self._decision.seq is not seq:
+            raise ValueError(f"request {seq.request_id} is not waiting for a phase decision")
+        self._instance(instance_id)
+        self._engine.place_answering(seq.row, instance_id)
         self._decision = None
 
     def _push_headroom(self) -> None:
@@ -213,10 +257,12 @@ class CompiledCluster(Cluster):
 
     def _block_keys(self, requests: SequenceOf[Request]) -> tuple[list[int], list[int], list[int]]:
         """For prefix caching: each request's hash-block size (0: none), the offsets of its chained
-        keys (``PrefixKeys.of_request``, interned as ``Cluster`` interns them) and the keys, flat."""
+        keys (``PrefixKeys.of_request``, interned as ``Cluster`` interns them; kept for the
+        decisions) and the keys, flat."""
         sizes, offsets, keys = [], [0], []
         for request in requests:
             chained = self.prefix_keys.of_request(request)
+            self._chained_keys.append(chained)
             if chained is not None:
                 keys += chained
             sizes.append(0 if request.block_hashes is None else request.block_hashes.block_tokens)
@@ -239,9 +285,6 @@ class CompiledCluster(Cluster):
 
     def dispatch_in_place(self, seq: Any, instance_id: int) -> NoReturn:
         raise not_compiled("dispatch_in_place()")
-
-    def place_answering(self, seq: Any, instance_id: int) -> NoReturn:
-        raise not_compiled("place_answering()")
 
     def migrate(self, seq: Any, target_id: int) -> bool:
         raise not_compiled("migrate()")
@@ -286,6 +329,9 @@ def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
     settings.context_tokens = instance.model.context_tokens
     settings.swap_s_per_token = instance.swap_s_per_token
     settings.frontend_s = instance.latency.engine.frontend_s
+    settings.intra_node_link_gbps = instance.gpu.intra_node_link_gbps
+    settings.host_link_gbps = instance.gpu.host_link_gbps
+    settings.kv_bytes_per_token = instance.model.kv_bytes_per_token
     settings.preempt_by_swap = instance.preemption == "swap"
     cache = instance.prefix_cache
     settings.prefix_caching = cache is not None

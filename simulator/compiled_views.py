@@ -51,15 +51,40 @@ class CoreArrays:
         return self._engine.arrays_layout_version
 
 
+class CompiledClock:
+    """``cluster.events`` of a compiled cluster once its workload is submitted: the engine's
+    clock (``now_s``, brought up to it at every stop). Events live in the engine: scheduling a
+    Python callback raises rather than never running."""
+
+    __slots__ = ("now_s",)
+
+    def __init__(self, now_s: float) -> None:
+        self.now_s = now_s
+
+    def __len__(self) -> int:
+        raise not_ported("the event queue's length")
+
+    def schedule(self, time_s: float, callback: Any, arg: Any = None) -> None:
+        raise not_ported("events scheduled from Python (timers, callbacks)")
+
+
+def not_ported(feature: str) -> ValueError:
+    """The error for something the compiled engine does not run yet."""
+    return ValueError(f"the compiled engine does not support {feature} (not ported yet; use simulator.cluster.Cluster)")
+
+
 class CompiledSequence:
     """A request inside a compiled engine, as a decision names it: its ``request`` and its row
     in the engine's request table."""
 
-    __slots__ = ("row", "request")
+    __slots__ = ("_engine", "row", "request", "block_keys")
 
-    def __init__(self, row: int, request: Request) -> None:
+    def __init__(self, engine: _core.Engine, row: int, request: Request, block_keys: tuple[int, ...] | None) -> None:
+        self._engine = engine
         self.row = row
         self.request = request
+        self.block_keys = block_keys
+        """Its chained block keys (``PrefixKeys.of_request``; None without block hashes)."""
 
     @property
     def request_id(self) -> int:
@@ -75,20 +100,16 @@ class CompiledSequence:
 
     @property
     def generated_tokens(self) -> int:
-        return 0  # a route decision names a new arrival
+        return self._engine.request_tokens(self.row)[0]
 
     @property
     def kv_tokens(self) -> int:
-        return 0
+        return self._engine.request_tokens(self.row)[1]
 
     @property
-    def block_keys(self) -> None:
-        """Its chained block keys live in the engine; observing a routed request's prefix match
-        is not ported yet, so a request that carries block hashes raises."""
-        if self.request.block_hashes is not None:
-            raise ValueError(f"request {self.request_id} carries block hashes: the compiled engine does not support "
-                             "observing its prefix match (not ported yet; use simulator.cluster.Cluster)")
-        return None
+    def block_tokens(self) -> int:
+        """Tokens per hash block (0 without block hashes)."""
+        return 0 if self.request.block_hashes is None else self.request.block_hashes.block_tokens
 
     def __repr__(self) -> str:
         return f"CompiledSequence(row={self.row}, request_id={self.request_id})"
@@ -121,12 +142,30 @@ class CompiledKV:
         return self.total_blocks * self.block_size
 
 
+class CompiledPrefixCache:
+    """An instance's prefix cache in a compiled engine: its counters (``query_tokens``,
+    ``hit_tokens``, ``host_hit_tokens``, ``entry_blocks``, ...) and ``match`` of a request
+    waiting for a decision (``simulator.prefix_cache.PrefixCache.match``), from the engine."""
+
+    __slots__ = ("_core", "_counters")
+
+    def __init__(self, core_instance: Any) -> None:
+        self._core = core_instance
+        self._counters = core_instance.prefix_cache
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._counters, name)
+
+    def match(self, seq: CompiledSequence) -> tuple[int, int, int]:
+        return self._core.prefix_match(seq.row)
+
+
 class CompiledInstance:
     """An instance of a compiled engine as Python code reads it between events: what its config
     fixed (``STATIC``, from the ``Instance`` deployed in Python), and from the engine its
     counters, its KV pool (``CompiledKV``), its prefix cache's counters and the queries the
     observations ask (``num_requests``, ``unsynced_kv_blocks``, ``kv_used_blocks_now``,
-    ``head_of_line_demand_blocks``). Its requests live in the engine only: reading ``waiting``,
+    ``head_of_line_demand_blocks``, ``request_counts``, ``answering_behind_pace``). Its requests live in the engine only: reading ``waiting``,
     ``running``, ``sequences()`` or any other live attribute raises."""
 
     STATIC = frozenset({
@@ -136,25 +175,21 @@ class CompiledInstance:
     })
     """The attributes read from the deployed ``Instance``: fixed for the engine's run."""
 
-    __slots__ = ("_instance", "_core", "kv")
+    __slots__ = ("_instance", "_core", "kv", "prefix_cache")
 
     def __init__(self, instance: Any, core_instance: Any) -> None:
         self._instance = instance
         self._core = core_instance
         kv = instance.kv
         self.kv = CompiledKV(core_instance, kv.total_blocks, kv.block_size, kv.watermark_blocks)
+        self.prefix_cache = None if core_instance.prefix_cache is None else CompiledPrefixCache(core_instance)
+        """Its prefix cache (``CompiledPrefixCache``), or None without prefix caching."""
 
     def __getattr__(self, name: str) -> Any:
         if name in CompiledInstance.STATIC:
             return getattr(self._instance, name)
         raise AttributeError(f"instance {self._instance.instance_id} runs in the compiled engine, which does not "
                              f"expose {name!r} (not ported yet; use simulator.cluster.Cluster)")
-
-    @property
-    def prefix_cache(self) -> Any:
-        """Its prefix cache's counters (``query_tokens``, ``hit_tokens``, ``entry_blocks``, ...), or
-        None without prefix caching."""
-        return self._core.prefix_cache
 
     @property
     def busy_time_s(self) -> float:
@@ -184,3 +219,9 @@ class CompiledInstance:
 
     def head_of_line_demand_blocks(self) -> int:
         return self._core.head_of_line_demand_blocks()
+
+    def request_counts(self, overdue_before_s: float, fresh_tokens: int) -> tuple[int, int, int, int, int]:
+        return self._core.request_counts(overdue_before_s, fresh_tokens)
+
+    def answering_behind_pace(self, tpot_target_s: float) -> bool:
+        return self._core.answering_behind_pace(tpot_target_s)

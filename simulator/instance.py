@@ -328,6 +328,27 @@ class Instance:
     def sequences(self) -> list[Sequence]:
         return self.running + self.swapped + self.waiting
 
+    def request_counts(self, overdue_before_s: float, fresh_tokens: int) -> tuple[int, int, int, int, int]:
+        """Its requests now: (reasoning, answering, fresh answering: answered fewer than
+        ``fresh_tokens`` tokens since reasoning, demoted reasoning (PASCAL), answers overdue:
+        reasoning ended before ``overdue_before_s`` and not running since)."""
+        reasoning = answering = fresh = demoted = overdue = 0
+        for seq in self.sequences():
+            if seq.reasoning_tokens and seq.generated_tokens < seq.reasoning_tokens:
+                reasoning += 1
+                demoted += seq.demoted
+            elif seq.generated_tokens > 0:
+                answering += 1
+                if (
+                    seq.generated_tokens == seq.reasoning_tokens
+                    and seq.residency != Residency.RUNNING
+                    and seq.reasoning_end_s < overdue_before_s
+                ):
+                    overdue += 1
+                if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < fresh_tokens:
+                    fresh += 1
+        return reasoning, answering, fresh, demoted, overdue
+
     def head_of_line_demand_blocks(self) -> int:
         """The blocks the first queued (waiting, then swapped) request in the local scheduler's
         order would take: its prefill's, or a swapped one's KV plus its next token's slot; 0 with
@@ -411,7 +432,8 @@ class Instance:
         Allocates its blocks here; returns False (and takes nothing) if they do not fit now.
         """
         need = blocks_for_tokens(seq.kv_tokens + 1, self.kv.block_size)
-        if len(self.running) >= self.settings.max_batch_size or not self.kv.can_admit(need):
+        # The decode iterations finished by now hold blocks not applied yet (``sync``): count them.
+        if len(self.running) >= self.settings.max_batch_size or not self.kv.can_admit(need + self.unsynced_kv_blocks()):
             return False
         self.sync()
         self.kv.allocate(need)

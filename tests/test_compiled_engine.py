@@ -354,7 +354,7 @@ def _stepped(cls: type[Cluster], setup: Setup) -> Cluster:
     for config, count in setup.pools:
         inventory[config.gpu] = inventory.get(config.gpu, 0) + count * config.num_gpus
     options = {k: v for k, v in setup.options.items() if k != "router"}
-    cluster = cls(inventory, router=None, track_arrays=True, **options)
+    cluster = cls(inventory, router=None, track_arrays=True, external_phase_decisions=True, **options)
     for config, count in setup.pools:
         for _ in range(count):
             cluster.deploy(config, ready_now=True)
@@ -370,15 +370,16 @@ def _arrays(cluster: Cluster) -> tuple[list[list[int]], list[list[int]]]:
 @pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize("family", DECISION_FAMILIES)
 def test_route_decisions_clock_steps_and_arrays_follow_the_python_engine(family, seed):
-    """Both engines stepped side by side with ``router=None``: ``advance`` to seeded random
-    times, every arrival answered by the same rule (a hash of the request over the routable
-    instances). At every stop the clock, the decision's request, the arrivals, the outcomes so
-    far and the observation arrays (every column of every instance, tiers too) are equal."""
+    """Both engines stepped side by side with ``router=None`` and external phase decisions:
+    ``advance`` to seeded random times, every arrival and every end of reasoning answered by the
+    same rule (a hash over the instances that accept it: the answering phase stays or moves with
+    a KV transfer). At every stop the clock, the decision, the arrivals, the outcomes so far and
+    the observation arrays (every column of every instance, tiers too) are equal."""
     build, _ = FAMILIES[family]
     setup = build(np.random.default_rng([seed, 50 + DECISION_FAMILIES.index(family)]))
     python, compiled = _stepped(Cluster, setup), _stepped(CompiledCluster, setup)
     rng = np.random.default_rng(seed)
-    stops = decisions = 0
+    stops = decisions = moves = stays = 0
     seen = np.zeros(7, dtype=np.int64)  # the largest queue and KV columns met at a stop
     while python.pending_requests():
         until_s = python.events.now_s + float(rng.exponential(0.4))
@@ -392,14 +393,23 @@ def test_route_decisions_clock_steps_and_arrays_follow_the_python_engine(family,
         if ours is None:
             assert theirs is None
             continue
-        assert theirs is not None and theirs.kind == "route" and theirs.seq.request is ours.seq.request
-        ids = python.routable_ids()
-        target = ids[(ours.seq.request.request_id * 7 + ours.seq.request.prompt_tokens) % len(ids)]
-        python.dispatch(ours.seq, target)
-        compiled.dispatch(theirs.seq, target)
-        decisions += 1
+        assert theirs is not None and (theirs.kind, theirs.instance_id) == (ours.kind, ours.instance_id)
+        assert theirs.seq.request is ours.seq.request
+        assert (theirs.seq.generated_tokens, theirs.seq.kv_tokens) == (ours.seq.generated_tokens, ours.seq.kv_tokens)
+        ids = np.flatnonzero(python.accepting(ours.seq, new_request=ours.kind == "route")).tolist()
+        target = ids[(ours.seq.request.request_id * 7 + ours.seq.request.prompt_tokens + stops) % len(ids)]
+        if ours.kind == "route":
+            python.dispatch(ours.seq, target)
+            compiled.dispatch(theirs.seq, target)
+            decisions += 1
+        else:
+            python.place_answering(ours.seq, target)
+            compiled.place_answering(theirs.seq, target)
+            moves += target != ours.instance_id
+            stays += target == ours.instance_id
     assert compiled.advance() is None and compiled.pending_requests() == 0
     assert decisions == len(setup.requests) and stops > decisions
+    assert moves and stays, (moves, stays)
     assert (seen[[0, 1, 3, 4, 5]] > 0).all() and (family != "swap_pressure" or seen[2] > 0 and seen[6] > 0), seen
     found = outcome_mismatches(python.outcomes, compiled.outcomes)
     assert not found, f"{family} seed {seed}: {len(found)} mismatches:\n" + "\n".join(found[:10])
@@ -418,7 +428,7 @@ def test_a_decision_is_answered_once_on_a_serving_instance_of_its_model():
     with pytest.raises(ValueError, match="unknown instance 5"):
         cluster.dispatch(decision.seq, 5)
     cluster.dispatch(decision.seq, 1)
-    with pytest.raises(ValueError, match="dispatch\\(\\) of a request that no decision names"):
+    with pytest.raises(ValueError, match="dispatch\\(\\) of a request that no route decision names"):
         cluster.dispatch(decision.seq, 1)
     assert cluster.arrays.table[1, 0] == 1 and cluster.arrays.table[0, 0] == 0  # waiting on instance 1
     second = cluster.advance()
@@ -445,6 +455,19 @@ def test_golden_cases_in_the_subset_give_their_recorded_tables(name, monkeypatch
     run = case.run()
     found = mismatches(read(DATA_DIR / f"{name}.json"), table(case.name, case.feature, run))
     assert not found, f"{len(found)} mismatches with the golden of {name}:\n{summary(found)}"
+
+
+RUN_ON_COMBO_CLUSTERS = ("pd_combos_basic_rr", "pd_combos_opportunistic")
+"""Cases built on ``ComboCluster``, which has no compiled counterpart to swap in yet."""
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES_BY_NAME) - set(GOLDEN_CASES) - set(RUN_ON_COMBO_CLUSTERS)))
+def test_golden_cases_outside_the_subset_raise_naming_the_compiled_engine(name, monkeypatch):
+    """Never different outcomes: a case the compiled engine does not run raises, saying so."""
+    for module in (matrix, features, speed):
+        monkeypatch.setattr(module, "Cluster", CompiledCluster)
+    with pytest.raises((ValueError, AttributeError), match="compiled engine"):
+        CASES_BY_NAME[name].run()
 
 
 @pytest.mark.parametrize(("case", "completed"), [("a", 10_000), ("d", 12_031)])
@@ -594,4 +617,43 @@ def test_an_env_on_an_unknown_backend_or_a_combo_scenario_compiled_raises_naming
         gym.make("servegym/Routing-v0", backend="rust")
     env = gym.make("servegym/Routing-v0", scenario="cauchy_autoscaling", backend="compiled")
     with pytest.raises(ValueError, match="backend 'compiled': scenario 'cauchy_autoscaling' deploys GPU combos"):
+        env.reset(seed=0)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda c: setattr(c, "completion_hook", lambda *a: True), "completion_hook="),
+    (lambda c: setattr(c, "phase_router", lambda *a: None), "phase_router="),
+    (lambda c: setattr(c, "router", make_router("least_loaded")), "a router replaced after construction"),
+    (lambda c: c.events.schedule(1.0, lambda _: None), "1 event(s) scheduled in Python"),
+])
+def test_what_is_set_after_construction_and_the_engine_would_not_see_raises_at_submit(change, named):
+    cluster = CompiledCluster({"A100-80GB": 1})
+    cluster.deploy(_llama(), ready_now=True)
+    change(cluster)
+    with pytest.raises(ValueError, match="the compiled engine does not support") as error:
+        cluster.run([Request(1, 0.0, 10, 5)])
+    assert named in str(error.value)
+
+
+def test_after_submit_python_events_and_live_sequences_raise():
+    cluster = CompiledCluster({"A100-80GB": 1})
+    cluster.deploy(_llama(), ready_now=True)
+    assert cluster.arrived_sequences == []
+    cluster.run([Request(1, 0.0, 10, 5)])
+    with pytest.raises(ValueError, match="events scheduled from Python"):
+        cluster.events.schedule(2.0, lambda _: None)
+    with pytest.raises(ValueError, match="arrived_sequences"):
+        cluster.arrived_sequences
+    with pytest.raises(AttributeError, match="does not expose 'waiting'"):
+        cluster.instances[0].waiting
+    assert cluster.instances[0].iterations > 0 and cluster.events.now_s == cluster.outcomes[0].finish_s
+
+
+def test_a_dense_reward_on_the_compiled_backend_raises_rather_than_reading_no_requests():
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the IDs)
+
+    env = gym.make("servegym/Routing-v0", reward="slo_dense", backend="compiled")
+    with pytest.raises(ValueError, match="arrived_sequences"):
         env.reset(seed=0)

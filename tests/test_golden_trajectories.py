@@ -25,9 +25,9 @@ INDEX = json.loads((GOLDEN_DIR / "index.json").read_text())
 CASES = sorted(INDEX["recorded"])
 FLOAT_RTOL = 1e-12  # a few ulps: far below any change of behaviour, above cross-CPU rounding
 COMPILED_CASES = [f"Routing-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter",
-                                              "default")] + [
+                                              "default", "mooncake", "multitier", "pascal")] + [
     f"Tier-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter", "default",
-                             "mooncake")]
+                             "mooncake", "multitier", "pascal")]
 """The cases the compiled simulator core runs (``backend="compiled"``)."""
 
 

@@ -163,3 +163,26 @@ def test_invalid_instance_configs_raise_naming_the_value():
         make_cluster(scheduler="lifo")
     with pytest.raises(ValueError, match="H900"):
         Cluster({"H900": 1})
+
+
+def test_a_transferred_request_is_counted_after_the_iterations_finished_by_now_hold_their_blocks():
+    """Instance.accept_running counts the blocks of the decode iterations finished by now but not
+    applied yet (``unsynced_kv_blocks``): here a 200-token decode on a 20-block pool has run dozens of iterations
+    past its last applied one (6 blocks held, more once applied), and a request needing 14 blocks
+    arrives. Without them it fit the 14 free blocks, then the sync before the allocation took
+    some and the allocation raised "KV over-allocation"; now it waits with the swapped requests."""
+    from simulator.sequence import Residency, Sequence
+
+    cluster = Cluster({"A100-80GB": 1}, router="round_robin")
+    instance = cluster.instances[cluster.deploy(InstanceConfig(
+        gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024", kv_blocks=20, block_size=16), ready_now=True)]
+    cluster.submit([Request(1, 0.0, 80, 200)])
+    cluster.advance(until_s=1.0)
+    grown = instance.unsynced_kv_blocks()
+    assert instance.kv.used_blocks == 6 and 20 - 6 - grown < 14 <= 20 - 6
+    moving = Sequence(Request(2, 0.5, 200, 100), False)
+    moving.generated_tokens, moving.kv_tokens, moving.residency = 24, 223, Residency.MOVING  # 14 blocks with its next slot
+    assert not instance.accept_running(moving)
+    instance.accept_transferred(moving)
+    assert moving.residency == Residency.SWAPPED and instance.swapped == [moving]
+    assert (instance.kv.used_blocks, instance.unsynced_kv_blocks()) == (6, grown)  # counted, not applied

@@ -2,8 +2,10 @@
 // outcome table): no logic.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "engine.hpp"
@@ -58,6 +60,10 @@ void bind_engine(nb::module_& m) {
       .def_rw("context_tokens", &S::context_tokens)
       .def_rw("swap_s_per_token", &S::swap_s_per_token)
       .def_rw("frontend_s", &S::frontend_s)
+      .def_rw("gpu_index", &S::gpu_index)
+      .def_rw("intra_node_link_gbps", &S::intra_node_link_gbps)
+      .def_rw("host_link_gbps", &S::host_link_gbps)
+      .def_rw("kv_bytes_per_token", &S::kv_bytes_per_token)
       .def_rw("preempt_by_swap", &S::preempt_by_swap)
       .def_rw("prefix_caching", &S::prefix_caching)
       .def_rw("host_capacity_blocks", &S::host_capacity_blocks)
@@ -76,6 +82,18 @@ void bind_engine(nb::module_& m) {
       .def_ro("busy", &Instance::busy)
       .def("unsynced_kv_blocks", &Instance::unsynced_kv_blocks,
            "KV blocks the decode iterations finished by now but not yet applied fill.")
+      .def("request_counts", &Instance::request_counts, "overdue_before_s"_a, "fresh_tokens"_a,
+           "(reasoning, answering, fresh answering, demoted, answers overdue) of its requests now.")
+      .def("answering_behind_pace", &Instance::answering_behind_pace, "tpot_target_s"_a,
+           "PASCAL's token-pacer flag for its requests now (applies the finished decode iterations).")
+      .def("prefix_match", [](const Instance& i, Req r) {
+        if (!i.cache) throw std::logic_error("instance " + std::to_string(i.instance_id) + " has no prefix cache");
+        if (r < 0 || static_cast<std::size_t>(r) >= i.requests.size()) {
+          throw std::invalid_argument("request row " + std::to_string(r) + " is not in the engine");
+        }
+        const PrefixMatch found = i.cache->match(i.requests, r);
+        return std::make_tuple(found.gpu, found.host, found.unreferenced);
+      }, "row"_a, "PrefixCache.match of a queued request row: (GPU blocks, host blocks after them, unreferenced).")
       .def("head_of_line_demand_blocks", &Instance::head_of_line_demand_blocks,
            "The blocks the first queued request in the local scheduler's order would take.")
       .def_prop_ro("kv_used_blocks", [](const Instance& i) { return i.kv.used_blocks; })
@@ -117,16 +135,24 @@ void bind_engine(nb::module_& m) {
       .def_ro("reasons", &OutcomeTable::reasons);
 
   nb::class_<Engine>(m, "Engine", "The compiled event loop of aggregated instances (simulator.compiled).")
-      .def(nb::init<RouterSpec, bool, std::vector<std::string>, bool>(), "router"_a, "record_token_curves"_a,
-           "model_names"_a, "track_arrays"_a = false)
+      .def(nb::init<RouterSpec, bool, std::vector<std::string>, bool, bool>(), "router"_a, "record_token_curves"_a,
+           "model_names"_a, "track_arrays"_a = false, "external_phase_decisions"_a = false)
       .def("add_instance", &Engine::add_instance, "settings"_a, "latency"_a)
       .def("submit", &Engine::submit, "request_id"_a, "arrival_s"_a, "prompt_tokens"_a, "output_tokens"_a,
            "reasoning_tokens"_a, "tier"_a, "model_index"_a, "session_targets"_a)
       .def("set_block_keys", &Engine::set_block_keys, "block_tokens"_a, "offsets"_a, "keys"_a)
       .def("run", &Engine::run, nb::call_guard<nb::gil_scoped_release>())
-      .def("advance", &Engine::advance, "until_s"_a, nb::call_guard<nb::gil_scoped_release>(),
-           "Run events up to until_s or a route decision; the request row waiting for it, or -1.")
+      .def("advance", [](Engine& e, double until_s) {
+        Decision decision;
+        {
+          nb::gil_scoped_release released;
+          decision = e.advance(until_s);
+        }
+        return std::make_tuple(static_cast<int>(decision.kind), decision.row, decision.instance_id);
+      }, "until_s"_a, "Run events up to until_s or a decision: (kind 0 none / 1 route / 2 phase, row, instance).")
       .def("dispatch_decision", &Engine::dispatch_decision, "row"_a, "instance_id"_a)
+      .def("place_answering", &Engine::place_answering, "row"_a, "instance_id"_a)
+      .def("request_tokens", &Engine::request_tokens, "row"_a, "(generated, KV) tokens of a request row now.")
       .def("set_headroom_fractions", &Engine::set_headroom_fractions, "fractions"_a)
       .def_prop_ro("num_outcomes", &Engine::num_outcomes)
       .def_prop_ro("arrived", &Engine::arrived)

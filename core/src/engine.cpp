@@ -9,11 +9,13 @@
 
 namespace servegym_core {
 
-Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names, bool track_arrays)
+Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names, bool track_arrays,
+               bool external_phase_decisions)
     : router_spec_(std::move(router)),
       model_names_(std::move(model_names)),
       requests_(record_token_curves),
       external_router_(router_spec_.name == "external"),
+      external_phase_decisions_(external_phase_decisions),
       arrays_(track_arrays ? std::make_unique<InstanceArrays>() : nullptr) {
   if (!external_router_) make_router(router_spec_);  // an unknown name fails here, before anything is deployed
 }
@@ -93,14 +95,14 @@ void Engine::run() {
   if (pending != 0) throw std::runtime_error(std::to_string(pending) + " requests neither completed nor rejected");
 }
 
-Req Engine::advance(double until_s) {
-  if (pending_route_ >= 0) return pending_route_;
+Decision Engine::advance(double until_s) {
+  if (!decisions_.empty()) return decisions_.front();
   while (!events_.empty() && events_.peek_time_s() <= until_s) {
     step(events_.pop());
-    if (pending_route_ >= 0) return pending_route_;
+    if (!decisions_.empty()) return decisions_.front();
   }
   if (until_s != std::numeric_limits<double>::infinity() && until_s > events_.now_s) events_.now_s = until_s;
-  return -1;
+  return Decision{};
 }
 
 void Engine::step(const Event& event) {
@@ -121,6 +123,9 @@ void Engine::step(const Event& event) {
     case EventKind::MicrobatchEnd:
       instances_[static_cast<std::size_t>(event.a)]->on_microbatch_end(event.b);
       break;
+    case EventKind::TransferDone:
+      instances_[static_cast<std::size_t>(event.a)]->accept_transferred(static_cast<Req>(event.b));
+      break;
   }
 }
 
@@ -129,15 +134,60 @@ void Engine::set_headroom_fractions(std::vector<double> fractions) {
   router_->set_headroom_fractions(std::move(fractions));
 }
 
-void Engine::dispatch_decision(Req r, std::int32_t instance_id) {
-  if (r < 0 || r != pending_route_) {
-    throw std::invalid_argument("request row " + std::to_string(r) + " is not waiting for a route decision");
+Decision Engine::take_decision(DecisionKind kind, Req r) {
+  if (decisions_.empty() || decisions_.front().kind != kind || decisions_.front().row != r || r < 0) {
+    const std::string id = r >= 0 && static_cast<std::size_t>(r) < requests_.size()
+                               ? std::to_string(requests_.request_id[r]) : "row " + std::to_string(r);
+    throw std::invalid_argument("request " + id + " is not waiting for a " +
+                                (kind == DecisionKind::Route ? "route" : "phase") + " decision");
   }
+  const Decision decision = decisions_.front();
+  decisions_.pop_front();
+  return decision;
+}
+
+Instance& Engine::instance_at(std::int32_t instance_id) {
   if (instance_id < 0 || static_cast<std::size_t>(instance_id) >= instances_.size()) {
     throw std::invalid_argument("unknown instance " + std::to_string(instance_id));
   }
-  pending_route_ = -1;
+  return *instances_[static_cast<std::size_t>(instance_id)];
+}
+
+void Engine::dispatch_decision(Req r, std::int32_t instance_id) {
+  instance_at(instance_id);
+  take_decision(DecisionKind::Route, r);
   dispatch(r, instance_id);
+}
+
+void Engine::place_answering(Req r, std::int32_t instance_id) {
+  Instance& target = instance_at(instance_id);
+  const Decision decision = take_decision(DecisionKind::Phase, r);
+  if (instance_id == decision.instance_id) {
+    if (!target.accept_running(r)) target.accept_transferred(r);
+    return;
+  }
+  transfer(r, instance_at(decision.instance_id), instance_id);
+}
+
+void Engine::transfer(Req r, const Instance& source, std::int32_t target_id) {
+  const Instance& target = instance_at(target_id);
+  requests_.residency[r] = Residency::Moving;
+  ++requests_.num_migrations[r];
+  const InstanceSettings& a = source.settings;
+  const InstanceSettings& b = target.settings;
+  const double link_gbps = a.gpu_index == b.gpu_index ? std::min(a.intra_node_link_gbps, b.intra_node_link_gbps)
+                                                      : std::min(a.host_link_gbps, b.host_link_gbps);
+  // hardware.latency.kv_transfer_time_s with no fixed latency: 0.0 + tokens x bytes / (GB/s x 1e9).
+  const auto tokens = static_cast<double>(std::max<std::int64_t>(requests_.kv_tokens[r], 1));
+  const double delay_s = 0.0 + tokens * a.kv_bytes_per_token / (link_gbps * 1e9);
+  events_.schedule(events_.now_s + delay_s, EventKind::TransferDone, target_id, r);
+}
+
+std::pair<std::int64_t, std::int64_t> Engine::request_tokens(Req r) const {
+  if (r < 0 || static_cast<std::size_t>(r) >= requests_.size()) {
+    throw std::invalid_argument("request row " + std::to_string(r) + " is not in the engine");
+  }
+  return {requests_.generated_tokens[r], requests_.kv_tokens[r]};
 }
 
 void Engine::schedule_next_arrival() {
@@ -151,7 +201,7 @@ void Engine::schedule_next_arrival() {
 void Engine::admit(Req r) {
   ++arrived_;
   if (external_router_) {
-    pending_route_ = r;
+    decisions_.push_back(Decision{DecisionKind::Route, r, -1});
     return;
   }
   dispatch(r, router_->route(instances_, requests_, r));
@@ -184,6 +234,12 @@ OutcomeTable Engine::outcome_table(std::size_t first) const {
 }
 
 void Engine::on_complete(std::int32_t, Req r) { outcomes_.add(r, events_.now_s, RejectReason::None); }
+
+void Engine::on_phase_change(std::int32_t instance_id, Req r) {
+  if (!external_phase_decisions_) return;  // no phase router in the compiled subset: it stays here
+  instance_at(instance_id).remove(r);
+  decisions_.push_back(Decision{DecisionKind::Phase, r, instance_id});
+}
 
 void Engine::on_reject(Req r, RejectReason reason) {
   requests_.phase[r] = Phase::Rejected;

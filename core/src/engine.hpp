@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "event_queue.hpp"
@@ -19,6 +21,16 @@
 
 namespace servegym_core {
 
+// A point where the engine waits for Python (simulator.cluster.Decision): a new arrival to route
+// (an external router), or a request that finished reasoning on `instance_id` to place (external
+// phase decisions).
+enum class DecisionKind : std::uint8_t { None = 0, Route = 1, Phase = 2 };
+struct Decision {
+  DecisionKind kind = DecisionKind::None;
+  Req row = -1;
+  std::int32_t instance_id = -1;
+};
+
 class Engine : public InstanceHost {
  public:
   // `router`: as make_router takes it (its session_targets come with the requests), or
@@ -26,7 +38,7 @@ class Engine : public InstanceHost {
   // dispatch_decision. `model_names[i]` names model index i (for messages). With
   // `track_arrays` the instances keep the observation arrays (arrays()).
   Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names,
-         bool track_arrays = false);
+         bool track_arrays = false, bool external_phase_decisions = false);
 
   // A new serving instance (ids are dense, in order); the evaluator is copied.
   std::int32_t add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency);
@@ -42,11 +54,16 @@ class Engine : public InstanceHost {
                       const std::vector<std::int64_t>& keys);
   // Runs every event; throws std::runtime_error if a request neither completed nor was rejected.
   void run();
-  // Runs events up to until_s or until a request waits for a route decision; returns its row,
-  // or -1 (then the clock is at until_s when that is finite and later). Cluster.advance.
-  Req advance(double until_s);
+  // Runs events up to until_s or until a decision is due; returns it (kind None: the clock is
+  // then at until_s when that is finite and later). Cluster.advance.
+  Decision advance(double until_s);
   // Answer the pending route decision of row r: send it to instance_id (Cluster.dispatch).
   void dispatch_decision(Req r, std::int32_t instance_id);
+  // Answer the pending phase decision of row r: continue answering on instance_id, the same
+  // instance or another one after a KV transfer (Cluster.place_answering).
+  void place_answering(Req r, std::int32_t instance_id);
+  // Generated and KV tokens of row r now.
+  std::pair<std::int64_t, std::int64_t> request_tokens(Req r) const;
   const InstanceArrays* arrays() const { return arrays_.get(); }
   // llumnix: route with these headroom fractions from now on (after submit).
   void set_headroom_fractions(std::vector<double> fractions);
@@ -60,12 +77,18 @@ class Engine : public InstanceHost {
 
   void on_complete(std::int32_t instance_id, Req r) override;
   void on_reject(Req r, RejectReason reason) override;
+  void on_phase_change(std::int32_t instance_id, Req r) override;
 
  private:
   void schedule_next_arrival();
   void step(const Event& event);
   void admit(Req r);
   void dispatch(Req r, std::int32_t instance_id);
+  // Move a paused r's whole KV from source to target (Cluster._transfer).
+  void transfer(Req r, const Instance& source, std::int32_t target_id);
+  // The pending decision, checked to be of `kind` for row r; removed.
+  Decision take_decision(DecisionKind kind, Req r);
+  Instance& instance_at(std::int32_t instance_id);
 
   RouterSpec router_spec_;
   std::vector<std::string> model_names_;
@@ -75,7 +98,8 @@ class Engine : public InstanceHost {
   std::vector<std::unique_ptr<Instance>> instances_;
   std::unique_ptr<Router> router_;  // null for an external router
   bool external_router_ = false;
-  Req pending_route_ = -1;
+  bool external_phase_decisions_ = false;
+  std::deque<Decision> decisions_;  // the one due first, then those that came with it
   std::size_t arrived_ = 0;
   std::unique_ptr<InstanceArrays> arrays_;
   std::size_t next_arrival_ = 0;

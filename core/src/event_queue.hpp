@@ -13,6 +13,7 @@ enum class EventKind : std::uint8_t {
   FrontendEnqueue,  // a: instance, b: the request's row, after the engine's frontend time (Cluster.dispatch)
   Wake,             // a: instance, b: its wake version (PipelinedInstance._on_wake)
   MicrobatchEnd,    // a: instance, b: the microbatch's id (PipelinedInstance._on_microbatch_end)
+  TransferDone,     // a: target instance, b: the request's row, its KV arrived (Cluster._transfer)
 };
 
 struct Event {

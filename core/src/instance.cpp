@@ -1,6 +1,7 @@
 #include "instance.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -42,9 +43,7 @@ void Instance::enqueue(Req r) {
     return;
   }
   if (cache && t.has_block_keys(r)) cache->check_block_tokens(t, r);
-  const auto tier = static_cast<std::size_t>(t.tier[r]);
-  if (tier >= tier_counts_.size()) tier_counts_.resize(tier + 1, 0);
-  ++tier_counts_[tier];
+  count_tier(r, 1);
   t.instance_id[r] = instance_id;
   t.residency[r] = Residency::Queued;
   if (t.generated_tokens[r] == 0) t.phase[r] = Phase::Waiting;
@@ -52,6 +51,76 @@ void Instance::enqueue(Req r) {
   waiting.push_back(r);
   if (arrays) arrays->join(instance_id, t, r, kWaiting);
   poke();
+}
+
+bool Instance::accept_running(Req r) {
+  RequestTable& t = requests;
+  const std::int64_t need = ceil_div(t.kv_tokens[r] + 1, kv.block_size);
+  // The decode iterations finished by now hold blocks not applied yet (sync): count them.
+  if (static_cast<std::int64_t>(running.size()) >= settings.max_batch_size || !kv.can_admit(need + unsynced_kv_blocks())) {
+    return false;
+  }
+  sync();
+  kv.allocate(need);
+  t.blocks[r] = need;
+  t.instance_id[r] = instance_id;
+  t.residency[r] = Residency::Running;
+  scheduler->on_enqueue(t, r);
+  running.push_back(r);
+  count_tier(r, 1);
+  if (arrays) arrays->join(instance_id, t, r, kRunning);
+  poke();
+  return true;
+}
+
+void Instance::accept_transferred(Req r) {
+  RequestTable& t = requests;
+  if (t.prompt_tokens[r] + t.output_tokens[r] > max_request_tokens()) {
+    host_.on_reject(r, RejectReason::ExceedsKvCapacity);
+    return;
+  }
+  if (accept_running(r)) return;
+  t.instance_id[r] = instance_id;
+  t.residency[r] = Residency::Swapped;
+  t.preempted_since_s[r] = events.now_s;
+  scheduler->on_enqueue(t, r);
+  swapped.push_back(r);
+  count_tier(r, 1);
+  if (arrays) arrays->join(instance_id, t, r, kSwapped);
+  poke();
+}
+
+void Instance::remove(Req r) {
+  RequestTable& t = requests;
+  sync();
+  truncate();
+  if (std::find(seg_decode_.begin(), seg_decode_.end(), r) != seg_decode_.end() || t.in_flight[r]) {
+    throw std::runtime_error("request " + std::to_string(t.request_id[r]) + " is inside the iteration in progress");
+  }
+  std::int32_t code = kRunning;
+  if (std::find(running.begin(), running.end(), r) != running.end()) {
+    remove_first(running, r);
+  } else if (std::find(swapped.begin(), swapped.end(), r) != swapped.end()) {
+    swapped_ordered = take_from_queue(swapped, r, swapped_ordered);
+    code = kSwapped;
+  } else if (std::find(waiting.begin(), waiting.end(), r) != waiting.end()) {
+    waiting_ordered = take_from_queue(waiting, r, waiting_ordered);
+    code = kWaiting;
+  } else {
+    throw std::invalid_argument("request " + std::to_string(t.request_id[r]) + " is not on instance " +
+                                std::to_string(instance_id));
+  }
+  count_tier(r, -1);
+  if (arrays) arrays->leave(instance_id, t, r, code);
+  if (t.residency[r] == Residency::Running) free_kv(r);
+  t.blocks[r] = 0;
+  t.residency[r] = Residency::Moving;
+}
+
+void Instance::count_tier(Req r, std::int64_t sign) {
+  const auto tier = static_cast<std::size_t>(requests.tier[r]);
+  if (tier >= tier_counts_.size()) tier_counts_.resize(tier + 1, 0);
+  tier_counts_[tier] += sign;
 }
 
 void Instance::track(InstanceArrays& tracked) {
@@ -124,6 +193,49 @@ std::int64_t Instance::head_of_line_demand_blocks() const {
   const std::int64_t tokens =
       t.residency[head] == Residency::Swapped ? t.kv_tokens[head] + 1 : t.prefill_target_tokens(head);
   return ceil_div(tokens, kv.block_size);
+}
+
+std::array<std::int64_t, 5> Instance::request_counts(double overdue_before_s, std::int64_t fresh_tokens) const {
+  const RequestTable& t = requests;
+  std::array<std::int64_t, 5> counts{0, 0, 0, 0, 0};  // reasoning, answering, fresh, demoted, overdue
+  for (const std::vector<Req>* queue : {&running, &swapped, &waiting}) {
+    for (const Req r : *queue) {
+      const std::int64_t generated = t.generated_tokens[r];
+      const std::int64_t reasoning = t.reasoning_tokens[r];
+      if (reasoning && generated < reasoning) {
+        ++counts[0];
+        counts[3] += t.demoted[r];
+      } else if (generated > 0) {
+        ++counts[1];
+        if (generated == reasoning && t.residency[r] != Residency::Running && t.reasoning_end_s[r] < overdue_before_s) {
+          ++counts[4];
+        }
+        if (reasoning && generated - reasoning < fresh_tokens) ++counts[2];
+      }
+    }
+  }
+  return counts;
+}
+
+bool Instance::answering_behind_pace(double tpot_target_s) {
+  if (!(tpot_target_s > 0)) {
+    throw std::invalid_argument("tpot_target_s must be positive, got " + std::to_string(tpot_target_s));
+  }
+  sync();
+  const RequestTable& t = requests;
+  const double now = events.now_s;
+  for (const std::vector<Req>* queue : {&running, &swapped, &waiting}) {
+    for (const Req r : *queue) {
+      const std::int64_t answered = t.generated_tokens[r] - t.reasoning_tokens[r];
+      if (answered > 0 && answered < t.output_tokens[r] - t.reasoning_tokens[r]) {
+        // Python's 1 + int((now - first) / tpot): int() truncates toward zero.
+        if (static_cast<double>(answered) < 1.0 + std::trunc((now - t.first_answer_token_s[r]) / tpot_target_s)) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
 }
 
 void Instance::truncate() {
@@ -215,15 +327,18 @@ void Instance::after_token(Req r) {
     if (arrays) arrays->leave(instance_id, t, r, kRunning);
     free_kv(r);
     t.phase[r] = Phase::Done;
-    --tier_counts_[static_cast<std::size_t>(t.tier[r])];
+    count_tier(r, -1);
     host_.on_complete(instance_id, r);
     return;
   }
   const Phase phase = t.decode_phase(r);
   if (t.phase[r] != phase) {
     t.phase[r] = phase;
-    // The engine has no phase router in this subset, so the request stays here.
-    if (phase == Phase::Answering && t.reasoning_tokens[r] > 0) scheduler->on_phase_change(t, r);
+    if (phase == Phase::Answering && t.reasoning_tokens[r] > 0) {
+      scheduler->on_phase_change(t, r);
+      host_.on_phase_change(instance_id, r);
+      if (t.instance_id[r] != instance_id || t.residency[r] != Residency::Running) return;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // gate): its queues, KV pool and prefix cache, segment in progress and boundary events.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +33,11 @@ struct InstanceSettings {
   std::int64_t context_tokens = 0;  // the model's context window
   double swap_s_per_token = 0.0;    // host-link seconds per swapped KV token
   double frontend_s = 0.0;          // the engine's frontend time before a request is queued
+  // KV transfers between instances (Cluster.link_gbps, hardware.latency.kv_transfer_time_s).
+  std::int32_t gpu_index = 0;            // the GPU type's index (same type: the intra-node link)
+  double intra_node_link_gbps = 0.0;
+  double host_link_gbps = 0.0;
+  double kv_bytes_per_token = 0.0;
   bool preempt_by_swap = false;     // preemption "swap" (else "recompute")
   bool prefix_caching = false;            // automatic prefix caching (InstanceConfig.prefix_caching)
   std::int64_t host_capacity_blocks = 0;  // its host tier (InstanceConfig.host_cache_gb), in KV blocks
@@ -48,6 +54,8 @@ class InstanceHost {
   virtual ~InstanceHost() = default;
   virtual void on_complete(std::int32_t instance_id, Req r) = 0;
   virtual void on_reject(Req r, RejectReason reason) = 0;
+  // r finished reasoning on instance_id and is still running there.
+  virtual void on_phase_change(std::int32_t instance_id, Req r) = 0;
 };
 
 class Instance {
@@ -63,6 +71,14 @@ class Instance {
   void enqueue(Req r);
   // Keep row instance_id of `arrays` current from now on (queues, KV); before it serves.
   void track(InstanceArrays& arrays);
+  // Take r, whose KV arrives over the network, into the batch: false (nothing taken) if its
+  // blocks or a batch slot are not free now (Instance.accept_running).
+  bool accept_running(Req r);
+  // Take r, whose KV just arrived: into the batch if it fits now, else parked with the swapped
+  // requests; rejected if it can never fit (Instance.accept_transferred).
+  void accept_transferred(Req r);
+  // Take r out (it leaves for another instance); its GPU blocks are freed (Instance.remove).
+  void remove(Req r);
   // r gives up its GPU blocks (completed or preempted): with a prefix cache its full blocks stay
   // cached (PrefixCache::free), else they are released (KVBlockManager.free).
   void free_kv(Req r);
@@ -83,6 +99,14 @@ class Instance {
   // The blocks the first queued (waiting, then swapped) request in priority order would take:
   // its prefill's, or a swapped one's KV plus its next token's slot; 0 with nothing queued.
   std::int64_t head_of_line_demand_blocks() const;
+  // Its requests now: reasoning, answering, fresh answering (fewer than fresh_tokens answered),
+  // demoted reasoning, answers overdue (reasoning ended before overdue_before_s and not running
+  // since); Instance.request_counts.
+  std::array<std::int64_t, 5> request_counts(double overdue_before_s, std::int64_t fresh_tokens) const;
+  // PASCAL's token-pacer flag (simulator.pacer): some answering request delivered fewer answer
+  // tokens by now than one per tpot_target_s since its first; applies the finished decode
+  // iterations first, as Instance.answering_behind_pace does.
+  bool answering_behind_pace(double tpot_target_s);
   // Requests of each tier here now (waiting, running or swapped); grown as tiers arrive.
   const std::vector<std::int64_t>& tier_counts() const { return tier_counts_; }
   // Largest prompt + output a request may have here (the KV it needs at its end).
@@ -127,6 +151,8 @@ class Instance {
   // add and whether memory moved; false if it is empty (Instance._form_batch).
   bool form_batch(double now, std::vector<Prefill>& prefills, std::vector<Req>& decode, double& extra_s,
                   bool& single_iteration);
+  // Requests of r's tier here change by sign.
+  void count_tier(Req r, std::int64_t sign);
   // Cut the planned segment after the iteration in progress now.
   void truncate();
   // Apply the segment's decode iterations up to `upto`; at the segment's end, append to
