@@ -189,8 +189,8 @@ class InstanceLoad:
         self.batch = running + (queued_requests > 0)
         self.occupied = self.batch > 0  # B > 0 exactly when the instance holds a request
         id_list = ids.tolist()
-        unsynced = [instances[i].unsynced_kv_blocks() for i in id_list]
-        self.used_blocks = table[:, KV_USED_BLOCKS] + np.array(unsynced) if any(unsynced) else table[:, KV_USED_BLOCKS]
+        unsynced = cluster.unsynced_kv_blocks(id_list)
+        self.used_blocks = table[:, KV_USED_BLOCKS] + unsynced if unsynced.any() else table[:, KV_USED_BLOCKS]
         self.head_of_line_blocks = np.zeros(len(id_list), dtype=np.int64)
         for row in np.flatnonzero(queued_requests).tolist():
             self.head_of_line_blocks[row] = instances[id_list[row]].head_of_line_demand_blocks()
@@ -349,17 +349,15 @@ class InstanceFeatures:
                       request: SimSequence | None) -> None:
         """``cache_occupancy``, ``prefix_hit_rate`` and (with ``prefix_match``) ``prefix_match_tokens`` into ``raw``."""
         column = self.column
-        instances = cluster.instances
-        match = self.prefix_match and request is not None and request.block_keys is not None and not request.kv_tokens
-        for row, instance_id in enumerate(ids.tolist()):
-            cache = instances[instance_id].prefix_cache
-            if cache is None:
-                continue
-            raw[column["cache_occupancy"], row] = cache.entry_blocks / total_blocks[row]
-            if cache.query_tokens:
-                raw[column["prefix_hit_rate"], row] = (cache.hit_tokens + cache.host_hit_tokens) / cache.query_tokens
-            if match:
-                gpu, host, _ = cache.match(request)
+        id_list = ids.tolist()
+        entry, query, hit, host_hit = cluster.prefix_cache_counters(id_list).T
+        cached = entry >= 0
+        np.divide(entry, total_blocks, out=raw[column["cache_occupancy"]], where=cached)
+        np.divide(hit + host_hit, query, out=raw[column["prefix_hit_rate"]], where=cached & (query > 0))
+        if self.prefix_match and request is not None and request.block_keys is not None and not request.kv_tokens:
+            instances = cluster.instances
+            for row in np.flatnonzero(cached).tolist():
+                gpu, host, _ = instances[id_list[row]].prefix_cache.match(request)
                 raw[column["prefix_match_tokens"], row] = (gpu + host) * request.block_tokens
 
     def _slot_layout(self, arrays: InstanceArrays, slots: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -247,6 +247,21 @@ class Cluster:
             return list(self._routable[1])
         return [instance_id for instance_id, instance in self.instances.items() if self._refusal(instance, None) is None]
 
+    def unsynced_kv_blocks(self, ids: list[int]) -> np.ndarray:
+        """``Instance.unsynced_kv_blocks`` of each instance of ``ids``, as an int64 array."""
+        instances = self.instances
+        return np.array([instances[i].unsynced_kv_blocks() for i in ids], dtype=np.int64)
+
+    def prefix_cache_counters(self, ids: list[int]) -> np.ndarray:
+        """Per instance of ``ids``: its prefix cache's (``entry_blocks``, ``query_tokens``,
+        ``hit_tokens``, ``host_hit_tokens``), or -1s without prefix caching (int64, ``len(ids)`` x 4)."""
+        counters = np.full((len(ids), 4), -1, dtype=np.int64)
+        for row, instance_id in enumerate(ids):
+            cache = self.instances[instance_id].prefix_cache
+            if cache is not None:
+                counters[row] = cache.entry_blocks, cache.query_tokens, cache.hit_tokens, cache.host_hit_tokens
+        return counters
+
     def cost_usd(self) -> float:
         """Σ GPUs × price × time held, starting and draining included, up to now."""
         now = self.events.now_s

@@ -41,6 +41,7 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any, NoReturn
 
+import numpy as np
 from servegym_core import _core
 
 from simulator.cluster import Cluster, Decision
@@ -236,6 +237,16 @@ class CompiledCluster(Cluster):
         self._instance(instance_id)
         self._engine.place_answering(seq.row, instance_id)
         self._decision = None
+
+    def unsynced_kv_blocks(self, ids: list[int]) -> np.ndarray:
+        if self._engine is None:
+            return super().unsynced_kv_blocks(ids)
+        return np.array(self._engine.unsynced_kv_blocks(ids), dtype=np.int64)
+
+    def prefix_cache_counters(self, ids: list[int]) -> np.ndarray:
+        if self._engine is None:
+            return super().prefix_cache_counters(ids)
+        return np.array(self._engine.prefix_cache_counters(ids), dtype=np.int64).reshape(len(ids), 4)
 
     def _push_headroom(self) -> None:
         """Llumnix dispatch: give the engine the router's headroom fractions when they changed

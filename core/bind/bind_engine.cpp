@@ -152,6 +152,26 @@ void bind_engine(nb::module_& m) {
       }, "until_s"_a, "Run events up to until_s or a decision: (kind 0 none / 1 route / 2 phase, row, instance).")
       .def("dispatch_decision", &Engine::dispatch_decision, "row"_a, "instance_id"_a)
       .def("place_answering", &Engine::place_answering, "row"_a, "instance_id"_a)
+      .def("unsynced_kv_blocks", [](const Engine& e, const std::vector<std::int32_t>& ids) {
+        std::vector<std::int64_t> blocks;
+        blocks.reserve(ids.size());
+        for (const std::int32_t id : ids) blocks.push_back(e.instance(id).unsynced_kv_blocks());
+        return blocks;
+      }, "ids"_a, "Instance.unsynced_kv_blocks of each instance of ids.")
+      .def("prefix_cache_counters", [](const Engine& e, const std::vector<std::int32_t>& ids) {
+        std::vector<std::int64_t> counters;
+        counters.reserve(4 * ids.size());
+        for (const std::int32_t id : ids) {
+          const PrefixCache* cache = e.instance(id).cache.get();
+          if (cache == nullptr) {
+            counters.insert(counters.end(), {-1, -1, -1, -1});
+          } else {
+            counters.insert(counters.end(),
+                            {cache->entry_blocks, cache->query_tokens, cache->hit_tokens, cache->host_hit_tokens});
+          }
+        }
+        return counters;
+      }, "ids"_a, "Per instance of ids: (entry_blocks, query_tokens, hit_tokens, host_hit_tokens), -1s without a cache.")
       .def("request_tokens", &Engine::request_tokens, "row"_a, "(generated, KV) tokens of a request row now.")
       .def("set_headroom_fractions", &Engine::set_headroom_fractions, "fractions"_a)
       .def_prop_ro("num_outcomes", &Engine::num_outcomes)
