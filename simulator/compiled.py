@@ -76,9 +76,10 @@ class CompiledCluster(Cluster):
 
     def __init__(self, gpu_inventory: dict[str, int], *, router: Router | None | str = "round_robin",
                  **options: Any) -> None:
-        """``Cluster``'s arguments; the router by a compiled name, a ``FreestInstanceRouter``, or
-        ``None`` (route decisions through ``advance``), and none of the hooks
-        (``NOT_COMPILED_OPTIONS``)."""
+        """``Cluster``'s arguments; the router by a compiled name, a ``FreestInstanceRouter``, a
+        Python callable ``router(cluster, seq)`` (``seq`` a ``CompiledSequence``; it reads the
+        cluster through the instances' views and arrays), or ``None`` (route decisions through
+        ``advance``), and none of the hooks (``NOT_COMPILED_OPTIONS``)."""
         spec = _core.RouterSpec()
         if router is None:
             spec.name = "external"
@@ -86,9 +87,11 @@ class CompiledCluster(Cluster):
             spec.name = "llumnix"
         elif isinstance(router, str) and router in COMPILED_ROUTERS:
             spec.name = router
+        elif callable(router):  # written in Python: called at each arrival, between the engine's events
+            spec.name = "external"
         else:
-            raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)}, and a "
-                               "FreestInstanceRouter for llumnix)")
+            raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)}, a "
+                               "FreestInstanceRouter for llumnix, or a Python callable)")
         for name in NOT_COMPILED_OPTIONS:
             if options.get(name):
                 raise not_compiled(f"{name}={options[name]!r}")
@@ -188,32 +191,44 @@ class CompiledCluster(Cluster):
     def run(self, requests: Iterable[Request] | None = None) -> list[RequestOutcome]:
         """Serve ``requests`` (or the submitted ones) to the end in the compiled engine; return
         every outcome (as ``Cluster.run`` does). A stream is read whole first."""
-        if self.router is None:
+        if self.router is None or self.external_phase_decisions:
             raise ValueError("run() needs internal routers; use advance() with external decisions")
         if requests is not None:
             self.submit(requests)
         elif self._engine is None:
             raise ValueError("CompiledCluster.run needs the requests (give them to run() or submit())")
         self._push_headroom()
-        self._engine.run()
-        self._collect()
+        if self.router_spec.name == "external":  # a Python router answers every arrival
+            self.advance()
+            if self.pending_requests():
+                raise RuntimeError(f"{self.pending_requests()} requests neither completed nor rejected")
+        else:
+            self._engine.run()
+            self._collect()
         return self.outcomes
 
     def advance(self, until_s: float = float("inf")) -> Decision | None:
-        """``Cluster.advance``: run the engine up to ``until_s`` or until an arrival waits for a
-        route decision (``router=None``); return that decision, answered with ``dispatch``."""
+        """``Cluster.advance``: run the engine up to ``until_s`` or until a decision is due
+        (``router=None``, external phase decisions); return it. A router written in Python is
+        called at each arrival, between the engine's events, as ``Cluster`` calls it."""
         self.version += 1
         if self._decision is not None:
             return self._decision
         if self._engine is None:
             return None
         self._push_headroom()
-        kind, row, instance_id = self._engine.advance(until_s)
+        engine = self._engine
+        while True:
+            kind, row, instance_id = engine.advance(until_s)
+            if kind != 1 or self.router is None:
+                break
+            self.events.now_s = engine.now_s
+            seq = self._sequence(row)
+            self._dispatch_now(seq, self.router(self, seq))
         self._collect()
         if kind == 0:
             return None
-        keys = self._chained_keys[row] if self._chained_keys else None
-        seq = CompiledSequence(self._engine, row, self._requests[row], keys)
+        seq = self._sequence(row)
         self._decision = Decision("route", seq) if kind == 1 else Decision("phase", seq, instance_id)
         return self._decision
 
@@ -222,11 +237,18 @@ class CompiledCluster(Cluster):
         self.version += 1
         if self._decision is None or self._decision.kind != "route" or self._decision.seq is not seq:
             raise not_compiled("dispatch() of a request that no route decision names")
+        self._dispatch_now(seq, instance_id)
+        self._decision = None
+
+    def _dispatch_now(self, seq: CompiledSequence, instance_id: int) -> None:
         refusal = self._refusal(self._instance(instance_id), seq)
         if refusal is not None:
             raise ValueError(refusal)
         self._engine.dispatch_decision(seq.row, instance_id)
-        self._decision = None
+
+    def _sequence(self, row: int) -> CompiledSequence:
+        keys = self._chained_keys[row] if self._chained_keys else None
+        return CompiledSequence(self._engine, row, self._requests[row], keys)
 
     def place_answering(self, seq: Any, instance_id: int) -> None:
         """Answer the pending phase decision: continue answering on ``instance_id`` (the same

@@ -99,6 +99,18 @@ class CompiledSequence:
         return self.request.prompt_tokens
 
     @property
+    def output_tokens(self) -> int:
+        return self.request.output_tokens
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return self.request.reasoning_tokens
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"request {self.request.request_id} is in the compiled engine, which does not expose "
+                             f"{name!r} of it (not ported yet; use simulator.cluster.Cluster)")
+
+    @property
     def generated_tokens(self) -> int:
         return self._engine.request_tokens(self.row)[0]
 

@@ -7,7 +7,7 @@ and busy time per instance, truncations, cost):
   budget, Sarathi chunks, context caps and rejections, KV-capacity rejections, several routers and
   GPU types, Llumnix-K dispatch with tier headroom over two models, one iteration per event, rr
   and PASCAL time-sharing, the engine's frontend time, pipelines with several microbatches in
-  flight), and prefix caching under every scheduler
+  flight, routers written in Python), and prefix caching under every scheduler
   over shared prompts and multi-turn sessions, with and without a host tier (cache counters too);
 - on every simulator golden case inside the compiled subset (``tests/sim_golden``), counters
   included, by running the case's own code with ``CompiledCluster`` in place of ``Cluster``;
@@ -37,6 +37,7 @@ from simulator.instance import InstanceConfig
 from simulator.outcome import RequestOutcome
 from simulator.request import SLO, Request
 from simulator.routers import make_router
+from simulator.routers.gpu_share import GpuShareRouter
 from simulator.workloads.arrivals import PoissonArrivals
 from simulator.workloads.prefix_sharing import SessionSpec, SharedPromptSpec, session_requests, shared_prompt_requests
 from tests.sim_golden import features, matrix, speed
@@ -102,6 +103,8 @@ class Setup:
     pools: list[tuple[InstanceConfig, int]]
     options: dict[str, Any]
     requests: list[Request]
+    router_factory: Callable[[], Any] | None = None
+    """A router with state of its own, made afresh for each cluster (in place of ``options``')."""
 
 
 def _requests(rng: np.random.Generator, count: int, rate_rps: float, prompt: tuple[int, int], output: tuple[int, int],
@@ -261,6 +264,26 @@ def _pipelines(rng: np.random.Generator) -> Setup:
                  _requests(rng, 60, 15.0, (20, 1200), (10, 300), reasoning_share=0.4))
 
 
+def _python_router_pools(rng: np.random.Generator) -> list[tuple[InstanceConfig, int]]:
+    return [(_config(rng, gpu="A100-80GB", kv_blocks=int(rng.integers(150, 400)), preemption="swap"), 2),
+            (_config(rng, gpu="H100-80GB", kv_blocks=int(rng.integers(150, 400))), 2)]
+
+
+def _gpu_share_router(rng: np.random.Generator) -> Setup:
+    """A router written in Python with state of its own, called at each arrival between the
+    compiled engine's events: GPU shares by prompt length (``GpuShareRouter``)."""
+    return Setup(_python_router_pools(rng), {}, _requests(rng, 70, 20.0, (20, 900), (10, 300)), lambda: GpuShareRouter(
+        {"short": {"A100-80GB": 3.0, "H100-80GB": 1.0}, "long": {"A100-80GB": 1.0, "H100-80GB": 2.0}},
+        lambda request: "short" if request.prompt_tokens < 300 else "long"))
+
+
+def _lambda_router(rng: np.random.Generator) -> Setup:
+    """A Python function reading the instances' views: the fewest requests, the highest id on ties."""
+    def router(cluster: Cluster, seq: Any) -> int:
+        return min(cluster.routable_ids(), key=lambda i: (cluster.instances[i].num_requests, -i))
+    return Setup(_python_router_pools(rng), {"router": router}, _requests(rng, 70, 20.0, (20, 900), (10, 300)))
+
+
 FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list[RequestOutcome], Setup], bool]]] = {
     "swap_pressure": (_swap_pressure, lambda out, s: any(o.num_preemptions and o.preempted_s > 0 for o in out)),
     "recompute_pressure": (_recompute_pressure, lambda out, s: any(o.num_preemptions for o in out)),
@@ -280,6 +303,8 @@ FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list
                                                 for o, r in zip(sorted(out, key=lambda o: o.request_id), s.requests)
                                                 if r.model and o.completed)),
     "frontend": (_frontend, lambda out, s: all(o.first_scheduled_s - o.arrival_s >= 0.017 for o in out)),
+    "gpu_share_router": (_gpu_share_router, lambda out, s: len({o.instance_id for o in out}) == 4),
+    "lambda_router": (_lambda_router, lambda out, s: len({o.instance_id for o in out}) == 4),
     "pipelines": (_pipelines, lambda out, s: any(o.num_preemptions for o in out)),
 }
 SEEDS = range(6)
@@ -289,7 +314,8 @@ def _serve(cls: type[Cluster], setup: Setup) -> tuple[Cluster, list[RequestOutco
     inventory: dict[str, int] = {}
     for config, count in setup.pools:
         inventory[config.gpu] = inventory.get(config.gpu, 0) + count * config.num_gpus
-    cluster = cls(inventory, **setup.options)
+    options = setup.options if setup.router_factory is None else {**setup.options, "router": setup.router_factory()}
+    cluster = cls(inventory, **options)
     for config, count in setup.pools:
         for _ in range(count):
             cluster.deploy(config, ready_now=True)
@@ -505,7 +531,6 @@ def _deploy_after_submit() -> None:
 
 @pytest.mark.parametrize(("make", "named"), [
     (lambda: CompiledCluster({"A100-80GB": 1}, router="gpu_share"), "router='gpu_share'"),
-    (lambda: CompiledCluster({"A100-80GB": 1}, router=lambda c, s: 0), "router=<function"),
     (lambda: CompiledCluster({"A100-80GB": 1}, phase_router=lambda c, s, i: None), "phase_router="),
     (lambda: CompiledCluster({"A100-80GB": 1}, completion_hook=lambda c, i, s: True), "completion_hook="),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama()), "deploy(ready_now=False)"),
