@@ -146,19 +146,28 @@ class Cluster:
             )
         instance_id = self._next_id
         self._next_id += 1
-        instance = create_instance(instance_id, config, self.events, self, coalesce=self.coalesce)
-        self.instances[instance_id] = instance
-        if self.arrays is not None:
-            instance.track(self.arrays)
+        instance = self._add_instance(instance_id, config)
         self.gpus_in_use[config.gpu] = self.gpus_in_use.get(config.gpu, 0) + config.num_gpus
         self._held[instance_id] = (self.events.now_s, config.num_gpus, instance.gpu.price_per_second_usd)
         self._cost_rate_usd_per_s = None
         if ready_now:
             return instance_id
-        instance.lifecycle = Lifecycle.STARTING
         startup_s = weight_load_time_s(instance.model, instance.gpu, config.tp, config.pp, config.dtype)
-        self.events.schedule(self.events.now_s + startup_s + self.provisioning_s, self._on_started, instance_id)
+        self._start_at(instance, self.events.now_s + startup_s + self.provisioning_s)
         return instance_id
+
+    def _add_instance(self, instance_id: int, config: InstanceConfig) -> Instance:
+        """Create the instance ``instance_id`` of ``deploy``, serving, in ``instances`` (and the arrays)."""
+        instance = create_instance(instance_id, config, self.events, self, coalesce=self.coalesce)
+        self.instances[instance_id] = instance
+        if self.arrays is not None:
+            instance.track(self.arrays)
+        return instance
+
+    def _start_at(self, instance: Instance, time_s: float) -> None:
+        """``instance`` is starting; it serves from ``time_s`` on."""
+        instance.lifecycle = Lifecycle.STARTING
+        self.events.schedule(time_s, self._on_started, instance.instance_id)
 
     def _on_started(self, instance_id: int) -> None:
         instance = self.instances[instance_id]
@@ -180,12 +189,16 @@ class Cluster:
 
     def _stop(self, instance: Instance) -> None:
         instance.lifecycle = Lifecycle.STOPPED
+        self._release(instance, self.events.now_s)
+
+    def _release(self, instance: Instance, stopped_s: float) -> None:
+        """``instance`` stopped at ``stopped_s``: its GPUs are free and no longer paid."""
         config = instance.config
         self.gpus_in_use[config.gpu] -= config.num_gpus
         since_s, num_gpus, usd_per_gpu_s = self._held.pop(instance.instance_id)
         self._cost_rate_usd_per_s = None
-        self._cost_closed_usd += (self.events.now_s - since_s) * num_gpus * usd_per_gpu_s
-        self._stopped_at_s[instance.instance_id] = self.events.now_s
+        self._cost_closed_usd += (stopped_s - since_s) * num_gpus * usd_per_gpu_s
+        self._stopped_at_s[instance.instance_id] = stopped_s
 
     @staticmethod
     def _refusal(instance: Instance, seq: Sequence | None, new_request: bool = True) -> str | None:

@@ -26,11 +26,10 @@ requests raises.
 
 Differences from ``Cluster``: the workload is one list given to ``submit`` or ``run`` (a stream is
 read whole first, so a bad request raises before any is served), after every instance is
-deployed; no ``Sequence`` objects exist (``arrived_sequences`` raises once the workload is
+deployed (more may be deployed and drained later); no ``Sequence`` objects exist (``arrived_sequences`` raises once the workload is
 submitted, unless ``keep_sequences=False``; a decision names its request by a
-``CompiledSequence``); events cannot be scheduled from Python; timers and live changes
-(``every``, ``migrate``, ``drain``, ``deploy`` after the submit, ``add_arrival``) are not
-available.
+``CompiledSequence``); events cannot be scheduled from Python; timers, migration and added
+arrivals (``every``, ``migrate``, ``add_arrival``) are not available.
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ from simulator.compiled_views import CompiledClock, CompiledInstance, CompiledSe
 from simulator.compiled_views import not_ported as not_compiled
 from simulator.context import CONTEXT_REJECT_REASON
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
+from simulator.pipeline import create_instance
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
 from simulator.routers import Router
@@ -96,6 +96,10 @@ class CompiledCluster(Cluster):
             if options.get(name):
                 raise not_compiled(f"{name}={options[name]!r}")
         self._engine: _core.Engine | None = None
+        self._engine_models: list[str] = []
+        """The models the engine knows, by index (the instances' and the requests' at submit)."""
+        self._gpu_index: dict[str, int] = {}
+        """An index per GPU type (same type: KV transfers take the intra-node link)."""
         self._chained_keys: list[tuple[int, ...] | None] = []
         """Each submitted request's chained block keys, when an instance caches prefixes."""
         super().__init__(gpu_inventory, router=router, **options)
@@ -104,19 +108,48 @@ class CompiledCluster(Cluster):
         """The compiled router (Llumnix's headroom fractions are read again whenever they change)."""
 
     def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
-        """``Cluster.deploy`` for a config the engine ports, serving now (``ready_now=True``),
-        before the workload is submitted."""
-        if self._engine is not None:
-            raise not_compiled("deploy() after the workload was submitted (scaling)")
-        if not ready_now:
-            raise not_compiled("deploy(ready_now=False) (a start-up delay)")
+        """``Cluster.deploy`` for a config the engine ports: serving now (``ready_now=True``), or,
+        once the workload is submitted, after its start-up time (scaling)."""
+        if self._engine is None and not ready_now:
+            raise not_compiled("deploy(ready_now=False) before the workload is submitted (a start-up delay)")
+        if self._engine is not None and self.router_spec.name == "session_affinity":
+            raise not_compiled("deploy() after the workload was submitted with session_affinity (its ring is read once)")
         settings = config.resolved()
         scheduler = settings.scheduler
         if scheduler not in COMPILED_SCHEDULERS or SCHEDULERS.get(scheduler) is not COMPILED_SCHEDULERS[scheduler]:
             raise not_compiled(f"scheduler={scheduler!r} (compiled schedulers: {', '.join(COMPILED_SCHEDULERS)})")
         if Role(settings.role) != Role.AGGREGATED:
             raise not_compiled(f"role={Role(settings.role).value!r} (PD disaggregation)")
-        return super().deploy(config, ready_now=True)
+        return super().deploy(config, ready_now=ready_now)
+
+    def drain(self, instance_id: int) -> None:
+        """``Cluster.drain``: the instance stops taking requests and stops once they are done."""
+        if self._engine is not None and self.router_spec.name == "session_affinity":
+            raise not_compiled("drain() with session_affinity (its ring is read once)")
+        super().drain(instance_id)
+
+    def _add_instance(self, instance_id: int, config: InstanceConfig) -> Any:
+        """Before the submit, a Python ``Instance``; after it, one more instance in the engine,
+        seen through its ``CompiledInstance`` view."""
+        if self._engine is None:
+            return super()._add_instance(instance_id, config)
+        instance = create_instance(instance_id, config, self.events, self, coalesce=self.coalesce)
+        model_names = self._engine_models
+        if instance.model.name not in model_names:
+            raise not_compiled(f"deploying {instance.model.name} after the workload was submitted (the engine serves "
+                               f"{', '.join(model_names)})")
+        settings = _settings(instance, model_names.index(instance.model.name))
+        settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
+        if self._engine.add_instance(settings, instance.latency._evaluator) != instance_id:
+            raise RuntimeError(f"the engine numbered instance {instance_id} differently")
+        view = self.instances[instance_id] = CompiledInstance(instance, self._engine)
+        return view
+
+    def _start_at(self, instance: Any, time_s: float) -> None:
+        if self._engine is None:
+            super()._start_at(instance, time_s)
+        else:
+            self._engine.start_at(instance.instance_id, time_s)
 
     def submit(self, requests: Iterable[Request]) -> None:
         """Give the engine its one workload, checked whole now (a stream is read whole), on the
@@ -137,10 +170,10 @@ class CompiledCluster(Cluster):
             self.router_spec.headroom_fractions = self.router.headroom_fractions.tolist()
         engine = _core.Engine(self.router_spec, self.record_token_curves, model_names, self.arrays is not None,
                               self.external_phase_decisions)
-        gpu_index: dict[str, int] = {}
+        self._engine_models = model_names
         for instance in instances:
             settings = _settings(instance, model_index[instance.model.name])
-            settings.gpu_index = gpu_index.setdefault(instance.gpu.name, len(gpu_index))
+            settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
             # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
             engine.add_instance(settings, instance.latency._evaluator)
         columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
@@ -159,7 +192,7 @@ class CompiledCluster(Cluster):
         self._scheduled = len(requests)
         if self.arrays is not None:
             self.arrays = CoreArrays(engine)  # type: ignore[assignment]
-        self.instances = {i: CompiledInstance(instance, engine.instance(i))  # type: ignore[misc]
+        self.instances = {i: CompiledInstance(instance, engine)  # type: ignore[misc]
                           for i, instance in deployed.items()}
         self.events = CompiledClock(engine.now_s)  # type: ignore[assignment]
 
@@ -285,6 +318,8 @@ class CompiledCluster(Cluster):
         engine = self._engine
         self.events.now_s = engine.now_s
         self.arrived = engine.arrived
+        for instance_id, stopped_s in engine.take_stops():  # drained instances that emptied
+            self._release(self.instances[instance_id], stopped_s)
         if engine.num_outcomes > len(self.outcomes):
             self.outcomes += _outcomes(engine, self._requests, self.record_token_curves, len(self.outcomes))
 
@@ -321,9 +356,6 @@ class CompiledCluster(Cluster):
 
     def migrate(self, seq: Any, target_id: int) -> bool:
         raise not_compiled("migrate()")
-
-    def drain(self, instance_id: int) -> NoReturn:
-        raise not_compiled("drain()")
 
     def every(self, interval_s: float, callback: Callable[[Cluster], None], start_s: float | None = None) -> NoReturn:
         raise not_compiled("every() (Python timers)")

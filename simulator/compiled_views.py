@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from servegym_core import _core
 
+from simulator.instance import Lifecycle
 from simulator.request import Request
 
 
@@ -17,25 +18,30 @@ class CoreArrays:
     """``simulator.instance_arrays.InstanceArrays``' read side over a compiled engine's tables:
     ``table`` (a row per instance, the same columns), ``tier_table``, ``tiers``, ``rows`` and
     ``layout_version``. The views are the engine's memory (no copy); they are fetched again only
-    when a table grows (a new tier)."""
+    when a table grows (a new instance or tier)."""
 
-    __slots__ = ("_engine", "_table", "_tier_table", "_tiers")
+    __slots__ = ("_engine", "_table", "_tier_table", "_shape")
 
     def __init__(self, engine: _core.Engine) -> None:
         self._engine = engine
-        self._table = engine.arrays_table
-        self._tiers = engine.arrays_tiers
-        self._tier_table = engine.arrays_tier_table
+        self._shape = (-1, -1)
+        self._table = self._tier_table = np.zeros((0, 0), dtype=np.int64)
+
+    def _views(self) -> None:
+        """Fetch the views again when a table grew (an instance deployed, a new tier)."""
+        engine = self._engine
+        shape = (engine.num_instances, engine.arrays_tiers)
+        if shape != self._shape:
+            self._shape, self._table, self._tier_table = shape, engine.arrays_table, engine.arrays_tier_table
 
     @property
     def table(self) -> np.ndarray:
+        self._views()
         return self._table
 
     @property
     def tier_table(self) -> np.ndarray:
-        tiers = self._engine.arrays_tiers
-        if tiers != self._tiers:
-            self._tiers, self._tier_table = tiers, self._engine.arrays_tier_table
+        self._views()
         return self._tier_table
 
     @property
@@ -44,7 +50,7 @@ class CoreArrays:
 
     @property
     def rows(self) -> int:
-        return len(self._table)
+        return self._engine.num_instances
 
     @property
     def layout_version(self) -> int:
@@ -127,6 +133,10 @@ class CompiledSequence:
         return f"CompiledSequence(row={self.row}, request_id={self.request_id})"
 
 
+LIFECYCLES = (Lifecycle.STARTING, Lifecycle.SERVING, Lifecycle.DRAINING, Lifecycle.STOPPED)
+"""``Lifecycle`` by the engine's code (``simulator.instance_arrays.LIFECYCLE_CODES``)."""
+
+
 class CompiledKV:
     """An instance's KV pool in a compiled engine: its sizes, and the blocks in use and cached
     now (``simulator.kv_blocks.KVBlockManager``'s counters, read-only)."""
@@ -175,23 +185,24 @@ class CompiledPrefixCache:
 class CompiledInstance:
     """An instance of a compiled engine as Python code reads it between events: what its config
     fixed (``STATIC``, from the ``Instance`` deployed in Python), and from the engine its
-    counters, its KV pool (``CompiledKV``), its prefix cache's counters and the queries the
+    lifecycle (set through it by ``drain``), counters, its KV pool (``CompiledKV``), its prefix cache's counters and the queries the
     observations ask (``num_requests``, ``unsynced_kv_blocks``, ``kv_used_blocks_now``,
     ``head_of_line_demand_blocks``, ``request_counts``, ``answering_behind_pace``). Its requests live in the engine only: reading ``waiting``,
     ``running``, ``sequences()`` or any other live attribute raises."""
 
     STATIC = frozenset({
-        "instance_id", "config", "settings", "role", "gpu", "model", "latency", "lifecycle", "scheduler",
+        "instance_id", "config", "settings", "role", "gpu", "model", "latency", "scheduler",
         "preemption", "max_batch_size", "max_batched_tokens", "swap_s_per_token", "max_request_tokens",
         "min_queue_length",
     })
     """The attributes read from the deployed ``Instance``: fixed for the engine's run."""
 
-    __slots__ = ("_instance", "_core", "kv", "prefix_cache")
+    __slots__ = ("_instance", "_engine", "_core", "kv", "prefix_cache")
 
-    def __init__(self, instance: Any, core_instance: Any) -> None:
+    def __init__(self, instance: Any, engine: _core.Engine) -> None:
         self._instance = instance
-        self._core = core_instance
+        self._engine = engine
+        self._core = core_instance = engine.instance(instance.instance_id)
         kv = instance.kv
         self.kv = CompiledKV(core_instance, kv.total_blocks, kv.block_size, kv.watermark_blocks)
         self.prefix_cache = None if core_instance.prefix_cache is None else CompiledPrefixCache(core_instance)
@@ -202,6 +213,14 @@ class CompiledInstance:
             return getattr(self._instance, name)
         raise AttributeError(f"instance {self._instance.instance_id} runs in the compiled engine, which does not "
                              f"expose {name!r} (not ported yet; use simulator.cluster.Cluster)")
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return LIFECYCLES[self._core.lifecycle_code]
+
+    @lifecycle.setter
+    def lifecycle(self, value: Lifecycle) -> None:
+        self._engine.set_lifecycle(self._instance.instance_id, LIFECYCLES.index(value))
 
     @property
     def busy_time_s(self) -> float:

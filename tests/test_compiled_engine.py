@@ -33,7 +33,7 @@ from experiments.benchmarks import simulator_speed
 from simulator.cluster import Cluster
 from simulator.compiled import CompiledCluster
 from simulator.headroom import default_headroom_fractions
-from simulator.instance import InstanceConfig
+from simulator.instance import InstanceConfig, Lifecycle
 from simulator.outcome import RequestOutcome
 from simulator.request import SLO, Request
 from simulator.routers import make_router
@@ -442,6 +442,50 @@ def test_route_decisions_clock_steps_and_arrays_follow_the_python_engine(family,
     assert counters(compiled) == counters(python)
 
 
+@pytest.mark.parametrize("router", ["round_robin", "least_loaded", "llumnix"])
+@pytest.mark.parametrize("seed", range(2))
+def test_deploying_and_draining_while_serving_follow_the_python_engine(router, seed):
+    """Both engines stepped to random times; now and then an instance is deployed (ready now or
+    after its start-up time) or a serving one drained. At every stop: the clock, the lifecycles,
+    the arrays, the GPUs in use and the cost so far are equal; at the end, the outcomes."""
+    rng = np.random.default_rng([seed, 77])
+    config = _config(rng, scheduler="priority", kv_blocks=int(rng.integers(150, 300)), preemption="swap")
+    requests = _requests(rng, 120, 25.0, (20, 800), (10, 300))
+    clusters = []
+    for cls in (Cluster, CompiledCluster):
+        routing = make_router("llumnix", headroom_fractions=default_headroom_fractions(3)) if router == "llumnix" else router
+        cluster = cls({"A100-80GB": 6}, router=routing, track_arrays=True, provisioning_s=0.5)
+        for _ in range(2):
+            cluster.deploy(config, ready_now=True)
+        cluster.submit(requests)
+        clusters.append(cluster)
+    python, compiled = clusters
+    steps = deployed = drained = 0
+    while python.pending_requests():
+        until_s = python.events.now_s + float(rng.exponential(0.5))
+        assert python.advance(until_s) is None and compiled.advance(until_s) is None
+        steps += 1
+        state = [(c.events.now_s, [i.lifecycle for i in c.instances.values()], _arrays(c), dict(c.gpus_in_use),
+                  c.cost_usd()) for c in clusters]
+        assert state[1] == state[0], f"step {steps}"
+        serving = [i for i, instance in python.instances.items() if instance.lifecycle == Lifecycle.SERVING]
+        action = rng.random()
+        if action < 0.15 and sum(python.gpus_in_use.values()) < 6:
+            ready_now = bool(rng.integers(0, 2))
+            assert {c.deploy(config, ready_now=ready_now) for c in clusters} == {len(python.instances) - 1}
+            deployed += 1
+        elif action < 0.25 and len(serving) > 1:
+            target = serving[int(rng.integers(0, len(serving)))]
+            for c in clusters:
+                c.drain(target)
+            drained += 1
+    assert compiled.pending_requests() == 0 and deployed and drained
+    found = outcome_mismatches(python.outcomes, compiled.outcomes)
+    assert not found, f"{len(found)} mismatches:\n" + "\n".join(found[:10])
+    assert counters(compiled) == counters(python)
+    assert Lifecycle.STOPPED in {i.lifecycle for i in compiled.instances.values()}
+
+
 def test_a_decision_is_answered_once_on_a_serving_instance_of_its_model():
     cluster = CompiledCluster({"A100-80GB": 2}, router=None, track_arrays=True)
     cluster.deploy(_llama(), ready_now=True)
@@ -523,7 +567,7 @@ def _llama(**fields: Any) -> InstanceConfig:
 
 
 def _deploy_after_submit() -> None:
-    cluster = CompiledCluster({"A100-80GB": 2})
+    cluster = CompiledCluster({"A100-80GB": 2}, router="session_affinity")
     cluster.deploy(_llama(), ready_now=True)
     cluster.submit([Request(1, 0.0, 10, 5)])
     cluster.deploy(_llama(), ready_now=True)
@@ -537,7 +581,7 @@ def _deploy_after_submit() -> None:
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(role="prefill"), ready_now=True), "role='prefill'"),
     (lambda: CompiledCluster({"A100-80GB": 1}).every(1.0, lambda c: None), "every()"),
     (lambda: CompiledCluster({"A100-80GB": 1}).add_arrival(Request(1, 0.0, 10, 5)), "add_arrival()"),
-    (_deploy_after_submit, "deploy() after the workload was submitted"),
+    (_deploy_after_submit, "deploy() after the workload was submitted with session_affinity"),
 ])
 def test_a_configuration_outside_the_subset_raises_naming_it(make, named):
     with pytest.raises(ValueError, match="the compiled engine does not support") as error:

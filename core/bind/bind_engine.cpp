@@ -79,6 +79,7 @@ void bind_engine(nb::module_& m) {
       .def_ro("iterations", &Instance::iterations)
       .def_ro("context_truncated", &Instance::context_truncated)
       .def_prop_ro("num_requests", &Instance::num_requests)
+      .def_prop_ro("lifecycle_code", [](const Instance& i) { return static_cast<int>(i.lifecycle()); })
       .def_ro("busy", &Instance::busy)
       .def("unsynced_kv_blocks", &Instance::unsynced_kv_blocks,
            "KV blocks the decode iterations finished by now but not yet applied fill.")
@@ -138,6 +139,12 @@ void bind_engine(nb::module_& m) {
       .def(nb::init<RouterSpec, bool, std::vector<std::string>, bool, bool>(), "router"_a, "record_token_curves"_a,
            "model_names"_a, "track_arrays"_a = false, "external_phase_decisions"_a = false)
       .def("add_instance", &Engine::add_instance, "settings"_a, "latency"_a)
+      .def("start_at", &Engine::start_at, "instance_id"_a, "time_s"_a)
+      .def("set_lifecycle", [](Engine& e, std::int32_t id, int code) {
+        if (code < 0 || code > 3) throw std::invalid_argument("lifecycle code " + std::to_string(code));
+        e.set_lifecycle(id, static_cast<Lifecycle>(code));
+      }, "instance_id"_a, "code"_a)
+      .def("take_stops", &Engine::take_stops)
       .def("submit", &Engine::submit, "request_id"_a, "arrival_s"_a, "prompt_tokens"_a, "output_tokens"_a,
            "reasoning_tokens"_a, "tier"_a, "model_index"_a, "session_targets"_a)
       .def("set_block_keys", &Engine::set_block_keys, "block_tokens"_a, "offsets"_a, "keys"_a)
@@ -175,6 +182,7 @@ void bind_engine(nb::module_& m) {
       .def("request_tokens", &Engine::request_tokens, "row"_a, "(generated, KV) tokens of a request row now.")
       .def("set_headroom_fractions", &Engine::set_headroom_fractions, "fractions"_a)
       .def_prop_ro("num_outcomes", &Engine::num_outcomes)
+      .def_prop_ro("num_instances", &Engine::num_instances)
       .def_prop_ro("arrived", &Engine::arrived)
       .def_prop_ro("arrays_table", [](const Engine& e) {
         const InstanceArrays& a = arrays_of(e);

@@ -35,6 +35,29 @@ std::int32_t Engine::add_instance(const InstanceSettings& settings, const Latenc
   return instance_id;
 }
 
+void Engine::start_at(std::int32_t instance_id, double time_s) {
+  instance_at(instance_id).set_lifecycle(Lifecycle::Starting);
+  events_.schedule(time_s, EventKind::Started, instance_id, 0);
+}
+
+void Engine::set_lifecycle(std::int32_t instance_id, Lifecycle lifecycle) {
+  instance_at(instance_id).set_lifecycle(lifecycle);
+}
+
+std::vector<std::pair<std::int32_t, double>> Engine::take_stops() {
+  std::vector<std::pair<std::int32_t, double>> stops;
+  stops.swap(stops_);
+  return stops;
+}
+
+void Engine::on_idle(std::int32_t instance_id) {
+  Instance& instance = instance_at(instance_id);
+  if (instance.lifecycle() == Lifecycle::Draining && instance.num_requests() == 0) {
+    instance.set_lifecycle(Lifecycle::Stopped);
+    stops_.emplace_back(instance_id, events_.now_s);
+  }
+}
+
 const Instance& Engine::instance(std::int32_t instance_id) const {
   if (instance_id < 0 || static_cast<std::size_t>(instance_id) >= instances_.size()) {
     throw std::out_of_range("unknown instance " + std::to_string(instance_id));
@@ -126,6 +149,11 @@ void Engine::step(const Event& event) {
     case EventKind::TransferDone:
       instances_[static_cast<std::size_t>(event.a)]->accept_transferred(static_cast<Req>(event.b));
       break;
+    case EventKind::Started: {
+      Instance& started = *instances_[static_cast<std::size_t>(event.a)];
+      if (started.lifecycle() == Lifecycle::Starting) started.set_lifecycle(Lifecycle::Serving);
+      break;
+    }
   }
 }
 

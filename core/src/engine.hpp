@@ -40,8 +40,16 @@ class Engine : public InstanceHost {
   Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names,
          bool track_arrays = false, bool external_phase_decisions = false);
 
-  // A new serving instance (ids are dense, in order); the evaluator is copied.
+  // A new serving instance (ids are dense, in order); the evaluator is copied. Before or after
+  // submit (scaling).
   std::int32_t add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency);
+  // The instance is starting and serves from time_s on (Cluster._start_at).
+  void start_at(std::int32_t instance_id, double time_s);
+  // Set an instance's lifecycle from Python (Cluster.drain and _stop).
+  void set_lifecycle(std::int32_t instance_id, Lifecycle lifecycle);
+  // The instances that stopped by themselves (drained and empty) since the last call, with when:
+  // Python releases their GPUs then (Cluster._release).
+  std::vector<std::pair<std::int32_t, double>> take_stops();
   // The requests, sorted by arrival (checked in Python), as columns; session_targets as
   // RouterSpec holds them. Schedules the first arrival. Throws std::logic_error if called twice.
   void submit(const std::vector<std::int64_t>& request_id, const std::vector<double>& arrival_s,
@@ -68,6 +76,7 @@ class Engine : public InstanceHost {
   // llumnix: route with these headroom fractions from now on (after submit).
   void set_headroom_fractions(std::vector<double> fractions);
   std::size_t num_outcomes() const { return outcomes_.size(); }
+  std::size_t num_instances() const { return instances_.size(); }
   std::size_t arrived() const { return arrived_; }
 
   double now_s() const { return events_.now_s; }
@@ -78,6 +87,7 @@ class Engine : public InstanceHost {
   void on_complete(std::int32_t instance_id, Req r) override;
   void on_reject(Req r, RejectReason reason) override;
   void on_phase_change(std::int32_t instance_id, Req r) override;
+  void on_idle(std::int32_t instance_id) override;
 
  private:
   void schedule_next_arrival();
@@ -100,6 +110,7 @@ class Engine : public InstanceHost {
   bool external_router_ = false;
   bool external_phase_decisions_ = false;
   std::deque<Decision> decisions_;  // the one due first, then those that came with it
+  std::vector<std::pair<std::int32_t, double>> stops_;
   std::size_t arrived_ = 0;
   std::unique_ptr<InstanceArrays> arrays_;
   std::size_t next_arrival_ = 0;

@@ -14,6 +14,7 @@ enum class EventKind : std::uint8_t {
   Wake,             // a: instance, b: its wake version (PipelinedInstance._on_wake)
   MicrobatchEnd,    // a: instance, b: the microbatch's id (PipelinedInstance._on_microbatch_end)
   TransferDone,     // a: target instance, b: the request's row, its KV arrived (Cluster._transfer)
+  Started,          // a: instance, its weights loaded (Cluster._on_started)
 };
 
 struct Event {

@@ -123,6 +123,11 @@ void Instance::count_tier(Req r, std::int64_t sign) {
   tier_counts_[tier] += sign;
 }
 
+void Instance::set_lifecycle(Lifecycle lifecycle) {
+  lifecycle_ = lifecycle;
+  if (arrays) arrays->set_lifecycle(instance_id, static_cast<std::int64_t>(lifecycle));
+}
+
 void Instance::track(InstanceArrays& tracked) {
   if (num_requests()) throw std::logic_error("instance " + std::to_string(instance_id) + " already holds requests");
   tracked.add_row(instance_id, kv.total_blocks, kv.watermark_blocks, kv.block_size, 0);  // role: aggregated
@@ -360,12 +365,17 @@ void Instance::on_microbatch_end(std::int64_t) {
 }
 
 void Instance::plan(double now) {
+  if (lifecycle_ == Lifecycle::Stopped) {
+    busy = false;
+    return;
+  }
   next_prefills_.clear();
   next_decode_.clear();
   double extra_s = 0.0;
   bool single_iteration = false;
   if (!form_batch(now, next_prefills_, next_decode_, extra_s, single_iteration)) {
     busy = false;
+    host_.on_idle(instance_id);
     return;
   }
   busy = true;

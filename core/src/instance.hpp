@@ -56,6 +56,8 @@ class InstanceHost {
   virtual void on_reject(Req r, RejectReason reason) = 0;
   // r finished reasoning on instance_id and is still running there.
   virtual void on_phase_change(std::int32_t instance_id, Req r) = 0;
+  // The instance found nothing to run (Cluster.on_idle: a draining instance stops when empty).
+  virtual void on_idle(std::int32_t instance_id) = 0;
 };
 
 class Instance {
@@ -93,6 +95,10 @@ class Instance {
   virtual void on_microbatch_end(std::int64_t batch_id);
 
   std::size_t num_requests() const { return waiting.size() + running.size() + swapped.size(); }
+  Lifecycle lifecycle() const { return lifecycle_; }
+  bool serving() const { return lifecycle_ == Lifecycle::Serving; }
+  // Instance.lifecycle's setter: the arrays' lifecycle column follows.
+  void set_lifecycle(Lifecycle lifecycle);
   // KV blocks the decode iterations finished by now but not yet applied (sync) fill: the sum over
   // the segment's sequences of ceil((kv + d) / b) - blocks for the d iterations done.
   std::int64_t unsynced_kv_blocks() const;
@@ -167,6 +173,7 @@ class Instance {
   InstanceHost& host_;
   SegmentPlanner planner_;
   std::int64_t flying_blocks_ = 0;  // blocks of the sequences in flight while a microbatch forms
+  Lifecycle lifecycle_ = Lifecycle::Serving;
   std::vector<std::int64_t> tier_counts_;
   std::int64_t version_ = 0;
   double seg_start_s_ = 0.0;

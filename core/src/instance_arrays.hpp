@@ -35,6 +35,11 @@ class InstanceArrays {
   void add_row(std::int32_t instance_id, std::int64_t kv_total_blocks, std::int64_t watermark_blocks,
                std::int64_t block_size, std::int64_t role_code);
   void set(std::int32_t row, std::int32_t column, std::int64_t value) { table[index(row, column)] = value; }
+  // Instance `row` is now in lifecycle `code` (LIFECYCLE_CODES).
+  void set_lifecycle(std::int32_t row, std::int64_t code) {
+    set(row, kLifecycle, code);
+    ++layout_version;
+  }
   std::int64_t get(std::int32_t row, std::int32_t column) const { return table[index(row, column)]; }
   // r entered queue `queue` (kWaiting, kRunning or kSwapped) on instance `row` from another queue there.
   void add(std::int32_t row, const RequestTable& t, Req r, std::int32_t queue) { update(row, t, r, queue, 1); }

@@ -63,6 +63,10 @@ void PipelinedInstance::on_microbatch_end(std::int64_t batch_id) {
 void PipelinedInstance::fill(double now) {
   ++wake_version_;
   wake_pending_ = false;
+  if (lifecycle() == Lifecycle::Stopped) {
+    busy = !in_flight_.empty();
+    return;
+  }
   if (in_flight_count() < depth_) {
     if (stage_free_s_[0] > now) {
       wake_at(stage_free_s_[0]);
@@ -70,7 +74,12 @@ void PipelinedInstance::fill(double now) {
       wake_at(stage_free_s_[0]);
     }
   }
-  busy = !in_flight_.empty() || wake_pending_;
+  if (!in_flight_.empty() || wake_pending_) {
+    busy = true;
+  } else {
+    busy = false;
+    host_.on_idle(instance_id);
+  }
 }
 
 bool PipelinedInstance::start_microbatch(double now) {

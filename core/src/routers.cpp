@@ -12,12 +12,14 @@ std::runtime_error no_instance(const RequestTable& requests, Req r) {
   return std::runtime_error("no serving instance can take request " + std::to_string(requests.request_id[r]));
 }
 
-// simulator.routers.base.fewest_requests over every instance (all of them serve in this subset).
+// simulator.routers.base.fewest_requests over the routable instances (serving: every compiled
+// instance is aggregated).
 std::int32_t fewest_requests(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
                              Req r) {
   std::int32_t best_id = -1;
   std::size_t best_load = 0;
   for (const auto& instance : instances) {
+    if (!instance->serving()) continue;
     const std::size_t load = instance->num_requests();
     if (best_id < 0 || load < best_load) {
       best_id = instance->instance_id;
@@ -32,14 +34,19 @@ class RoundRobinRouter : public Router {
  public:
   std::int32_t route(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
                      Req r) override {
-    if (instances.empty()) throw no_instance(requests, r);
-    const auto choice = static_cast<std::int32_t>(next_ % static_cast<std::int64_t>(instances.size()));
+    routable_.clear();
+    for (const auto& instance : instances) {
+      if (instance->serving()) routable_.push_back(instance->instance_id);
+    }
+    if (routable_.empty()) throw no_instance(requests, r);
+    const std::int32_t choice = routable_[static_cast<std::size_t>(next_ % static_cast<std::int64_t>(routable_.size()))];
     ++next_;
     return choice;
   }
 
  private:
   std::int64_t next_ = 0;
+  std::vector<std::int32_t> routable_;  // scratch: the serving instances now
 };
 
 class LeastLoadedRouter : public Router {
@@ -75,7 +82,7 @@ class FreestInstanceRouter : public Router {
     std::int32_t best_id = -1;
     double best = -std::numeric_limits<double>::infinity();
     for (const auto& instance : instances) {
-      if (model >= 0 && instance->settings.model_index != model) continue;
+      if (!instance->serving() || (model >= 0 && instance->settings.model_index != model)) continue;
       const double value = freeness_full(*instance, fractions_);
       if (best_id < 0 || value > best) {
         best_id = instance->instance_id;

@@ -17,6 +17,9 @@ enum class Residency : std::uint8_t { Queued = 0, Running = 1, Swapped = 2, Movi
 // Lifecycle of a request (simulator.request.Phase).
 enum class Phase : std::uint8_t { Waiting = 0, Prefill = 1, Reasoning = 2, Answering = 3, Done = 4, Rejected = 5 };
 
+// An instance's deployment state (simulator.instance.Lifecycle; the codes of LIFECYCLE_CODES).
+enum class Lifecycle : std::uint8_t { Starting = 0, Serving = 1, Draining = 2, Stopped = 3 };
+
 // Why a request was rejected (the strings of simulator.context and Instance.enqueue).
 enum class RejectReason : std::uint8_t { None = 0, ExceedsContext = 1, ExceedsKvCapacity = 2 };
 
