@@ -75,26 +75,10 @@ def migration_mask(max_instances: int) -> tuple[MaskPart, ...]:
 
 
 def migration_candidate(instance: Instance, excluded: Collection[int] = ()) -> Sequence | None:
-    """The request ``instance`` would migrate out (Llumnix-K §3.5: "queued requests
-    (no KV state, cheap to migrate) first, then low-priority running requests with small KV
-    footprints"): the last queued request in the local scheduler's order (the one that would
-    wait longest); else the running decode request of the lowest priority (highest tier) with
-    the fewest KV tokens (ties: earliest enqueued), skipping request ids in ``excluded``."""
-    if instance.waiting:
-        return max(instance.waiting, key=instance.scheduler.priority_key)
-    best, best_key = None, None
-    for seq in instance.running:  # min() over the decode requests, in one pass (every step, every instance)
-        generated = seq.generated_tokens
-        if (
-            generated
-            and seq.kv_tokens == seq.prompt_tokens + generated - 1  # ``Sequence.in_decode``
-            and not seq.pd_handoff
-            and seq.request_id not in excluded
-        ):
-            key = (-seq.tier, seq.kv_tokens, seq.queue_order)
-            if best is None or key < best_key:
-                best, best_key = seq, key
-    return best
+    """The request ``instance`` would migrate out (``Instance.migration_candidate``, Llumnix-K
+    §3.5: queued requests first, then low-priority running decode requests with small KV
+    footprints), skipping request ids in ``excluded``."""
+    return instance.migration_candidate(excluded)
 
 
 class MigrationEnv(ServingEnv):

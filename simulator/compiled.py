@@ -28,8 +28,8 @@ Differences from ``Cluster``: the workload is one list given to ``submit`` or ``
 read whole first, so a bad request raises before any is served), after every instance is
 deployed (more may be deployed and drained later); no ``Sequence`` objects exist (``arrived_sequences`` raises once the workload is
 submitted, unless ``keep_sequences=False``; a decision names its request by a
-``CompiledSequence``); events cannot be scheduled from Python; timers, migration and added
-arrivals (``every``, ``migrate``, ``add_arrival``) are not available.
+``CompiledSequence``); events cannot be scheduled from Python; timers and added arrivals
+(``every``, ``add_arrival``) are not available.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class CompiledCluster(Cluster):
         settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
         if self._engine.add_instance(settings, instance.latency._evaluator) != instance_id:
             raise RuntimeError(f"the engine numbered instance {instance_id} differently")
-        view = self.instances[instance_id] = CompiledInstance(instance, self._engine)
+        view = self.instances[instance_id] = CompiledInstance(instance, self._engine, self._sequence)
         return view
 
     def _start_at(self, instance: Any, time_s: float) -> None:
@@ -187,12 +187,13 @@ class CompiledCluster(Cluster):
             raise
         if any(instance.prefix_cache is not None for instance in instances):
             engine.set_block_keys(*self._block_keys(requests))
+        engine.set_migration(self.migration.last_stage_max_blocks, self.migration.max_stages)
         self._engine = engine
         self._requests = requests
         self._scheduled = len(requests)
         if self.arrays is not None:
             self.arrays = CoreArrays(engine)  # type: ignore[assignment]
-        self.instances = {i: CompiledInstance(instance, engine)  # type: ignore[misc]
+        self.instances = {i: CompiledInstance(instance, engine, self._sequence)  # type: ignore[misc]
                           for i, instance in deployed.items()}
         self.events = CompiledClock(engine.now_s)  # type: ignore[assignment]
 
@@ -303,6 +304,22 @@ class CompiledCluster(Cluster):
             return super().prefix_cache_counters(ids)
         return np.array(self._engine.prefix_cache_counters(ids), dtype=np.int64).reshape(len(ids), 4)
 
+    def migrate(self, seq: Any, target_id: int) -> bool:
+        """``Cluster.migrate``: live-migrate a request (Llumnix-K §3.5) in the engine; False (nothing
+        happens) when the target cannot take it now."""
+        self.version += 1
+        if self._engine is None:
+            raise not_compiled("migrate() before the workload is submitted")
+        target = self._instance(target_id)
+        source = self._instance(seq.instance_id)
+        if target is source:
+            raise ValueError(f"request {seq.request_id} is already on instance {target_id}")
+        if target.lifecycle != Lifecycle.SERVING or target.model.name != source.model.name:
+            return False
+        moved = self._engine.migrate(seq.row, target_id)
+        self.migrations_started, self.migrations_done, self.migrations_aborted = self._engine.migrations
+        return moved
+
     def _push_headroom(self) -> None:
         """Llumnix dispatch: give the engine the router's headroom fractions when they changed
         since it last read them (Tier-v0 sets them between steps)."""
@@ -320,6 +337,7 @@ class CompiledCluster(Cluster):
         self.arrived = engine.arrived
         for instance_id, stopped_s in engine.take_stops():  # drained instances that emptied
             self._release(self.instances[instance_id], stopped_s)
+        self.migrations_started, self.migrations_done, self.migrations_aborted = engine.migrations
         if engine.num_outcomes > len(self.outcomes):
             self.outcomes += _outcomes(engine, self._requests, self.record_token_curves, len(self.outcomes))
 
@@ -353,9 +371,6 @@ class CompiledCluster(Cluster):
 
     def dispatch_in_place(self, seq: Any, instance_id: int) -> NoReturn:
         raise not_compiled("dispatch_in_place()")
-
-    def migrate(self, seq: Any, target_id: int) -> bool:
-        raise not_compiled("migrate()")
 
     def every(self, interval_s: float, callback: Callable[[Cluster], None], start_s: float | None = None) -> NoReturn:
         raise not_compiled("every() (Python timers)")

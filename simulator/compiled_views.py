@@ -5,13 +5,15 @@ handle of a request waiting for a decision.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
 from servegym_core import _core
 
 from simulator.instance import Lifecycle
-from simulator.request import Request
+from simulator.request import Phase, Request
+from simulator.sequence import Residency
 
 
 class CoreArrays:
@@ -105,6 +107,22 @@ class CompiledSequence:
         return self.request.prompt_tokens
 
     @property
+    def prefill_target_tokens(self) -> int:
+        return self.request.prompt_tokens + self.generated_tokens
+
+    @property
+    def residency(self) -> Residency:
+        return RESIDENCIES[self._engine.request_state(self.row)[0]]
+
+    @property
+    def phase(self) -> Phase:
+        return PHASES[self._engine.request_state(self.row)[1]]
+
+    @property
+    def instance_id(self) -> int:
+        return self._engine.request_state(self.row)[2]
+
+    @property
     def output_tokens(self) -> int:
         return self.request.output_tokens
 
@@ -133,6 +151,10 @@ class CompiledSequence:
         return f"CompiledSequence(row={self.row}, request_id={self.request_id})"
 
 
+RESIDENCIES = (Residency.QUEUED, Residency.RUNNING, Residency.SWAPPED, Residency.MOVING)
+"""``Residency`` by the engine's code."""
+PHASES = (Phase.WAITING, Phase.PREFILL, Phase.REASONING, Phase.ANSWERING, Phase.DONE, Phase.REJECTED)
+"""``Phase`` by the engine's code."""
 LIFECYCLES = (Lifecycle.STARTING, Lifecycle.SERVING, Lifecycle.DRAINING, Lifecycle.STOPPED)
 """``Lifecycle`` by the engine's code (``simulator.instance_arrays.LIFECYCLE_CODES``)."""
 
@@ -162,6 +184,14 @@ class CompiledKV:
     @property
     def capacity_tokens(self) -> int:
         return self.total_blocks * self.block_size
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"the compiled engine's KV pool does not expose {name!r} (not ported yet; use "
+                             "simulator.cluster.Cluster)")
+
+    def can_admit(self, blocks: int) -> bool:
+        """``KVBlockManager.can_admit``: ``blocks`` more leave the watermark free."""
+        return self.total_blocks - self._core.kv_used_blocks - blocks >= self.watermark_blocks
 
 
 class CompiledPrefixCache:
@@ -197,11 +227,13 @@ class CompiledInstance:
     })
     """The attributes read from the deployed ``Instance``: fixed for the engine's run."""
 
-    __slots__ = ("_instance", "_engine", "_core", "kv", "prefix_cache")
+    __slots__ = ("_instance", "_engine", "_sequence", "_core", "kv", "prefix_cache")
 
-    def __init__(self, instance: Any, engine: _core.Engine) -> None:
+    def __init__(self, instance: Any, engine: _core.Engine, sequence: Callable[[int], CompiledSequence]) -> None:
+        """``sequence(row)``: the handle of a request row (``CompiledCluster``'s)."""
         self._instance = instance
         self._engine = engine
+        self._sequence = sequence
         self._core = core_instance = engine.instance(instance.instance_id)
         kv = instance.kv
         self.kv = CompiledKV(core_instance, kv.total_blocks, kv.block_size, kv.watermark_blocks)
@@ -242,6 +274,9 @@ class CompiledInstance:
     def busy(self) -> bool:
         return self._core.busy
 
+    def sync(self) -> None:
+        self._core.sync()
+
     def unsynced_kv_blocks(self) -> int:
         return self._core.unsynced_kv_blocks()
 
@@ -250,6 +285,10 @@ class CompiledInstance:
 
     def head_of_line_demand_blocks(self) -> int:
         return self._core.head_of_line_demand_blocks()
+
+    def migration_candidate(self, excluded: Collection[int] = ()) -> CompiledSequence | None:
+        row = self._core.migration_candidate(list(excluded))
+        return None if row < 0 else self._sequence(row)
 
     def request_counts(self, overdue_before_s: float, fresh_tokens: int) -> tuple[int, int, int, int, int]:
         return self._core.request_counts(overdue_before_s, fresh_tokens)

@@ -18,7 +18,7 @@ several microbatches in its pipeline is ``simulator.pipeline.PipelinedInstance``
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Protocol
@@ -348,6 +348,28 @@ class Instance:
                 if seq.reasoning_tokens and seq.generated_tokens - seq.reasoning_tokens < fresh_tokens:
                     fresh += 1
         return reasoning, answering, fresh, demoted, overdue
+
+    def migration_candidate(self, excluded: Collection[int] = ()) -> Sequence | None:
+        """The request this instance would migrate out (Llumnix-K §3.5: "queued requests (no KV
+        state, cheap to migrate) first, then low-priority running requests with small KV
+        footprints"): the last queued request in the local scheduler's order (the one that would
+        wait longest); else the running decode request of the lowest priority (highest tier) with
+        the fewest KV tokens (ties: earliest enqueued), skipping request ids in ``excluded``."""
+        if self.waiting:
+            return max(self.waiting, key=self.scheduler.priority_key)
+        best, best_key = None, None
+        for seq in self.running:  # min() over the decode requests, in one pass (every step, every instance)
+            generated = seq.generated_tokens
+            if (
+                generated
+                and seq.kv_tokens == seq.prompt_tokens + generated - 1  # ``Sequence.in_decode``
+                and not seq.pd_handoff
+                and seq.request_id not in excluded
+            ):
+                key = (-seq.tier, seq.kv_tokens, seq.queue_order)
+                if best is None or key < best_key:
+                    best, best_key = seq, key
+        return best
 
     def head_of_line_demand_blocks(self) -> int:
         """The blocks the first queued (waiting, then swapped) request in the local scheduler's

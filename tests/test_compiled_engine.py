@@ -30,12 +30,13 @@ import numpy as np
 import pytest
 
 from experiments.benchmarks import simulator_speed
-from simulator.cluster import Cluster
+from simulator.cluster import Cluster, MigrationConfig
 from simulator.compiled import CompiledCluster
 from simulator.headroom import default_headroom_fractions
 from simulator.instance import InstanceConfig, Lifecycle
 from simulator.outcome import RequestOutcome
 from simulator.request import SLO, Request
+from simulator.sequence import Residency
 from simulator.routers import make_router
 from simulator.routers.gpu_share import GpuShareRouter
 from simulator.workloads.arrivals import PoissonArrivals
@@ -484,6 +485,52 @@ def test_deploying_and_draining_while_serving_follow_the_python_engine(router, s
     assert not found, f"{len(found)} mismatches:\n" + "\n".join(found[:10])
     assert counters(compiled) == counters(python)
     assert Lifecycle.STOPPED in {i.lifecycle for i in compiled.instances.values()}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_live_migrations_follow_the_python_engine(seed):
+    """Both engines stepped to random times; now and then the most loaded instance's migration
+    candidate (queued: moved at once; running: copied in stages while it decodes, then handed
+    off at an iteration boundary) goes to the least loaded one. At every stop: the clock, the
+    arrays, the candidates and the migration counters are equal; at the end, the outcomes."""
+    rng = np.random.default_rng([seed, 88])
+    config = _config(rng, scheduler="priority", kv_blocks=int(rng.integers(200, 400)), preemption="swap")
+    requests = _requests(rng, 150, 30.0, (20, 800), (50, 400))
+    clusters = []
+    for cls in (Cluster, CompiledCluster):
+        cluster = cls({"A100-80GB": 4}, router="round_robin", track_arrays=True,
+                      migration=MigrationConfig(last_stage_max_blocks=int(rng.integers(2, 8)), max_stages=3))
+        for _ in range(4):
+            cluster.deploy(config, ready_now=True)
+        cluster.submit(requests)
+        clusters.append(cluster)
+    python, compiled = clusters
+    steps = live = queued = 0
+    while python.pending_requests():
+        until_s = python.events.now_s + float(rng.exponential(0.05))
+        assert python.advance(until_s) is None and compiled.advance(until_s) is None
+        steps += 1
+        state = [(c.events.now_s, _arrays(c), c.migrations_started, c.migrations_done, c.migrations_aborted)
+                 for c in clusters]
+        assert state[1] == state[0], f"step {steps}"
+        loads = [python.instances[i].num_requests for i in range(4)]
+        source, target = int(np.argmax(loads)), int(np.argmin(loads))
+        if source == target or rng.random() < 0.5:
+            continue
+        candidates = [c.instances[source].migration_candidate() for c in clusters]
+        assert [None if s is None else s.request.request_id for s in candidates] == [
+            None if candidates[0] is None else candidates[0].request_id] * 2
+        if candidates[0] is not None:
+            assert candidates[1].residency == candidates[0].residency
+            running = candidates[0].residency == Residency.RUNNING
+            moved = [c.migrate(s, target) for c, s in zip(clusters, candidates)]
+            assert moved[0] == moved[1]
+            live += moved[0] and running
+            queued += moved[0] and not running
+    assert compiled.pending_requests() == 0 and live and queued and python.migrations_done
+    found = outcome_mismatches(python.outcomes, compiled.outcomes)
+    assert not found, f"{len(found)} mismatches:\n" + "\n".join(found[:10])
+    assert counters(compiled) == counters(python)
 
 
 def test_a_decision_is_answered_once_on_a_serving_instance_of_its_model():

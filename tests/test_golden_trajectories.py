@@ -27,7 +27,9 @@ FLOAT_RTOL = 1e-12  # a few ulps: far below any change of behaviour, above cross
 COMPILED_CASES = [f"Routing-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter",
                                               "default", "mooncake", "multitier", "pascal")] + [
     f"Tier-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter", "default",
-                             "mooncake", "multitier", "pascal")] + ["Migration-v0-pascal-mode_phase"] + [
+                             "mooncake", "multitier", "pascal")] + [
+    f"Migration-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter",
+                                  "default", "mooncake", "multitier", "pascal", "pascal-mode_phase")] + [
     f"Scaling-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter", "default",
                                 "mooncake", "multitier", "pascal")]
 """The cases the compiled simulator core runs (``backend="compiled"``)."""

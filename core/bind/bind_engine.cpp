@@ -95,6 +95,9 @@ void bind_engine(nb::module_& m) {
         const PrefixMatch found = i.cache->match(i.requests, r);
         return std::make_tuple(found.gpu, found.host, found.unreferenced);
       }, "row"_a, "PrefixCache.match of a queued request row: (GPU blocks, host blocks after them, unreferenced).")
+      .def("sync", &Instance::sync, "Apply the decode iterations finished by now.")
+      .def("migration_candidate", &Instance::migration_candidate, "excluded"_a,
+           "The request row the instance would migrate out (-1: none).")
       .def("head_of_line_demand_blocks", &Instance::head_of_line_demand_blocks,
            "The blocks the first queued request in the local scheduler's order would take.")
       .def_prop_ro("kv_used_blocks", [](const Instance& i) { return i.kv.used_blocks; })
@@ -180,6 +183,20 @@ void bind_engine(nb::module_& m) {
         return counters;
       }, "ids"_a, "Per instance of ids: (entry_blocks, query_tokens, hit_tokens, host_hit_tokens), -1s without a cache.")
       .def("request_tokens", &Engine::request_tokens, "row"_a, "(generated, KV) tokens of a request row now.")
+      .def("request_state", [](const Engine& e, Req r) {
+        const RequestTable& t = e.requests();
+        if (r < 0 || static_cast<std::size_t>(r) >= t.size()) {
+          throw std::invalid_argument("request row " + std::to_string(r) + " is not in the engine");
+        }
+        return std::make_tuple(static_cast<int>(t.residency[r]), static_cast<int>(t.phase[r]), t.instance_id[r]);
+      }, "row"_a, "(residency code, phase code, instance id) of a request row now.")
+      .def("migrate", &Engine::migrate, "row"_a, "target_id"_a)
+      .def("set_migration", [](Engine& e, std::int64_t last_stage_max_blocks, std::int64_t max_stages) {
+        e.set_migration(MigrationSettings{last_stage_max_blocks, max_stages});
+      }, "last_stage_max_blocks"_a, "max_stages"_a)
+      .def_prop_ro("migrations", [](const Engine& e) {
+        return std::make_tuple(e.migrations_started, e.migrations_done, e.migrations_aborted);
+      }, "(started, done, aborted) live migrations so far.")
       .def("set_headroom_fractions", &Engine::set_headroom_fractions, "fractions"_a)
       .def_prop_ro("num_outcomes", &Engine::num_outcomes)
       .def_prop_ro("num_instances", &Engine::num_instances)

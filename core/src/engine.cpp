@@ -149,6 +149,15 @@ void Engine::step(const Event& event) {
     case EventKind::TransferDone:
       instances_[static_cast<std::size_t>(event.a)]->accept_transferred(static_cast<Req>(event.b));
       break;
+    case EventKind::MigrationStage:
+      on_migration_stage(event.b);
+      break;
+    case EventKind::MigrationHandOff: {
+      const Migration& migration = migrations_[static_cast<std::size_t>(event.b)];
+      ++migrations_done;
+      instance_at(migration.target).accept_transferred(migration.r);
+      break;
+    }
     case EventKind::Started: {
       Instance& started = *instances_[static_cast<std::size_t>(event.a)];
       if (started.lifecycle() == Lifecycle::Starting) started.set_lifecycle(Lifecycle::Serving);
@@ -201,15 +210,84 @@ void Engine::transfer(Req r, const Instance& source, std::int32_t target_id) {
   const Instance& target = instance_at(target_id);
   requests_.residency[r] = Residency::Moving;
   ++requests_.num_migrations[r];
+  const double delay_s = transfer_s(source, target, std::max<std::int64_t>(requests_.kv_tokens[r], 1));
+  events_.schedule(events_.now_s + delay_s, EventKind::TransferDone, target_id, r);
+}
+
+double Engine::transfer_s(const Instance& source, const Instance& target, std::int64_t tokens) const {
   const InstanceSettings& a = source.settings;
   const InstanceSettings& b = target.settings;
   const double link_gbps = a.gpu_index == b.gpu_index ? std::min(a.intra_node_link_gbps, b.intra_node_link_gbps)
                                                       : std::min(a.host_link_gbps, b.host_link_gbps);
   // hardware.latency.kv_transfer_time_s with no fixed latency: 0.0 + tokens x bytes / (GB/s x 1e9).
-  const auto tokens = static_cast<double>(std::max<std::int64_t>(requests_.kv_tokens[r], 1));
-  const double delay_s = 0.0 + tokens * a.kv_bytes_per_token / (link_gbps * 1e9);
-  events_.schedule(events_.now_s + delay_s, EventKind::TransferDone, target_id, r);
+  return 0.0 + static_cast<double>(tokens) * a.kv_bytes_per_token / (link_gbps * 1e9);
 }
+
+bool Engine::migrate(Req r, std::int32_t target_id) {
+  RequestTable& t = requests_;
+  Instance& target = instance_at(target_id);
+  Instance& source = instance_at(t.instance_id[r]);
+  if (t.residency[r] == Residency::Queued &&
+      std::find(source.waiting.begin(), source.waiting.end(), r) != source.waiting.end()) {
+    source.remove(r);
+    ++t.num_migrations[r];
+    ++migrations_started;
+    ++migrations_done;
+    target.enqueue(r);
+    return true;
+  }
+  if (t.residency[r] != Residency::Running || !t.in_decode(r)) {
+    static const char* const names[] = {"QUEUED", "RUNNING", "SWAPPED", "MOVING"};
+    throw std::invalid_argument("request " + std::to_string(t.request_id[r]) +
+                                " is not a running decode request (it is " +
+                                names[static_cast<int>(t.residency[r])] + ")");
+  }
+  source.sync();
+  const std::int64_t need = ceil_div(t.kv_tokens[r] + 1, target.kv.block_size);
+  if (!target.kv.can_admit(need)) return false;
+  ++migrations_started;
+  migrations_.push_back(Migration{r, source.instance_id, target_id, 0, 0, 1});
+  migration_stage(static_cast<std::int64_t>(migrations_.size()) - 1);
+  return true;
+}
+
+void Engine::migration_stage(std::int64_t m) {
+  Migration& migration = migrations_[static_cast<std::size_t>(m)];
+  migration.to_copy_tokens = requests_.kv_tokens[migration.r] - migration.copied_tokens;
+  const double delay_s = transfer_s(instance_at(migration.source), instance_at(migration.target),
+                                    std::max<std::int64_t>(migration.to_copy_tokens, 1));
+  events_.schedule(events_.now_s + delay_s, EventKind::MigrationStage, -1, m);
+}
+
+void Engine::on_migration_stage(std::int64_t m) {
+  Migration& migration = migrations_[static_cast<std::size_t>(m)];
+  const Req r = migration.r;
+  if (requests_.instance_id[r] != migration.source || requests_.residency[r] != Residency::Running) {
+    ++migrations_aborted;
+    return;
+  }
+  Instance& source = instance_at(migration.source);
+  source.sync();
+  const std::int64_t copied = migration.copied_tokens + migration.to_copy_tokens;
+  const std::int64_t left_blocks = ceil_div(requests_.kv_tokens[r] - copied, instance_at(migration.target).kv.block_size);
+  migration.copied_tokens = copied;
+  if (left_blocks <= migration_.last_stage_max_blocks || migration.stage >= migration_.max_stages) {
+    source.detach_at_boundary(r, m);
+  } else {
+    ++migration.stage;
+    migration_stage(m);
+  }
+}
+
+void Engine::on_detached(std::int64_t m, Req r) {
+  const Migration& migration = migrations_[static_cast<std::size_t>(m)];
+  ++requests_.num_migrations[r];
+  const double delay_s = transfer_s(instance_at(migration.source), instance_at(migration.target),
+                                    std::max<std::int64_t>(requests_.kv_tokens[r] - migration.copied_tokens, 1));
+  events_.schedule(events_.now_s + delay_s, EventKind::MigrationHandOff, -1, m);
+}
+
+void Engine::on_detach_gone(std::int64_t) { ++migrations_aborted; }
 
 std::pair<std::int64_t, std::int64_t> Engine::request_tokens(Req r) const {
   if (r < 0 || static_cast<std::size_t>(r) >= requests_.size()) {

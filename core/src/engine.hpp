@@ -31,6 +31,23 @@ struct Decision {
   std::int32_t instance_id = -1;
 };
 
+// Live migration's stages (simulator.cluster.MigrationConfig, Llumnix-K §3.5).
+struct MigrationSettings {
+  std::int64_t last_stage_max_blocks = 16;
+  std::int64_t max_stages = 3;
+};
+
+// One live migration in progress: its request, instances, the KV tokens copied so far and the
+// stage running.
+struct Migration {
+  Req r;
+  std::int32_t source;
+  std::int32_t target;
+  std::int64_t copied_tokens;
+  std::int64_t to_copy_tokens;
+  std::int64_t stage;
+};
+
 class Engine : public InstanceHost {
  public:
   // `router`: as make_router takes it (its session_targets come with the requests), or
@@ -72,6 +89,15 @@ class Engine : public InstanceHost {
   void place_answering(Req r, std::int32_t instance_id);
   // Generated and KV tokens of row r now.
   std::pair<std::int64_t, std::int64_t> request_tokens(Req r) const;
+  // Live-migrate row r to target_id (Cluster.migrate after its Python checks): a queued request
+  // moves at once, a running decode request in stages while it decodes; false (nothing done)
+  // when the target cannot take it now. Throws std::invalid_argument for another request.
+  bool migrate(Req r, std::int32_t target_id);
+  void set_migration(MigrationSettings settings) { migration_ = settings; }
+  const RequestTable& requests() const { return requests_; }
+  std::int64_t migrations_started = 0;
+  std::int64_t migrations_done = 0;
+  std::int64_t migrations_aborted = 0;
   const InstanceArrays* arrays() const { return arrays_.get(); }
   // llumnix: route with these headroom fractions from now on (after submit).
   void set_headroom_fractions(std::vector<double> fractions);
@@ -88,6 +114,8 @@ class Engine : public InstanceHost {
   void on_reject(Req r, RejectReason reason) override;
   void on_phase_change(std::int32_t instance_id, Req r) override;
   void on_idle(std::int32_t instance_id) override;
+  void on_detached(std::int64_t token, Req r) override;
+  void on_detach_gone(std::int64_t token) override;
 
  private:
   void schedule_next_arrival();
@@ -96,6 +124,11 @@ class Engine : public InstanceHost {
   void dispatch(Req r, std::int32_t instance_id);
   // Move a paused r's whole KV from source to target (Cluster._transfer).
   void transfer(Req r, const Instance& source, std::int32_t target_id);
+  // Seconds to copy `tokens` KV tokens from source to target (Cluster.link_gbps, kv_transfer_time_s).
+  double transfer_s(const Instance& source, const Instance& target, std::int64_t tokens) const;
+  // Start copying migration m's KV not copied yet (Cluster._migration_stage).
+  void migration_stage(std::int64_t m);
+  void on_migration_stage(std::int64_t m);
   // The pending decision, checked to be of `kind` for row r; removed.
   Decision take_decision(DecisionKind kind, Req r);
   Instance& instance_at(std::int32_t instance_id);
@@ -111,6 +144,8 @@ class Engine : public InstanceHost {
   bool external_phase_decisions_ = false;
   std::deque<Decision> decisions_;  // the one due first, then those that came with it
   std::vector<std::pair<std::int32_t, double>> stops_;
+  MigrationSettings migration_;
+  std::vector<Migration> migrations_;
   std::size_t arrived_ = 0;
   std::unique_ptr<InstanceArrays> arrays_;
   std::size_t next_arrival_ = 0;

@@ -15,6 +15,8 @@ enum class EventKind : std::uint8_t {
   MicrobatchEnd,    // a: instance, b: the microbatch's id (PipelinedInstance._on_microbatch_end)
   TransferDone,     // a: target instance, b: the request's row, its KV arrived (Cluster._transfer)
   Started,          // a: instance, its weights loaded (Cluster._on_started)
+  MigrationStage,   // b: the live migration whose stage's copy ended (Cluster._migration_stage)
+  MigrationHandOff, // b: the live migration whose final copy ended (Cluster._final_stage)
 };
 
 struct Event {

@@ -117,6 +117,69 @@ void Instance::remove(Req r) {
   t.residency[r] = Residency::Moving;
 }
 
+void Instance::detach_at_boundary(Req r, std::int64_t token) {
+  const RequestTable& t = requests;
+  if (t.instance_id[r] != instance_id || t.residency[r] != Residency::Running) {
+    throw std::invalid_argument("request " + std::to_string(t.request_id[r]) + " is not running on instance " +
+                                std::to_string(instance_id));
+  }
+  detach_.emplace_back(r, token);
+  poke();
+}
+
+void Instance::run_detaches() {
+  std::vector<std::pair<Req, std::int64_t>> detach;
+  detach.swap(detach_);
+  for (const auto& [r, token] : detach) {
+    if (requests.in_flight[r]) {
+      detach_.emplace_back(r, token);
+    } else if (std::find(running.begin(), running.end(), r) != running.end()) {
+      remove(r);
+      host_.on_detached(token, r);
+    } else {
+      host_.on_detach_gone(token);
+    }
+  }
+}
+
+Req Instance::migration_candidate(const std::vector<std::int64_t>& excluded) const {
+  const RequestTable& t = requests;
+  if (!waiting.empty()) {
+    Req best = waiting.front();
+    Key best_key = scheduler->priority_key(t, best);
+    for (const Req r : waiting) {
+      const Key key = scheduler->priority_key(t, r);
+      if (best_key < key) {
+        best = r;
+        best_key = key;
+      }
+    }
+    return best;
+  }
+  Req best = -1;
+  std::int64_t best_tier = 0;
+  std::int64_t best_kv = 0;
+  std::int64_t best_order = 0;
+  for (const Req r : running) {
+    if (!t.in_decode(r) ||
+        std::find(excluded.begin(), excluded.end(), t.request_id[r]) != excluded.end()) {
+      continue;
+    }
+    // min over (-tier, kv_tokens, queue_order)
+    const std::int64_t tier = -t.tier[r];
+    const std::int64_t kv_tokens = t.kv_tokens[r];
+    const std::int64_t order = t.queue_order[r];
+    if (best < 0 || tier < best_tier || (tier == best_tier && (kv_tokens < best_kv ||
+        (kv_tokens == best_kv && order < best_order)))) {
+      best = r;
+      best_tier = tier;
+      best_kv = kv_tokens;
+      best_order = order;
+    }
+  }
+  return best;
+}
+
 void Instance::count_tier(Req r, std::int64_t sign) {
   const auto tier = static_cast<std::size_t>(requests.tier[r]);
   if (tier >= tier_counts_.size()) tier_counts_.resize(tier + 1, 0);
@@ -322,6 +385,7 @@ void Instance::end_segment(double now) {
   seg_prefill_.clear();
   seg_len_ = seg_pos_ = 0;
   for (const Req r : finished_) after_token(r);
+  if (!detach_.empty()) run_detaches();
 }
 
 void Instance::after_token(Req r) {

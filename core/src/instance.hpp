@@ -58,6 +58,10 @@ class InstanceHost {
   virtual void on_phase_change(std::int32_t instance_id, Req r) = 0;
   // The instance found nothing to run (Cluster.on_idle: a draining instance stops when empty).
   virtual void on_idle(std::int32_t instance_id) = 0;
+  // detach_at_boundary's callbacks: r was taken out at the boundary (live migration's final
+  // stage starts), or had left the batch by then (the migration is abandoned).
+  virtual void on_detached(std::int64_t token, Req r) = 0;
+  virtual void on_detach_gone(std::int64_t token) = 0;
 };
 
 class Instance {
@@ -81,6 +85,13 @@ class Instance {
   void accept_transferred(Req r);
   // Take r out (it leaves for another instance); its GPU blocks are freed (Instance.remove).
   void remove(Req r);
+  // Take the running r out after the iteration in progress, then tell the host with `token`
+  // (Instance.detach_at_boundary: the hand-off of live migration, Llumnix-K §3.5).
+  void detach_at_boundary(Req r, std::int64_t token);
+  // The request the instance would migrate out (Instance.migration_candidate): the last queued
+  // one in the local scheduler's order, else the running decode request of the lowest priority
+  // with the fewest KV tokens, skipping the request ids in `excluded`; -1 if none.
+  Req migration_candidate(const std::vector<std::int64_t>& excluded) const;
   // r gives up its GPU blocks (completed or preempted): with a prefix cache its full blocks stay
   // cached (PrefixCache::free), else they are released (KVBlockManager.free).
   void free_kv(Req r);
@@ -159,6 +170,8 @@ class Instance {
                   bool& single_iteration);
   // Requests of r's tier here change by sign.
   void count_tier(Req r, std::int64_t sign);
+  // Hand off the sequences detach_at_boundary asked for (those in a batch in flight wait).
+  void run_detaches();
   // Cut the planned segment after the iteration in progress now.
   void truncate();
   // Apply the segment's decode iterations up to `upto`; at the segment's end, append to
@@ -174,6 +187,7 @@ class Instance {
   SegmentPlanner planner_;
   std::int64_t flying_blocks_ = 0;  // blocks of the sequences in flight while a microbatch forms
   Lifecycle lifecycle_ = Lifecycle::Serving;
+  std::vector<std::pair<Req, std::int64_t>> detach_;  // (request, token) to take out at the boundary
   std::vector<std::int64_t> tier_counts_;
   std::int64_t version_ = 0;
   double seg_start_s_ = 0.0;

@@ -33,6 +33,7 @@ void PipelinedInstance::wake_at(double time_s) {
 
 void PipelinedInstance::on_wake(std::int64_t version) {
   if (version != wake_version_) return;
+  run_detaches();
   fill(events.now_s);
 }
 
