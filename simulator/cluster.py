@@ -469,12 +469,10 @@ class Cluster:
         running decode requests move in stages while decoding. Returns False (nothing
         happens) when the target cannot take it now."""
         self.version += 1
-        target = self._instance(target_id)
-        source = self._instance(seq.instance_id)
-        if target is source:
-            raise ValueError(f"request {seq.request_id} is already on instance {target_id}")
-        if target.lifecycle != Lifecycle.SERVING or target.model.name != source.model.name:
+        ends = self._migration_ends(seq, target_id)
+        if ends is None:
             return False
+        source, target = ends
         if seq.residency == Residency.QUEUED and seq in source.waiting:
             source.remove(seq)
             seq.num_migrations += 1
@@ -491,6 +489,17 @@ class Cluster:
         self.migrations_started += 1
         self._migration_stage(seq, source, target, copied_tokens=0, stage=1)
         return True
+
+    def _migration_ends(self, seq: Sequence, target_id: int) -> tuple[Instance, Instance] | None:
+        """The source and target instances of migrating ``seq`` to ``target_id``; None when the
+        target cannot take it (not serving, another model); raises for its own instance."""
+        target = self._instance(target_id)
+        source = self._instance(seq.instance_id)
+        if target is source:
+            raise ValueError(f"request {seq.request_id} is already on instance {target_id}")
+        if target.lifecycle != Lifecycle.SERVING or target.model.name != source.model.name:
+            return None
+        return source, target
 
     def _migration_stage(self, seq: Sequence, source: Instance, target: Instance, copied_tokens: int, stage: int) -> None:
         to_copy = seq.kv_tokens - copied_tokens

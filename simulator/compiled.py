@@ -310,11 +310,7 @@ class CompiledCluster(Cluster):
         self.version += 1
         if self._engine is None:
             raise not_compiled("migrate() before the workload is submitted")
-        target = self._instance(target_id)
-        source = self._instance(seq.instance_id)
-        if target is source:
-            raise ValueError(f"request {seq.request_id} is already on instance {target_id}")
-        if target.lifecycle != Lifecycle.SERVING or target.model.name != source.model.name:
+        if self._migration_ends(seq, target_id) is None:
             return False
         moved = self._engine.migrate(seq.row, target_id)
         self.migrations_started, self.migrations_done, self.migrations_aborted = self._engine.migrations

@@ -443,6 +443,20 @@ def test_route_decisions_clock_steps_and_arrays_follow_the_python_engine(family,
     assert counters(compiled) == counters(python)
 
 
+def _side_by_side(make: Callable[[type[Cluster]], Cluster], config: InstanceConfig, count: int,
+                  requests: list[Request]) -> list[Cluster]:
+    """A Python and a compiled cluster made alike, ``count`` instances of ``config`` serving the
+    requests submitted."""
+    clusters = []
+    for cls in (Cluster, CompiledCluster):
+        cluster = make(cls)
+        for _ in range(count):
+            cluster.deploy(config, ready_now=True)
+        cluster.submit(requests)
+        clusters.append(cluster)
+    return clusters
+
+
 @pytest.mark.parametrize("router", ["round_robin", "least_loaded", "llumnix"])
 @pytest.mark.parametrize("seed", range(2))
 def test_deploying_and_draining_while_serving_follow_the_python_engine(router, seed):
@@ -452,14 +466,10 @@ def test_deploying_and_draining_while_serving_follow_the_python_engine(router, s
     rng = np.random.default_rng([seed, 77])
     config = _config(rng, scheduler="priority", kv_blocks=int(rng.integers(150, 300)), preemption="swap")
     requests = _requests(rng, 120, 25.0, (20, 800), (10, 300))
-    clusters = []
-    for cls in (Cluster, CompiledCluster):
-        routing = make_router("llumnix", headroom_fractions=default_headroom_fractions(3)) if router == "llumnix" else router
-        cluster = cls({"A100-80GB": 6}, router=routing, track_arrays=True, provisioning_s=0.5)
-        for _ in range(2):
-            cluster.deploy(config, ready_now=True)
-        cluster.submit(requests)
-        clusters.append(cluster)
+    def routing() -> Any:
+        return make_router("llumnix", headroom_fractions=default_headroom_fractions(3)) if router == "llumnix" else router
+    clusters = _side_by_side(lambda cls: cls({"A100-80GB": 6}, router=routing(), track_arrays=True, provisioning_s=0.5),
+                             config, 2, requests)
     python, compiled = clusters
     steps = deployed = drained = 0
     while python.pending_requests():
@@ -496,14 +506,9 @@ def test_live_migrations_follow_the_python_engine(seed):
     rng = np.random.default_rng([seed, 88])
     config = _config(rng, scheduler="priority", kv_blocks=int(rng.integers(200, 400)), preemption="swap")
     requests = _requests(rng, 150, 30.0, (20, 800), (50, 400))
-    clusters = []
-    for cls in (Cluster, CompiledCluster):
-        cluster = cls({"A100-80GB": 4}, router="round_robin", track_arrays=True,
-                      migration=MigrationConfig(last_stage_max_blocks=int(rng.integers(2, 8)), max_stages=3))
-        for _ in range(4):
-            cluster.deploy(config, ready_now=True)
-        cluster.submit(requests)
-        clusters.append(cluster)
+    migration = MigrationConfig(last_stage_max_blocks=int(rng.integers(2, 8)), max_stages=3)
+    clusters = _side_by_side(lambda cls: cls({"A100-80GB": 4}, router="round_robin", track_arrays=True,
+                                             migration=migration), config, 4, requests)
     python, compiled = clusters
     steps = live = queued = 0
     while python.pending_requests():
