@@ -68,6 +68,8 @@ REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 INT64_LIMIT = 2**63
 NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook")
 """``Cluster`` options the compiled engine refuses when set (not None, not False)."""
+OUTCOME_CHUNK = 4096
+"""Outcomes built from one copy of the engine's columns at a time."""
 INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
 
 
@@ -429,14 +431,17 @@ def _outcomes(engine: _core.Engine, requests: SequenceOf[Request], curves: bool,
     recorded; the request's own fields (id, tier, arrival, prompt, SLO) come from the ``Request``
     as ``Sequence`` copies them. Built column-wise (``map`` over the columns: no Python step per
     field)."""
-    table = engine.outcome_table(first)
+    outcomes: list[RequestOutcome] = []
     collecting = gc.isenabled()
     gc.disable()  # many new objects, no cycles among them: the collector would only slow the build down
     try:
-        return _build_outcomes(table, requests, curves)
+        while first < engine.num_outcomes:  # in chunks: the columns' Python copies stay small
+            outcomes += _build_outcomes(engine.outcome_table(first, OUTCOME_CHUNK), requests, curves)
+            first += OUTCOME_CHUNK
     finally:
         if collecting:
             gc.enable()
+    return outcomes
 
 
 def _build_outcomes(table: _core.OutcomeTable, requests: SequenceOf[Request], curves: bool) -> list[RequestOutcome]:

@@ -213,7 +213,7 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("arrays_layout_version", [](const Engine& e) { return arrays_of(e).layout_version; })
       .def_prop_ro("now_s", &Engine::now_s)
       .def("instance", &Engine::instance, "instance_id"_a, nb::rv_policy::reference_internal)
-      .def("outcome_table", &Engine::outcome_table, "first"_a = 0);
+      .def("outcome_table", &Engine::outcome_table, "first"_a, "count"_a);
 }
 
 }  // namespace servegym_core

@@ -329,12 +329,13 @@ void Engine::dispatch(Req r, std::int32_t instance_id) {
   }
 }
 
-OutcomeTable Engine::outcome_table(std::size_t first) const {
+OutcomeTable Engine::outcome_table(std::size_t first, std::size_t count) const {
   first = std::min(first, outcomes_.size());
   const auto from = static_cast<std::ptrdiff_t>(first);
-  std::vector<Req> rows(outcomes_.rows.begin() + from, outcomes_.rows.end());
-  std::vector<double> finish_s(outcomes_.finish_s.begin() + from, outcomes_.finish_s.end());
-  std::vector<std::uint8_t> reasons(outcomes_.reasons.begin() + from, outcomes_.reasons.end());
+  const auto to = static_cast<std::ptrdiff_t>(first + std::min(count, outcomes_.size() - first));
+  std::vector<Req> rows(outcomes_.rows.begin() + from, outcomes_.rows.begin() + to);
+  std::vector<double> finish_s(outcomes_.finish_s.begin() + from, outcomes_.finish_s.begin() + to);
+  std::vector<std::uint8_t> reasons(outcomes_.reasons.begin() + from, outcomes_.reasons.begin() + to);
   RequestTable gathered = requests_.gather(rows);
   return OutcomeTable{std::move(rows), std::move(gathered), std::move(finish_s), std::move(reasons)};
 }

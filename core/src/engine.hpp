@@ -106,8 +106,8 @@ class Engine : public InstanceHost {
   std::size_t arrived() const { return arrived_; }
 
   double now_s() const { return events_.now_s; }
-  // The outcomes recorded from the `first`-th on, as columns, in the order recorded.
-  OutcomeTable outcome_table(std::size_t first = 0) const;
+  // At most `count` outcomes recorded from the `first`-th on, as columns, in the order recorded.
+  OutcomeTable outcome_table(std::size_t first, std::size_t count) const;
   const Instance& instance(std::int32_t instance_id) const;
 
   void on_complete(std::int32_t instance_id, Req r) override;
