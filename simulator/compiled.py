@@ -25,11 +25,11 @@ config and counters, and the engine's answers to the observations' queries; read
 requests raises.
 
 Differences from ``Cluster``: the workload is one list given to ``submit`` or ``run`` (a stream is
-read whole first, so a bad request raises before any is served), after every instance is
-deployed (more may be deployed and drained later); no ``Sequence`` objects exist (``arrived_sequences`` raises once the workload is
-submitted, unless ``keep_sequences=False``; a decision names its request by a
-``CompiledSequence``); events cannot be scheduled from Python; timers and added arrivals
-(``every``, ``add_arrival``) are not available.
+read whole first, so a bad request raises before any is served), after the first instances are
+deployed (more may be deployed and drained later); no ``Sequence`` objects exist (a decision and
+``arrived_sequences`` name requests by ``CompiledSequence`` handles, read from the engine);
+events cannot be scheduled from Python; timers and added arrivals (``every``, ``add_arrival``)
+are not available.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import numpy as np
 from servegym_core import _core
 
 from simulator.cluster import Cluster, Decision
-from simulator.compiled_views import CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
+from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
 from simulator.compiled_views import not_ported as not_compiled
 from simulator.context import CONTEXT_REJECT_REASON
 from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
@@ -211,13 +211,13 @@ class CompiledCluster(Cluster):
             raise not_compiled(f"{len(self.events)} event(s) scheduled in Python before the workload was submitted")
 
     @property
-    def arrived_sequences(self) -> list[Any]:
-        """No ``Sequence`` objects exist in the compiled engine: empty before the workload is
-        submitted or with ``keep_sequences=False``, else an error (rather than a list that stays
-        empty)."""
-        if self._engine is not None and self.keep_sequences:
-            raise not_compiled("arrived_sequences (the live requests; e.g. the dense rewards read them)")
-        return []
+    def arrived_sequences(self) -> Any:
+        """Every arrival so far, in arrival order, as ``CompiledSequence`` handles read from the
+        engine (``ArrivedSequences``); empty before the workload is submitted or with
+        ``keep_sequences=False``."""
+        if self._engine is None or not self.keep_sequences:
+            return []
+        return ArrivedSequences(self._engine, self._sequence)
 
     @arrived_sequences.setter
     def arrived_sequences(self, value: list[Any]) -> None:

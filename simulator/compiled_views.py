@@ -81,6 +81,29 @@ def not_ported(feature: str) -> ValueError:
     return ValueError(f"the compiled engine does not support {feature} (not ported yet; use simulator.cluster.Cluster)")
 
 
+class ArrivedSequences:
+    """``Cluster.arrived_sequences`` of a compiled engine: a read-only list of the arrivals so far
+    (rows are in arrival order), each read as a ``CompiledSequence`` when indexed."""
+
+    __slots__ = ("_engine", "_sequence")
+
+    def __init__(self, engine: _core.Engine, sequence: Callable[[int], CompiledSequence]) -> None:
+        self._engine = engine
+        self._sequence = sequence
+
+    def __len__(self) -> int:
+        return self._engine.arrived
+
+    def __getitem__(self, index: int | slice) -> Any:
+        rows = range(self._engine.arrived)[index]
+        if isinstance(rows, int):
+            return self._sequence(rows)
+        return [self._sequence(row) for row in rows]
+
+    def __iter__(self) -> Any:
+        return iter(self[:])
+
+
 class CompiledSequence:
     """A request inside a compiled engine, as a decision names it: its ``request`` and its row
     in the engine's request table."""
@@ -124,11 +147,20 @@ class CompiledSequence:
 
     @property
     def output_tokens(self) -> int:
-        return self.request.output_tokens
+        """As the context rule of its instance capped it."""
+        return self._engine.request_state(self.row)[3]
 
     @property
     def reasoning_tokens(self) -> int:
-        return self.request.reasoning_tokens
+        return self._engine.request_state(self.row)[4]
+
+    @property
+    def first_token_s(self) -> float:
+        return self._engine.request_state(self.row)[5]
+
+    @property
+    def arrival_s(self) -> float:
+        return self.request.arrival_s
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(f"request {self.request.request_id} is in the compiled engine, which does not expose "

@@ -188,8 +188,10 @@ void bind_engine(nb::module_& m) {
         if (r < 0 || static_cast<std::size_t>(r) >= t.size()) {
           throw std::invalid_argument("request row " + std::to_string(r) + " is not in the engine");
         }
-        return std::make_tuple(static_cast<int>(t.residency[r]), static_cast<int>(t.phase[r]), t.instance_id[r]);
-      }, "row"_a, "(residency code, phase code, instance id) of a request row now.")
+        return std::make_tuple(static_cast<int>(t.residency[r]), static_cast<int>(t.phase[r]), t.instance_id[r],
+                               t.output_tokens[r], t.reasoning_tokens[r], t.first_token_s[r]);
+      }, "row"_a, "(residency code, phase code, instance id, output tokens, reasoning tokens, first token time) "
+                  "of a request row now (the token counts as the context rule capped them).")
       .def("migrate", &Engine::migrate, "row"_a, "target_id"_a)
       .def("set_migration", [](Engine& e, std::int64_t last_stage_max_blocks, std::int64_t max_stages) {
         e.set_migration(MigrationSettings{last_stage_max_blocks, max_stages});
