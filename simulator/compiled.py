@@ -28,8 +28,8 @@ Differences from ``Cluster``: the workload is one list given to ``submit`` or ``
 read whole first, so a bad request raises before any is served), after the first instances are
 deployed (more may be deployed and drained later); no ``Sequence`` objects exist (a decision and
 ``arrived_sequences`` name requests by ``CompiledSequence`` handles, read from the engine);
-events cannot be scheduled from Python; timers and added arrivals (``every``, ``add_arrival``)
-are not available.
+events cannot be scheduled from Python but through ``every`` (its ticks stop the engine and run
+in Python); added arrivals (``add_arrival``) are not available.
 """
 
 from __future__ import annotations
@@ -102,6 +102,10 @@ class CompiledCluster(Cluster):
         """The models the engine knows, by index (the instances' and the requests' at submit)."""
         self._gpu_index: dict[str, int] = {}
         """An index per GPU type (same type: KV transfers take the intra-node link)."""
+        self._callbacks: list[Callable[[], None]] = []
+        """The Python callbacks the engine stops for, by slot (``every``'s ticks)."""
+        self._timers: list[tuple[float, int]] = []
+        """Ticks scheduled before the workload was submitted: (time, slot)."""
         self._chained_keys: list[tuple[int, ...] | None] = []
         """Each submitted request's chained block keys, when an instance caches prefixes."""
         super().__init__(gpu_inventory, router=router, **options)
@@ -178,6 +182,8 @@ class CompiledCluster(Cluster):
             settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
             # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
             engine.add_instance(settings, instance.latency._evaluator)
+        for time_s, slot in self._timers:
+            engine.schedule_callback(time_s, slot)
         columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
         try:
             engine.submit(columns["request_id"], [float(r.arrival_s) for r in requests], columns["prompt_tokens"],
@@ -234,7 +240,7 @@ class CompiledCluster(Cluster):
         elif self._engine is None:
             raise ValueError("CompiledCluster.run needs the requests (give them to run() or submit())")
         self._push_headroom()
-        if self.router_spec.name == "external":  # a Python router answers every arrival
+        if self.router_spec.name == "external" or self._callbacks:  # Python runs at some events
             self.advance()
             if self.pending_requests():
                 raise RuntimeError(f"{self.pending_requests()} requests neither completed nor rejected")
@@ -256,6 +262,10 @@ class CompiledCluster(Cluster):
         engine = self._engine
         while True:
             kind, row, instance_id = engine.advance(until_s)
+            if kind == 3:  # a timer of every(): the callback sees the cluster as it is now
+                self._collect()
+                self._callbacks[row]()
+                continue
             if kind != 1 or self.router is None:
                 break
             self.events.now_s = engine.now_s
@@ -318,6 +328,28 @@ class CompiledCluster(Cluster):
         self.migrations_started, self.migrations_done, self.migrations_aborted = self._engine.migrations
         return moved
 
+    def every(self, interval_s: float, callback: Callable[[Cluster], None], start_s: float | None = None) -> None:
+        """``Cluster.every``: call ``callback(cluster)`` every ``interval_s`` simulated seconds while
+        requests remain; the engine stops at each tick and Python runs it."""
+        if not interval_s > 0:
+            raise ValueError(f"interval_s must be positive, got {interval_s}")
+        slot = len(self._callbacks)
+
+        def tick() -> None:
+            if self.pending_requests() == 0:
+                return
+            callback(self)
+            self._schedule_callback(self.events.now_s + interval_s, slot)
+
+        self._callbacks.append(tick)
+        self._schedule_callback(self.events.now_s + interval_s if start_s is None else start_s, slot)
+
+    def _schedule_callback(self, time_s: float, slot: int) -> None:
+        if self._engine is None:
+            self._timers.append((time_s, slot))  # scheduled at submit, before the first arrival, as Cluster does
+        else:
+            self._engine.schedule_callback(time_s, slot)
+
     def _push_headroom(self) -> None:
         """Llumnix dispatch: give the engine the router's headroom fractions when they changed
         since it last read them (Tier-v0 sets them between steps)."""
@@ -370,8 +402,6 @@ class CompiledCluster(Cluster):
     def dispatch_in_place(self, seq: Any, instance_id: int) -> NoReturn:
         raise not_compiled("dispatch_in_place()")
 
-    def every(self, interval_s: float, callback: Callable[[Cluster], None], start_s: float | None = None) -> NoReturn:
-        raise not_compiled("every() (Python timers)")
 
 
 def _name_bad_integer(columns: dict[str, list[Any]], requests: SequenceOf[Request]) -> None:

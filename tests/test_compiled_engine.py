@@ -566,7 +566,7 @@ GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr"
                 for c in ("nocache", "cache", "hostcache") for p in ("pp1", "pp2mb1", "pp2mb2")
                 for m in ("recompute", "swap")] + [
     "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
-    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves"]
+    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling"]
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
@@ -631,7 +631,6 @@ def _deploy_after_submit() -> None:
     (lambda: CompiledCluster({"A100-80GB": 1}, completion_hook=lambda c, i, s: True), "completion_hook="),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama()), "deploy(ready_now=False)"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(role="prefill"), ready_now=True), "role='prefill'"),
-    (lambda: CompiledCluster({"A100-80GB": 1}).every(1.0, lambda c: None), "every()"),
     (lambda: CompiledCluster({"A100-80GB": 1}).add_arrival(Request(1, 0.0, 10, 5)), "add_arrival()"),
     (_deploy_after_submit, "deploy() after the workload was submitted with session_affinity"),
 ])

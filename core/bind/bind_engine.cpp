@@ -159,7 +159,8 @@ void bind_engine(nb::module_& m) {
           decision = e.advance(until_s);
         }
         return std::make_tuple(static_cast<int>(decision.kind), decision.row, decision.instance_id);
-      }, "until_s"_a, "Run events up to until_s or a decision: (kind 0 none / 1 route / 2 phase, row, instance).")
+      }, "until_s"_a, "Run events up to until_s or a stop: (kind 0 none / 1 route / 2 phase / 3 Python callback, "
+                      "row or callback slot, instance).")
       .def("dispatch_decision", &Engine::dispatch_decision, "row"_a, "instance_id"_a)
       .def("place_answering", &Engine::place_answering, "row"_a, "instance_id"_a)
       .def("unsynced_kv_blocks", [](const Engine& e, const std::vector<std::int32_t>& ids) {
@@ -193,6 +194,7 @@ void bind_engine(nb::module_& m) {
       }, "row"_a, "(residency code, phase code, instance id, output tokens, reasoning tokens, first token time) "
                   "of a request row now (the token counts as the context rule capped them).")
       .def("migrate", &Engine::migrate, "row"_a, "target_id"_a)
+      .def("schedule_callback", &Engine::schedule_callback, "time_s"_a, "slot"_a)
       .def("set_migration", [](Engine& e, std::int64_t last_stage_max_blocks, std::int64_t max_stages) {
         e.set_migration(MigrationSettings{last_stage_max_blocks, max_stages});
       }, "last_stage_max_blocks"_a, "max_stages"_a)

@@ -121,7 +121,9 @@ void Engine::run() {
 Decision Engine::advance(double until_s) {
   if (!decisions_.empty()) return decisions_.front();
   while (!events_.empty() && events_.peek_time_s() <= until_s) {
-    step(events_.pop());
+    const Event event = events_.pop();
+    if (event.kind == EventKind::PythonCallback) return Decision{DecisionKind::Callback, static_cast<Req>(event.b), -1};
+    step(event);
     if (!decisions_.empty()) return decisions_.front();
   }
   if (until_s != std::numeric_limits<double>::infinity() && until_s > events_.now_s) events_.now_s = until_s;
@@ -158,6 +160,8 @@ void Engine::step(const Event& event) {
       instance_at(migration.target).accept_transferred(migration.r);
       break;
     }
+    case EventKind::PythonCallback:
+      throw std::logic_error("a Python callback reached the engine's loop");
     case EventKind::Started: {
       Instance& started = *instances_[static_cast<std::size_t>(event.a)];
       if (started.lifecycle() == Lifecycle::Starting) started.set_lifecycle(Lifecycle::Serving);

@@ -24,7 +24,8 @@ namespace servegym_core {
 // A point where the engine waits for Python (simulator.cluster.Decision): a new arrival to route
 // (an external router), or a request that finished reasoning on `instance_id` to place (external
 // phase decisions).
-enum class DecisionKind : std::uint8_t { None = 0, Route = 1, Phase = 2 };
+// A Callback stop is a Python timer due now (row: its slot); it needs no answer.
+enum class DecisionKind : std::uint8_t { None = 0, Route = 1, Phase = 2, Callback = 3 };
 struct Decision {
   DecisionKind kind = DecisionKind::None;
   Req row = -1;
@@ -87,6 +88,10 @@ class Engine : public InstanceHost {
   // Answer the pending phase decision of row r: continue answering on instance_id, the same
   // instance or another one after a KV transfer (Cluster.place_answering).
   void place_answering(Req r, std::int32_t instance_id);
+  // Stop advance at time_s for the Python callback in `slot` (Cluster.every's ticks).
+  void schedule_callback(double time_s, std::int64_t slot) {
+    events_.schedule(time_s, EventKind::PythonCallback, -1, slot);
+  }
   // Generated and KV tokens of row r now.
   std::pair<std::int64_t, std::int64_t> request_tokens(Req r) const;
   // Live-migrate row r to target_id (Cluster.migrate after its Python checks): a queued request

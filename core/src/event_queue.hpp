@@ -17,6 +17,7 @@ enum class EventKind : std::uint8_t {
   Started,          // a: instance, its weights loaded (Cluster._on_started)
   MigrationStage,   // b: the live migration whose stage's copy ended (Cluster._migration_stage)
   MigrationHandOff, // b: the live migration whose final copy ended (Cluster._final_stage)
+  PythonCallback,   // b: the slot of a Python callback (Cluster.every's ticks): advance stops for it
 };
 
 struct Event {
