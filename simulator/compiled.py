@@ -182,6 +182,8 @@ class CompiledCluster(Cluster):
             settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
             # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
             engine.add_instance(settings, instance.latency._evaluator)
+            if instance.gate.min_length > 1:
+                engine.set_min_queue_length(instance.instance_id, instance.gate.min_length, instance.gate.max_wait_s)
         for time_s, slot in self._timers:
             engine.schedule_callback(time_s, slot)
         columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
@@ -415,13 +417,10 @@ def _name_bad_integer(columns: dict[str, list[Any]], requests: SequenceOf[Reques
 
 
 def _check_instances(instances: list[Instance]) -> None:
-    """Every instance serves now, holds nothing yet, and has its queue gate off."""
+    """Every instance serves now and holds nothing yet."""
     for instance in instances:
         if instance.lifecycle != Lifecycle.SERVING:
             raise not_compiled(f"instance {instance.instance_id} in lifecycle {instance.lifecycle.value!r}")
-        if instance.min_queue_length != 1:
-            raise not_compiled(f"a queue gate (instance {instance.instance_id}: min queue length "
-                               f"{instance.min_queue_length})")
         if instance.num_requests:
             raise not_compiled(f"instance {instance.instance_id} holding requests before run()")
 

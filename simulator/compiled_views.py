@@ -12,6 +12,7 @@ import numpy as np
 from servegym_core import _core
 
 from simulator.instance import Lifecycle
+from simulator.queue_gate import check_gate
 from simulator.request import Phase, Request
 from simulator.sequence import Residency
 
@@ -255,7 +256,6 @@ class CompiledInstance:
     STATIC = frozenset({
         "instance_id", "config", "settings", "role", "gpu", "model", "latency", "scheduler",
         "preemption", "max_batch_size", "max_batched_tokens", "swap_s_per_token", "max_request_tokens",
-        "min_queue_length",
     })
     """The attributes read from the deployed ``Instance``: fixed for the engine's run."""
 
@@ -305,6 +305,15 @@ class CompiledInstance:
     @property
     def busy(self) -> bool:
         return self._core.busy
+
+    @property
+    def min_queue_length(self) -> int:
+        return self._core.min_queue_length
+
+    def set_min_queue_length(self, length: int, max_wait_s: float) -> None:
+        """``Instance.set_min_queue_length`` (CascadeServe's queue gate), in the engine."""
+        check_gate(length, max_wait_s)
+        self._engine.set_min_queue_length(self._instance.instance_id, length, float(max_wait_s))
 
     def sync(self) -> None:
         self._core.sync()

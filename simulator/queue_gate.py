@@ -9,6 +9,14 @@ from simulator.events import EventQueue
 from simulator.sequence import Sequence
 
 
+def check_gate(length: int, max_wait_s: float) -> None:
+    """A gate's settings: a positive integer length and a finite wait >= 0 (raises naming the bad one)."""
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"min queue length must be a positive integer, got {length!r}")
+    if not (isinstance(max_wait_s, (int, float)) and 0.0 <= max_wait_s < float("inf")):
+        raise ValueError(f"max_wait_s must be a finite number >= 0, got {max_wait_s!r}")
+
+
 class QueueGate:
     """Holds an instance's waiting requests back from new prefill batches until ``min_length``
     of them wait or the oldest has waited ``max_wait_s`` seconds (our bound, so no request
@@ -34,10 +42,7 @@ class QueueGate:
     def set(self, length: int, max_wait_s: float, waiting: list[Sequence]) -> bool:
         """Set the minimum queue length and the longest wait; requests already ``waiting`` count
         from now if they were not counted yet. Returns whether either value changed."""
-        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-            raise ValueError(f"min queue length must be a positive integer, got {length!r}")
-        if not (isinstance(max_wait_s, (int, float)) and 0.0 <= max_wait_s < float("inf")):
-            raise ValueError(f"max_wait_s must be a finite number >= 0, got {max_wait_s!r}")
+        check_gate(length, max_wait_s)
         now = self._events.now_s
         self._since = {s.request_id: self._since.get(s.request_id, now) for s in waiting} if length > 1 else {}
         changed = (length, float(max_wait_s)) != (self.min_length, self.max_wait_s)

@@ -566,7 +566,7 @@ GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr"
                 for c in ("nocache", "cache", "hostcache") for p in ("pp1", "pp2mb1", "pp2mb2")
                 for m in ("recompute", "swap")] + [
     "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
-    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling"]
+    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling", "queue_gate"]
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
@@ -652,12 +652,37 @@ def test_a_scheduler_registered_in_place_of_a_built_in_one_is_not_compiled(monke
         CompiledCluster({"A100-80GB": 1}).deploy(_llama(scheduler="fcfs"), ready_now=True)
 
 
-def test_a_queue_gate_raises_naming_it():
-    gated = CompiledCluster({"A100-80GB": 1})
-    gated.deploy(_llama(), ready_now=True)
-    gated.instances[0].set_min_queue_length(3, 0.5)
-    with pytest.raises(ValueError, match="a queue gate"):
-        gated.run([Request(4, 0.0, 32, 4)])
+@pytest.mark.parametrize("seed", range(3))
+def test_queue_gates_changed_by_timers_follow_the_python_engine(seed):
+    """CascadeServe's queue gate, set before the run and changed every 0.7 s by an ``every()``
+    tick (lengths 1-8, waits 0-0.4 s, seeded): the same outcomes and counters on both engines."""
+    rng = np.random.default_rng([seed, 99])
+    config = _config(rng, kv_blocks=int(rng.integers(150, 400)), preemption=str(rng.choice(["swap", "recompute"])))
+    requests = _requests(rng, 120, 25.0, (20, 800), (10, 200))
+    plan = [(int(rng.integers(1, 9)), float(rng.uniform(0.0, 0.4))) for _ in range(200)]
+    clusters = []
+    for cls in (Cluster, CompiledCluster):
+        cluster = cls({"A100-80GB": 2}, router="round_robin")
+        for _ in range(2):
+            cluster.deploy(config, ready_now=True)
+        cluster.instances[0].set_min_queue_length(4, 0.2)
+        steps = iter(plan)
+
+        def retune(c: Cluster, steps: Any = steps) -> None:
+            for instance in c.instances.values():
+                instance.set_min_queue_length(*next(steps))
+        cluster.every(0.7, retune)
+        cluster.run(requests)
+        clusters.append(cluster)
+    python, compiled = clusters
+    found = outcome_mismatches(python.outcomes, compiled.outcomes)
+    assert not found, f"{len(found)} mismatches:\n" + "\n".join(found[:10])
+    assert counters(compiled) == counters(python)
+    ungated = Cluster({"A100-80GB": 2}, router="round_robin")
+    for _ in range(2):
+        ungated.deploy(config, ready_now=True)
+    held = {o.request_id: o.first_scheduled_s for o in python.outcomes}
+    assert sum(o.first_scheduled_s < held[o.request_id] for o in ungated.run(requests)) > 10  # the gates held requests
 
 
 def test_hash_blocks_that_are_not_whole_kv_blocks_raise_as_in_python():

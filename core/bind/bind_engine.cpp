@@ -79,6 +79,7 @@ void bind_engine(nb::module_& m) {
       .def_ro("iterations", &Instance::iterations)
       .def_ro("context_truncated", &Instance::context_truncated)
       .def_prop_ro("num_requests", &Instance::num_requests)
+      .def_prop_ro("min_queue_length", [](const Instance& i) { return i.gate.min_length; })
       .def_prop_ro("lifecycle_code", [](const Instance& i) { return static_cast<int>(i.lifecycle()); })
       .def_ro("busy", &Instance::busy)
       .def("unsynced_kv_blocks", &Instance::unsynced_kv_blocks,
@@ -143,6 +144,9 @@ void bind_engine(nb::module_& m) {
            "model_names"_a, "track_arrays"_a = false, "external_phase_decisions"_a = false)
       .def("add_instance", &Engine::add_instance, "settings"_a, "latency"_a)
       .def("start_at", &Engine::start_at, "instance_id"_a, "time_s"_a)
+      .def("set_min_queue_length", [](Engine& e, std::int32_t id, std::int64_t length, double max_wait_s) {
+        e.instance_mut(id).set_min_queue_length(length, max_wait_s);
+      }, "instance_id"_a, "length"_a, "max_wait_s"_a)
       .def("set_lifecycle", [](Engine& e, std::int32_t id, int code) {
         if (code < 0 || code > 3) throw std::invalid_argument("lifecycle code " + std::to_string(code));
         e.set_lifecycle(id, static_cast<Lifecycle>(code));

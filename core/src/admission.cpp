@@ -62,6 +62,7 @@ bool admit(Instance& instance, Req r, double now, bool watermark) {
     t.blocks[r] = need;
   }
   instance.waiting_ordered = take_from_queue(instance.waiting, r, instance.waiting_ordered);
+  QueueGate::leave(t, r);
   if (std::isnan(t.first_scheduled_s[r])) t.first_scheduled_s[r] = now;
   run(instance, r, now, kWaiting);
   if (cache) instance.swap_tokens += cache->acquire(t, r, full, found);
@@ -100,6 +101,7 @@ void preempt(Instance& instance, Req r) {
   t.residency[r] = Residency::Queued;
   instance.waiting.push_back(r);
   if (arrays) arrays->add(instance.instance_id, t, r, kWaiting);
+  instance.gate.enter(t, r, now);
 }
 
 void reserve_decode_slots(Instance& instance) {

@@ -1,6 +1,7 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -158,6 +159,12 @@ void Engine::step(const Event& event) {
       const Migration& migration = migrations_[static_cast<std::size_t>(event.b)];
       ++migrations_done;
       instance_at(migration.target).accept_transferred(migration.r);
+      break;
+    }
+    case EventKind::GateDeadline: {
+      double deadline = 0.0;
+      std::memcpy(&deadline, &event.b, sizeof deadline);
+      instances_[static_cast<std::size_t>(event.a)]->on_gate_deadline(deadline);
       break;
     }
     case EventKind::PythonCallback:

@@ -114,6 +114,7 @@ class Engine : public InstanceHost {
   // At most `count` outcomes recorded from the `first`-th on, as columns, in the order recorded.
   OutcomeTable outcome_table(std::size_t first, std::size_t count) const;
   const Instance& instance(std::int32_t instance_id) const;
+  Instance& instance_mut(std::int32_t instance_id) { return instance_at(instance_id); }
 
   void on_complete(std::int32_t instance_id, Req r) override;
   void on_reject(Req r, RejectReason reason) override;

@@ -18,6 +18,7 @@ enum class EventKind : std::uint8_t {
   MigrationStage,   // b: the live migration whose stage's copy ended (Cluster._migration_stage)
   MigrationHandOff, // b: the live migration whose final copy ended (Cluster._final_stage)
   PythonCallback,   // b: the slot of a Python callback (Cluster.every's ticks): advance stops for it
+  GateDeadline,     // a: instance, b: the bits of its queue gate's deadline (QueueGate._on_deadline)
 };
 
 struct Event {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@ Instance::Instance(std::int32_t instance_id_, const InstanceSettings& settings_,
       latency(latency_),
       scheduler(make_scheduler(settings_.scheduler)),
       max_batch_size(settings_.max_batch_size / settings_.pipeline_depth),
+      gate(events_, instance_id_),
       host_(host),
       planner_(latency, kv, requests_, *scheduler, settings_.max_segment_iterations) {}
 
@@ -50,7 +52,20 @@ void Instance::enqueue(Req r) {
   scheduler->on_enqueue(t, r);
   waiting.push_back(r);
   if (arrays) arrays->join(instance_id, t, r, kWaiting);
+  gate.enter(t, r, events.now_s);
   poke();
+}
+
+void Instance::set_min_queue_length(std::int64_t length, double max_wait_s) {
+  if (length < 1) throw std::invalid_argument("min queue length must be a positive integer, got " + std::to_string(length));
+  if (!(max_wait_s >= 0.0 && max_wait_s < std::numeric_limits<double>::infinity())) {
+    throw std::invalid_argument("max_wait_s must be a finite number >= 0, got " + std::to_string(max_wait_s));
+  }
+  if (gate.set(requests, length, max_wait_s, waiting) && !waiting.empty()) poke();
+}
+
+void Instance::on_gate_deadline(double deadline) {
+  if (gate.on_deadline(deadline)) poke();
 }
 
 bool Instance::accept_running(Req r) {
@@ -105,6 +120,7 @@ void Instance::remove(Req r) {
     code = kSwapped;
   } else if (std::find(waiting.begin(), waiting.end(), r) != waiting.end()) {
     waiting_ordered = take_from_queue(waiting, r, waiting_ordered);
+    QueueGate::leave(t, r);
     code = kWaiting;
   } else {
     throw std::invalid_argument("request " + std::to_string(t.request_id[r]) + " is not on instance " +
@@ -413,7 +429,20 @@ void Instance::after_token(Req r) {
 
 bool Instance::form_batch(double now, std::vector<Prefill>& prefills, std::vector<Req>& decode, double& extra_s,
                           bool& single_iteration) {
-  scheduler->form_batch(*this, now, prefills, decode);
+  if (!waiting.empty() && gate.holds(requests, waiting, now)) {
+    // The scheduler does not see the held requests; those it puts back (preempted to recompute)
+    // queue behind them.
+    std::vector<Req> held;
+    held.swap(waiting);
+    const std::size_t held_ordered = waiting_ordered;
+    waiting_ordered = 0;
+    scheduler->form_batch(*this, now, prefills, decode);
+    held.insert(held.end(), waiting.begin(), waiting.end());
+    waiting.swap(held);
+    waiting_ordered = held_ordered;
+  } else {
+    scheduler->form_batch(*this, now, prefills, decode);
+  }
   if (prefills.empty() && decode.empty()) return false;
   extra_s = static_cast<double>(swap_tokens) * settings.swap_s_per_token;
   swap_tokens = 0;

@@ -15,6 +15,7 @@
 #include "kv_blocks.hpp"
 #include "latency.hpp"
 #include "prefix_cache.hpp"
+#include "queue_gate.hpp"
 #include "request_table.hpp"
 #include "schedulers/base.hpp"
 #include "schedulers/registry.hpp"
@@ -77,6 +78,12 @@ class Instance {
   void enqueue(Req r);
   // Keep row instance_id of `arrays` current from now on (queues, KV); before it serves.
   void track(InstanceArrays& arrays);
+  // Instance.set_min_queue_length: no new prefill batch until `length` requests wait or the oldest
+  // waited max_wait_s (length 1: off); re-plans if that changed anything. Throws
+  // std::invalid_argument for a length below 1 or a negative or infinite wait.
+  void set_min_queue_length(std::int64_t length, double max_wait_s);
+  // The queue gate's GateDeadline event for `deadline`.
+  void on_gate_deadline(double deadline);
   // Take r, whose KV arrives over the network, into the batch: false (nothing taken) if its
   // blocks or a batch slot are not free now (Instance.accept_running).
   bool accept_running(Req r);
@@ -141,6 +148,7 @@ class Instance {
   LatencyEvaluator latency;
   std::unique_ptr<LocalScheduler> scheduler;
   InstanceArrays* arrays = nullptr;  // the engine's arrays when it keeps them
+  QueueGate gate;
   // Sequences one batch may hold (a microbatch's share in a pipelined instance).
   const std::int64_t max_batch_size;
 

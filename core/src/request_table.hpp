@@ -54,6 +54,7 @@ class RequestTable {
   std::vector<std::int64_t> quantum_start_tokens;  // round-robin: generated tokens when its quantum began
   std::vector<std::uint8_t> demoted;               // PASCAL: demoted to the low-priority queue
   std::vector<std::uint8_t> in_flight;             // inside a microbatch still in a pipeline
+  std::vector<double> gate_since_s;                // when its queue gate counts it waiting from (NaN: not)
   std::vector<Residency> residency;
   std::vector<Phase> phase;
   std::vector<std::int32_t> instance_id;
@@ -122,6 +123,7 @@ class RequestTable {
     f(quantum_start_tokens, other.quantum_start_tokens);
     f(demoted, other.demoted);
     f(in_flight, other.in_flight);
+    f(gate_since_s, other.gate_since_s);
     f(residency, other.residency);
     f(phase, other.phase);
     f(instance_id, other.instance_id);
