@@ -51,6 +51,7 @@ from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
 from simulator.pipeline import create_instance
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
+from simulator.sequence import Sequence
 from simulator.routers import Router
 from simulator.routers.freeness import FreestInstanceRouter
 from simulator.schedulers import SCHEDULERS
@@ -66,7 +67,7 @@ COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
 REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 """``rejected_reason`` by the engine's reject code."""
 INT64_LIMIT = 2**63
-NOT_COMPILED_OPTIONS = ("phase_router", "decode_router", "completion_hook")
+NOT_COMPILED_OPTIONS = ("phase_router", "decode_router")
 """``Cluster`` options the compiled engine refuses when set (not None, not False)."""
 OUTCOME_CHUNK = 4096
 """Outcomes built from one copy of the engine's columns at a time."""
@@ -106,6 +107,12 @@ class CompiledCluster(Cluster):
         """The Python callbacks the engine stops for, by slot (``every``'s ticks)."""
         self._timers: list[tuple[float, int]] = []
         """Ticks scheduled before the workload was submitted: (time, slot)."""
+        self._engine_outcomes = 0
+        """The engine's outcomes already in ``outcomes`` (a completion hook adds others)."""
+        self._row_requests: list[Request] = []
+        """The request of each engine row: the workload's, then those dispatched again."""
+        self._row_of: dict[int, int] = {}
+        """The first row of each submitted request (by ``id``), made when first needed."""
         self._chained_keys: list[tuple[int, ...] | None] = []
         """Each submitted request's chained block keys, when an instance caches prefixes."""
         super().__init__(gpu_inventory, router=router, **options)
@@ -205,7 +212,8 @@ class CompiledCluster(Cluster):
             self.arrays = CoreArrays(engine)  # type: ignore[assignment]
         self.instances = {i: CompiledInstance(instance, engine, self._sequence)  # type: ignore[misc]
                           for i, instance in deployed.items()}
-        self.events = CompiledClock(engine.now_s)  # type: ignore[assignment]
+        self.events = CompiledClock(engine.now_s, self._schedule_python)  # type: ignore[assignment]
+        self._row_requests = list(requests)
 
     def _check_unchanged(self) -> None:
         """Nothing the engine would not see was set since construction: a hook, another router,
@@ -242,7 +250,8 @@ class CompiledCluster(Cluster):
         elif self._engine is None:
             raise ValueError("CompiledCluster.run needs the requests (give them to run() or submit())")
         self._push_headroom()
-        if self.router_spec.name == "external" or self._callbacks:  # Python runs at some events
+        if self.router_spec.name == "external" or self._callbacks or self.completion_hook is not None:
+            # Python runs at some events
             self.advance()
             if self.pending_requests():
                 raise RuntimeError(f"{self.pending_requests()} requests neither completed nor rejected")
@@ -262,11 +271,19 @@ class CompiledCluster(Cluster):
             return None
         self._push_headroom()
         engine = self._engine
+        hook = self.completion_hook
+        engine.set_completion_hook(hook is not None)
         while True:
             kind, row, instance_id = engine.advance(until_s)
-            if kind == 3:  # a timer of every(): the callback sees the cluster as it is now
+            if kind == 3:  # a timer or Python event: the callback sees the cluster as it is now
                 self._collect()
                 self._callbacks[row]()
+                continue
+            if kind == 4:  # a completion the hook takes over, or records (Cluster.on_complete)
+                self._collect()
+                seq = self._sequence(row)
+                if hook(self, self.instances[instance_id], seq):  # type: ignore[misc]
+                    self.outcomes.append(seq.outcome(self.events.now_s))
                 continue
             if kind != 1 or self.router is None:
                 break
@@ -281,8 +298,13 @@ class CompiledCluster(Cluster):
         return self._decision
 
     def dispatch(self, seq: Any, instance_id: int) -> None:
-        """Answer the pending route decision: send its request to ``instance_id``."""
+        """Answer the pending route decision: send its request to ``instance_id``; or send a
+        ``Sequence`` made in Python for a request of the workload (a model cascade forwarding it
+        to its next stage) as a new engine row."""
         self.version += 1
+        if isinstance(seq, Sequence):
+            self._redispatch(seq, instance_id)
+            return
         if self._decision is None or self._decision.kind != "route" or self._decision.seq is not seq:
             raise not_compiled("dispatch() of a request that no route decision names")
         self._dispatch_now(seq, instance_id)
@@ -295,8 +317,31 @@ class CompiledCluster(Cluster):
         self._engine.dispatch_decision(seq.row, instance_id)
 
     def _sequence(self, row: int) -> CompiledSequence:
-        keys = self._chained_keys[row] if self._chained_keys else None
-        return CompiledSequence(self._engine, row, self._requests[row], keys)
+        keys = self._chained_keys[row] if self._chained_keys and row < len(self._chained_keys) else None
+        return CompiledSequence(self._engine, row, self._row_requests[row], keys, self._outcome_of)
+
+    def _outcome_of(self, row: int, finish_s: float) -> RequestOutcome:
+        """``Sequence.outcome`` of an engine row."""
+        return _build_outcomes(self._engine.outcome_of(row, finish_s), self._row_requests, self.record_token_curves)[0]
+
+    def _redispatch(self, seq: Sequence, instance_id: int) -> None:
+        refusal = self._refusal(self._instance(instance_id), seq)
+        if refusal is not None:
+            raise ValueError(refusal)
+        if not self._row_of:
+            self._row_of = {id(request): row for row, request in enumerate(self._requests)}
+        row = self._row_of.get(id(seq.request))
+        if row is None:
+            raise not_compiled(f"dispatch() of request {seq.request_id}, which is not in the submitted workload")
+        self._engine.redispatch(row, instance_id, seq.first_scheduled_s, seq.preempted_s, seq.num_preemptions,
+                                seq.num_migrations)
+        self._row_requests.append(seq.request)
+
+    def _schedule_python(self, time_s: float, callback: Callable[[], None]) -> None:
+        """A Python event (``events.schedule`` once the workload is submitted): the engine stops
+        at ``time_s`` and runs it."""
+        self._callbacks.append(callback)
+        self._schedule_callback(time_s, len(self._callbacks) - 1)
 
     def place_answering(self, seq: Any, instance_id: int) -> None:
         """Answer the pending phase decision: continue answering on ``instance_id`` (the same
@@ -370,8 +415,9 @@ class CompiledCluster(Cluster):
         for instance_id, stopped_s in engine.take_stops():  # drained instances that emptied
             self._release(self.instances[instance_id], stopped_s)
         self.migrations_started, self.migrations_done, self.migrations_aborted = engine.migrations
-        if engine.num_outcomes > len(self.outcomes):
-            self.outcomes += _outcomes(engine, self._requests, self.record_token_curves, len(self.outcomes))
+        if engine.num_outcomes > self._engine_outcomes:
+            self.outcomes += _outcomes(engine, self._row_requests, self.record_token_curves, self._engine_outcomes)
+            self._engine_outcomes = engine.num_outcomes
 
     def _block_keys(self, requests: SequenceOf[Request]) -> tuple[list[int], list[int], list[int]]:
         """For prefix caching: each request's hash-block size (0: none), the offsets of its chained

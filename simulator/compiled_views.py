@@ -62,19 +62,23 @@ class CoreArrays:
 
 class CompiledClock:
     """``cluster.events`` of a compiled cluster once its workload is submitted: the engine's
-    clock (``now_s``, brought up to it at every stop). Events live in the engine: scheduling a
-    Python callback raises rather than never running."""
+    clock (``now_s``, brought up to it at every stop), and Python events scheduled in the engine,
+    which stops for them."""
 
-    __slots__ = ("now_s",)
+    __slots__ = ("now_s", "_schedule")
 
-    def __init__(self, now_s: float) -> None:
+    def __init__(self, now_s: float, schedule: Callable[[float, Callable[[], None]], None]) -> None:
         self.now_s = now_s
+        self._schedule = schedule
 
     def __len__(self) -> int:
         raise not_ported("the event queue's length")
 
-    def schedule(self, time_s: float, callback: Any, arg: Any = None) -> None:
-        raise not_ported("events scheduled from Python (timers, callbacks)")
+    def schedule(self, time_s: float, callback: Callable[[Any], None], arg: Any = None) -> None:
+        """``EventQueue.schedule``: the engine stops at ``time_s`` and Python runs ``callback(arg)``."""
+        if time_s < self.now_s:
+            raise ValueError(f"cannot schedule an event at {time_s} s, before the clock ({self.now_s} s)")
+        self._schedule(time_s, lambda: callback(arg))
 
 
 def not_ported(feature: str) -> ValueError:
@@ -109,10 +113,12 @@ class CompiledSequence:
     """A request inside a compiled engine, as a decision names it: its ``request`` and its row
     in the engine's request table."""
 
-    __slots__ = ("_engine", "row", "request", "block_keys")
+    __slots__ = ("_engine", "_outcome", "row", "request", "block_keys")
 
-    def __init__(self, engine: _core.Engine, row: int, request: Request, block_keys: tuple[int, ...] | None) -> None:
+    def __init__(self, engine: _core.Engine, row: int, request: Request, block_keys: tuple[int, ...] | None,
+                 outcome: Callable[[int, float], Any]) -> None:
         self._engine = engine
+        self._outcome = outcome
         self.row = row
         self.request = request
         self.block_keys = block_keys
@@ -162,6 +168,26 @@ class CompiledSequence:
     @property
     def arrival_s(self) -> float:
         return self.request.arrival_s
+
+    @property
+    def first_scheduled_s(self) -> float:
+        return self._engine.request_state(self.row)[6]
+
+    @property
+    def preempted_s(self) -> float:
+        return self._engine.request_state(self.row)[7]
+
+    @property
+    def num_preemptions(self) -> int:
+        return self._engine.request_state(self.row)[8]
+
+    @property
+    def num_migrations(self) -> int:
+        return self._engine.request_state(self.row)[9]
+
+    def outcome(self, finish_s: float) -> Any:
+        """``Sequence.outcome``: its ``RequestOutcome`` ending at ``finish_s``."""
+        return self._outcome(self.row, finish_s)
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(f"request {self.request.request_id} is in the compiled engine, which does not expose "

@@ -566,7 +566,8 @@ GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr"
                 for c in ("nocache", "cache", "hostcache") for p in ("pp1", "pp2mb1", "pp2mb2")
                 for m in ("recompute", "swap")] + [
     "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
-    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling", "queue_gate"]
+    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling", "queue_gate",
+    "cascade"]
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
@@ -628,7 +629,6 @@ def _deploy_after_submit() -> None:
 @pytest.mark.parametrize(("make", "named"), [
     (lambda: CompiledCluster({"A100-80GB": 1}, router="gpu_share"), "router='gpu_share'"),
     (lambda: CompiledCluster({"A100-80GB": 1}, phase_router=lambda c, s, i: None), "phase_router="),
-    (lambda: CompiledCluster({"A100-80GB": 1}, completion_hook=lambda c, i, s: True), "completion_hook="),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama()), "deploy(ready_now=False)"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(role="prefill"), ready_now=True), "role='prefill'"),
     (lambda: CompiledCluster({"A100-80GB": 1}).add_arrival(Request(1, 0.0, 10, 5)), "add_arrival()"),
@@ -766,7 +766,6 @@ def test_an_env_on_an_unknown_backend_or_a_combo_scenario_compiled_raises_naming
 
 
 @pytest.mark.parametrize(("change", "named"), [
-    (lambda c: setattr(c, "completion_hook", lambda *a: True), "completion_hook="),
     (lambda c: setattr(c, "phase_router", lambda *a: None), "phase_router="),
     (lambda c: setattr(c, "router", make_router("least_loaded")), "a router replaced after construction"),
     (lambda c: c.events.schedule(1.0, lambda _: None), "1 event(s) scheduled in Python"),
@@ -780,17 +779,21 @@ def test_what_is_set_after_construction_and_the_engine_would_not_see_raises_at_s
     assert named in str(error.value)
 
 
-def test_after_submit_python_events_raise_and_arrivals_are_read_from_the_engine():
+def test_after_submit_python_events_run_in_the_engine_and_arrivals_are_read_from_it():
     cluster = CompiledCluster({"A100-80GB": 1})
     cluster.deploy(_llama(), ready_now=True)
     assert cluster.arrived_sequences == []
     cluster.run([Request(1, 0.0, 10, 5)])
-    with pytest.raises(ValueError, match="events scheduled from Python"):
-        cluster.events.schedule(2.0, lambda _: None)
+    end_s = cluster.events.now_s
+    assert end_s == cluster.outcomes[0].finish_s and cluster.instances[0].iterations > 0
+    with pytest.raises(ValueError, match="before the clock"):
+        cluster.events.schedule(end_s / 2, print)
+    seen: list[tuple[str, float]] = []
+    cluster.events.schedule(end_s + 1.0, lambda tag: seen.append((tag, cluster.events.now_s)), "tick")
+    assert cluster.advance() is None and seen == [("tick", end_s + 1.0)]
     assert [seq.request_id for seq in cluster.arrived_sequences] == [1]
     with pytest.raises(AttributeError, match="does not expose 'waiting'"):
         cluster.instances[0].waiting
-    assert cluster.instances[0].iterations > 0 and cluster.events.now_s == cluster.outcomes[0].finish_s
 
 
 @pytest.mark.parametrize(("env_id", "scenario", "reward"), [

@@ -31,7 +31,7 @@ COMPILED_CASES = [f"Routing-v0-{s}" for s in ("cascadeserve", "cascadia", "cauch
     f"Migration-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter",
                                   "default", "mooncake", "multitier", "pascal", "pascal-mode_phase")] + [
     f"Scaling-v0-{s}" for s in ("cascadeserve", "cascadia", "cauchy", "cauchy_dailymail", "cauchy_longwriter", "default",
-                                "mooncake", "multitier", "pascal")]
+                                "mooncake", "multitier", "pascal")] + ["Cascade-v0-cascadeserve", "Cascade-v0-cascadia"]
 """The cases the compiled simulator core runs (``backend="compiled"``)."""
 
 

@@ -194,11 +194,17 @@ void bind_engine(nb::module_& m) {
           throw std::invalid_argument("request row " + std::to_string(r) + " is not in the engine");
         }
         return std::make_tuple(static_cast<int>(t.residency[r]), static_cast<int>(t.phase[r]), t.instance_id[r],
-                               t.output_tokens[r], t.reasoning_tokens[r], t.first_token_s[r]);
-      }, "row"_a, "(residency code, phase code, instance id, output tokens, reasoning tokens, first token time) "
-                  "of a request row now (the token counts as the context rule capped them).")
+                               t.output_tokens[r], t.reasoning_tokens[r], t.first_token_s[r], t.first_scheduled_s[r],
+                               t.preempted_s[r], t.num_preemptions[r], t.num_migrations[r]);
+      }, "row"_a, "(residency code, phase code, instance id, output tokens, reasoning tokens, first token time, "
+                  "first scheduled time, seconds preempted, preemptions, migrations) of a request row now (the "
+                  "token counts as the context rule capped them).")
       .def("migrate", &Engine::migrate, "row"_a, "target_id"_a)
       .def("schedule_callback", &Engine::schedule_callback, "time_s"_a, "slot"_a)
+      .def("set_completion_hook", &Engine::set_completion_hook, "on"_a)
+      .def("redispatch", &Engine::redispatch, "row"_a, "instance_id"_a, "first_scheduled_s"_a, "preempted_s"_a,
+           "num_preemptions"_a, "num_migrations"_a)
+      .def("outcome_of", &Engine::outcome_of, "row"_a, "finish_s"_a)
       .def("set_migration", [](Engine& e, std::int64_t last_stage_max_blocks, std::int64_t max_stages) {
         e.set_migration(MigrationSettings{last_stage_max_blocks, max_stages});
       }, "last_stage_max_blocks"_a, "max_stages"_a)

@@ -85,6 +85,7 @@ void Engine::submit(const std::vector<std::int64_t>& request_id, const std::vect
     requests_.add(RequestRow{request_id[i], arrival_s[i], prompt_tokens[i], output_tokens[i], reasoning_tokens[i],
                              tier[i], model_index[i]});
   }
+  submitted_rows_ = n;
   router_spec_.session_targets = std::move(session_targets);
   if (!external_router_) router_ = make_router(router_spec_);
   submitted_ = true;
@@ -119,13 +120,19 @@ void Engine::run() {
   if (pending != 0) throw std::runtime_error(std::to_string(pending) + " requests neither completed nor rejected");
 }
 
+Decision Engine::next_decision() {
+  const Decision decision = decisions_.front();
+  if (decision.kind == DecisionKind::Completion) decisions_.pop_front();  // handled in Python at once
+  return decision;
+}
+
 Decision Engine::advance(double until_s) {
-  if (!decisions_.empty()) return decisions_.front();
+  if (!decisions_.empty()) return next_decision();
   while (!events_.empty() && events_.peek_time_s() <= until_s) {
     const Event event = events_.pop();
     if (event.kind == EventKind::PythonCallback) return Decision{DecisionKind::Callback, static_cast<Req>(event.b), -1};
     step(event);
-    if (!decisions_.empty()) return decisions_.front();
+    if (!decisions_.empty()) return next_decision();
   }
   if (until_s != std::numeric_limits<double>::infinity() && until_s > events_.now_s) events_.now_s = until_s;
   return Decision{};
@@ -308,7 +315,7 @@ std::pair<std::int64_t, std::int64_t> Engine::request_tokens(Req r) const {
 }
 
 void Engine::schedule_next_arrival() {
-  if (next_arrival_ >= requests_.size()) return;
+  if (next_arrival_ >= submitted_rows_) return;  // rows added later (redispatch) do not arrive
   const auto r = static_cast<Req>(next_arrival_++);
   const double arrival = requests_.arrival_s[r];
   const double now = events_.now_s;
@@ -351,7 +358,34 @@ OutcomeTable Engine::outcome_table(std::size_t first, std::size_t count) const {
   return OutcomeTable{std::move(rows), std::move(gathered), std::move(finish_s), std::move(reasons)};
 }
 
-void Engine::on_complete(std::int32_t, Req r) { outcomes_.add(r, events_.now_s, RejectReason::None); }
+void Engine::on_complete(std::int32_t instance_id, Req r) {
+  if (completion_hook_) {
+    decisions_.push_back(Decision{DecisionKind::Completion, r, instance_id});
+    return;
+  }
+  outcomes_.add(r, events_.now_s, RejectReason::None);
+}
+
+Req Engine::redispatch(Req r, std::int32_t instance_id, double first_scheduled_s, double preempted_s,
+                       std::int32_t num_preemptions, std::int32_t num_migrations) {
+  RequestTable& t = requests_;
+  if (r < 0 || static_cast<std::size_t>(r) >= t.size()) throw std::invalid_argument("unknown request row");
+  if (t.has_block_keys(r)) throw std::invalid_argument("redispatching a request with block hashes is not ported");
+  instance_at(instance_id);
+  const Req row = t.add(RequestRow{t.request_id[r], t.arrival_s[r], t.prompt_tokens[r], t.output_tokens[r],
+                                   t.reasoning_tokens[r], t.tier[r], t.model_index[r]});
+  t.first_scheduled_s[row] = first_scheduled_s;
+  t.preempted_s[row] = preempted_s;
+  t.num_preemptions[row] = num_preemptions;
+  t.num_migrations[row] = num_migrations;
+  dispatch(row, instance_id);
+  return row;
+}
+
+OutcomeTable Engine::outcome_of(Req r, double finish_s) const {
+  const std::vector<Req> rows{r};
+  return OutcomeTable{rows, requests_.gather(rows), {finish_s}, {static_cast<std::uint8_t>(RejectReason::None)}};
+}
 
 void Engine::on_phase_change(std::int32_t instance_id, Req r) {
   if (!external_phase_decisions_) return;  // no phase router in the compiled subset: it stays here

@@ -25,7 +25,9 @@ namespace servegym_core {
 // (an external router), or a request that finished reasoning on `instance_id` to place (external
 // phase decisions).
 // A Callback stop is a Python timer due now (row: its slot); it needs no answer.
-enum class DecisionKind : std::uint8_t { None = 0, Route = 1, Phase = 2, Callback = 3 };
+// A Completion stop: a request completed on instance_id and a Python completion hook decides what
+// becomes of it (its outcome is not recorded by the engine); it needs no answer either.
+enum class DecisionKind : std::uint8_t { None = 0, Route = 1, Phase = 2, Callback = 3, Completion = 4 };
 struct Decision {
   DecisionKind kind = DecisionKind::None;
   Req row = -1;
@@ -88,6 +90,14 @@ class Engine : public InstanceHost {
   // Answer the pending phase decision of row r: continue answering on instance_id, the same
   // instance or another one after a KV transfer (Cluster.place_answering).
   void place_answering(Req r, std::int32_t instance_id);
+  // Completions stop advance for a Python hook instead of being recorded (Cluster.completion_hook).
+  void set_completion_hook(bool on) { completion_hook_ = on; }
+  // A new row for row r's request, state fresh but for the given carried-over fields, sent to
+  // instance_id now (a model cascade's next stage, simulator.routers.cascade); returns the row.
+  Req redispatch(Req r, std::int32_t instance_id, double first_scheduled_s, double preempted_s,
+                 std::int32_t num_preemptions, std::int32_t num_migrations);
+  // Row r's outcome ending at finish_s, as a one-row outcome table (Sequence.outcome).
+  OutcomeTable outcome_of(Req r, double finish_s) const;
   // Stop advance at time_s for the Python callback in `slot` (Cluster.every's ticks).
   void schedule_callback(double time_s, std::int64_t slot) {
     events_.schedule(time_s, EventKind::PythonCallback, -1, slot);
@@ -135,6 +145,8 @@ class Engine : public InstanceHost {
   // Start copying migration m's KV not copied yet (Cluster._migration_stage).
   void migration_stage(std::int64_t m);
   void on_migration_stage(std::int64_t m);
+  // The decision due first (a Completion stop is removed as it is returned).
+  Decision next_decision();
   // The pending decision, checked to be of `kind` for row r; removed.
   Decision take_decision(DecisionKind kind, Req r);
   Instance& instance_at(std::int32_t instance_id);
@@ -148,6 +160,7 @@ class Engine : public InstanceHost {
   std::unique_ptr<Router> router_;  // null for an external router
   bool external_router_ = false;
   bool external_phase_decisions_ = false;
+  bool completion_hook_ = false;
   std::deque<Decision> decisions_;  // the one due first, then those that came with it
   std::vector<std::pair<std::int32_t, double>> stops_;
   MigrationSettings migration_;
@@ -155,6 +168,7 @@ class Engine : public InstanceHost {
   std::size_t arrived_ = 0;
   std::unique_ptr<InstanceArrays> arrays_;
   std::size_t next_arrival_ = 0;
+  std::size_t submitted_rows_ = 0;  // the workload's rows, which arrive; rows added later do not
   bool submitted_ = false;
 };
 
