@@ -244,6 +244,41 @@ def test_sarathi_gives_a_running_prefill_the_last_token_of_budget():
     assert outcomes[1].first_token_s < outcomes[0].finish_s
 
 
+def test_sarathi_stalls_a_running_prefill_while_decodes_take_the_whole_budget():
+    """Budget 2 on instance 1: request 1 (1-token prompt) decodes beside request 2's 40-token
+    prefill, which gets the 1 token left per iteration. Request 0, decoding on instance 0,
+    migrates in (Llumnix-K §3.5): two decodes spend the budget, so request 2's prefill gets no
+    chunk at all (not a 0-token one) until a decode finishes; every batch keeps its chunks plus
+    one token per decode within 2."""
+    cluster = Cluster({GPU: 2}, router=None)
+    for _ in range(2):
+        cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL, engine="vidur-2024", scheduler="sarathi",
+                                      scheduler_options={"chunk_tokens": 2}), ready_now=True)
+    cluster.submit([Request(0, 0.0, 1, 300), Request(1, 0.0, 1, 300), Request(2, 0.0, 40, 5)])
+    for target in (0, 1, 1):
+        cluster.dispatch(cluster.advance().seq, target)
+    target = cluster.instances[1]
+    moving, prefilling = cluster.arrived_sequences[0], cluster.arrived_sequences[2]
+    batches = []
+    form_batch = target.scheduler.form_batch
+
+    def spy(instance, now):
+        prefills, decode = form_batch(instance, now)
+        stalled = prefilling in instance.running and not prefilling.in_decode and not prefills
+        batches.append(([(seq.request_id, tokens) for seq, tokens in prefills], len(decode), stalled))
+        return prefills, decode
+
+    target.scheduler.form_batch = spy
+    _advance_until(cluster, lambda: moving.in_decode and 1 < prefilling.kv_tokens < 40)
+    assert cluster.migrate(moving, 1)
+    assert cluster.advance() is None
+    assert all(tokens >= 1 for chunks, _, _ in batches for _, tokens in chunks)
+    assert all(sum(tokens for _, tokens in chunks) + decodes <= 2 for chunks, decodes, _ in batches)
+    assert any(decodes == 2 and stalled for _, decodes, stalled in batches)  # the case is reached
+    outcomes = by_id(cluster)
+    assert all(o.completed for o in outcomes.values()) and outcomes[0].num_migrations == 1
+
+
 def test_sarathi_admits_no_more_requests_than_its_batch_size():
     cluster = one_instance("sarathi", max_batch_size=1)
     plans = record_prefill_plans(cluster)
