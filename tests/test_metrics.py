@@ -409,7 +409,7 @@ def test_mean_float64_sums_integers_in_float64_like_numpy_mean():
     from simulator.metrics.stats import mean_float64
 
     # 2**53 + 1 is not a float64: each "+ 1" rounds back to 2**53 (ties to even), so the float64
-    # sum is 2**53, not the exact integer sum 2**53 + 2 (whose mean is a different float64).
+    # sum is 2**53, not the exact integer sum 2**53 + 2 (whose mean, 3002399751580331.33..., is
+    # another float64: their spacing there is 0.5).
     values = [2**53, 1, 1]
     assert mean_float64(values) == 2.0**53 / 3 == float(np.mean(values))
-    assert 2.0**53 / 3 != float(2**53 + 2) / 3
