@@ -170,3 +170,17 @@ def test_freeness_full_names_a_tier_beyond_the_headroom_fractions():
     load = InstanceLoad(cluster, np.array([0]), 2)  # two headroom fractions: tiers 0 and 1
     with pytest.raises(ValueError, match=r"^requests of a tier beyond the 2 headroom fractions$"):
         load.freeness_full(np.array([0.1, 0.2]))
+
+
+def test_the_kv_used_column_follows_prefix_cache_pins_and_unpins():
+    from simulator.kv_blocks import KVBlockManager
+
+    kv = KVBlockManager(total_blocks=20, block_size=16, watermark_fraction=0.0)
+    arrays = InstanceArrays(2)
+    kv.track(arrays, 1)
+    kv.allocate(10)
+    kv.unpin(4)  # 4 held blocks stay cached, held by no request: 10 - 4 in use
+    assert (kv.used_blocks, kv.cached_blocks, arrays.table[1, KV_USED_BLOCKS]) == (6, 4, 6)
+    kv.pin(3)  # a prefix-cache hit holds 3 of them again: 6 + 3
+    assert (kv.used_blocks, kv.cached_blocks, arrays.table[1, KV_USED_BLOCKS]) == (9, 1, 9)
+    assert arrays.table[0, KV_USED_BLOCKS] == 0  # another row's column is untouched

@@ -382,7 +382,7 @@ def test_percentile_linear_equals_numpy_bit_for_bit():
             assert percentile_linear(values, q) == float(np.percentile(values, q)), (values, q)
     assert percentile_linear([1.0, 2.0, 3.0, 4.0], 50) == 2.5  # between the two middle ranks
     assert percentile_linear([4.0, 1.0], 95) == pytest.approx(3.85, abs=1e-12)  # sorted, 95 % of the way from 1 to 4
-    with pytest.raises(ValueError, match="percentile of no values"):
+    with pytest.raises(ValueError, match="^percentile of no values$"):
         percentile_linear([], 95)
     with pytest.raises(ValueError, match="q must be in \\[0, 100\\], got 101"):
         percentile_linear([1.0], 101)
@@ -399,5 +399,17 @@ def test_mean_float64_equals_numpy_bit_for_bit():
         values = (rng.exponential(3.0, size) if trial % 2 else np.round(rng.uniform(0, 100, size), 1)).tolist()
         assert mean_float64(values) == float(np.mean(values)), values
     assert mean_float64([1.0, 2.0, 4.0]) == 7.0 / 3.0
-    with pytest.raises(ValueError, match="mean of no values"):
+    with pytest.raises(ValueError, match="^mean of no values$"):
         mean_float64([])
+
+
+def test_mean_float64_sums_integers_in_float64_like_numpy_mean():
+    import numpy as np
+
+    from simulator.metrics.stats import mean_float64
+
+    # 2**53 + 1 is not a float64: each "+ 1" rounds back to 2**53 (ties to even), so the float64
+    # sum is 2**53, not the exact integer sum 2**53 + 2 (whose mean, 3002399751580331.33..., is
+    # another float64: their spacing there is 0.5).
+    values = [2**53, 1, 1]
+    assert mean_float64(values) == 2.0**53 / 3 == float(np.mean(values))

@@ -3,19 +3,23 @@ name, bad names and options are refused by name."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request
 from simulator.routers import ROUTERS, make_router, register_router, router_names
+from simulator.routers.freeness import freest_instance
 from simulator.routers.least_loaded import LeastLoadedRouter
 from simulator.routers.round_robin import RoundRobinRouter
 from simulator.routers.session import SessionAffinityRouter
+from simulator.sequence import Sequence
 
 ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
 
 GPU, MODEL = "A100-80GB", "Llama-2-7B"
+OTHER_MODEL = "Llama-3.1-8B"
 
 
 def cluster_of(router: str, count: int = 3) -> Cluster:
@@ -77,3 +81,33 @@ def test_a_session_moves_only_when_its_instance_leaves():
     after = {session: router.owner(session, [0, 1, 3]) for session in range(200)}
     moved = [session for session in range(200) if before[session] != after[session]]
     assert moved and all(before[session] == 2 for session in moved)
+
+
+def mixed_model_cluster(models: list[str], track_arrays: bool) -> Cluster:
+    cluster = Cluster({GPU: len(models)}, router=None, track_arrays=track_arrays)
+    for model in models:
+        cluster.deploy(InstanceConfig(engine=ENGINE, gpu=GPU, model=model), ready_now=True)
+    return cluster
+
+
+def model_request(request_id: int, model: str) -> Sequence:
+    return Sequence(Request(request_id, 0.0, 160, 50, model=model), record_token_curve=False)
+
+
+@pytest.mark.parametrize("track_arrays", [False, True])  # instance by instance, and from the arrays
+def test_freest_instance_serves_the_requests_model_and_breaks_ties_by_lowest_id(track_arrays):
+    cluster = mixed_model_cluster([OTHER_MODEL, MODEL, MODEL], track_arrays)
+    no_headroom = np.zeros(1)
+    # Every instance is empty, so F_full = inf on all three (eq. 1, batch 0): instance 0 is as free
+    # but serves another model, and the tie between 1 and 2 goes to the lowest id.
+    assert freest_instance(cluster, model_request(0, MODEL), no_headroom) == 1
+    assert freest_instance(cluster, model_request(1, OTHER_MODEL), no_headroom) == 0
+    cluster.instances[1].enqueue(model_request(2, MODEL))  # finite F_full on 1; 2 stays infinitely free
+    assert freest_instance(cluster, model_request(3, MODEL), no_headroom) == 2
+
+
+@pytest.mark.parametrize("track_arrays", [False, True])
+def test_freest_instance_raises_naming_the_request_when_no_instance_serves_its_model(track_arrays):
+    cluster = mixed_model_cluster([OTHER_MODEL, OTHER_MODEL], track_arrays)
+    with pytest.raises(RuntimeError, match=r"^no serving instance can take request 7$"):
+        freest_instance(cluster, model_request(7, MODEL), np.zeros(1))

@@ -200,6 +200,119 @@ def test_sarathi_splits_a_long_prompt_into_budget_chunks_beside_a_running_decode
     assert first.max_tbt_s == max(b - a for a, b in zip(ends_s, ends_s[1:]))
 
 
+def record_prefill_plans(cluster: Cluster) -> list[list[tuple[int, int]]]:
+    """Spy on instance 0's batches: every batch with prefill chunks appends its
+    [(request id, chunk tokens), ...] to the returned list (the scheduler runs unchanged)."""
+    scheduler, plans = cluster.instances[0].scheduler, []
+    form_batch = scheduler.form_batch
+
+    def spy(instance, now):
+        prefills, decode = form_batch(instance, now)
+        if prefills:
+            plans.append([(seq.request_id, tokens) for seq, tokens in prefills])
+        return prefills, decode
+
+    scheduler.form_batch = spy
+    return plans
+
+
+def test_sarathi_spends_exactly_the_budget_left_after_one_token_per_decode():
+    """Budget 256 tokens; three prompts (257, 764, 300 tokens) wait at 0 s, 0 and 1 decode
+    20 tokens. By hand (budget = 256 minus one token per decoding request; running chunks first,
+    then waiting prompts in order while budget is left):
+    1. no decode: request 0 takes 256 of 257 (no budget left, request 1 stays waiting);
+    2. request 0 is one token short of its prompt but not decoding: budget 256, it takes 1, 255 to request 1;
+    3. request 0 decodes: budget 255, all to request 1 (509 left);
+    4. budget 255: request 1 takes its last 254, the 1 token left admits request 2;
+    5. requests 0 and 1 decode: budget 254 to request 2 (299 left); 6. its last 45."""
+    cluster = one_instance("sarathi", scheduler_options={"chunk_tokens": 256})
+    plans = record_prefill_plans(cluster)
+    cluster.run([Request(0, 0.0, 257, 20), Request(1, 0.0, 764, 20), Request(2, 0.0, 300, 2)])
+    assert plans == [[(0, 256)], [(0, 1), (1, 255)], [(1, 255)], [(1, 254), (2, 1)], [(2, 254)], [(2, 45)]]
+    assert all(o.completed for o in cluster.outcomes)
+
+
+def test_sarathi_gives_a_running_prefill_the_last_token_of_budget():
+    """Budget 2: request 0 (1-token prompt) and request 1 (5-token prompt) share the first
+    iteration one token each; then request 0 decodes, leaving 1 token a batch, which request 1's
+    prefill takes in each of the next four iterations (no stall until request 0 finishes)."""
+    cluster = one_instance("sarathi", scheduler_options={"chunk_tokens": 2})
+    plans = record_prefill_plans(cluster)
+    cluster.run([Request(0, 0.0, 1, 20), Request(1, 0.0, 5, 20)])
+    assert plans == [[(0, 1), (1, 1)]] + [[(1, 1)]] * 4
+    outcomes = by_id(cluster)
+    assert outcomes[1].first_token_s < outcomes[0].finish_s
+
+
+def test_sarathi_stalls_a_running_prefill_while_decodes_take_the_whole_budget():
+    """Budget 2 on instance 1: request 1 (1-token prompt) decodes beside request 2's 40-token
+    prefill, which gets the 1 token left per iteration. Request 0, decoding on instance 0,
+    migrates in (Llumnix-K §3.5): two decodes spend the budget, so request 2's prefill gets no
+    chunk at all (not a 0-token one) until a decode finishes; every batch keeps its chunks plus
+    one token per decode within 2."""
+    cluster = Cluster({GPU: 2}, router=None)
+    for _ in range(2):
+        cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL, engine="vidur-2024", scheduler="sarathi",
+                                      scheduler_options={"chunk_tokens": 2}), ready_now=True)
+    cluster.submit([Request(0, 0.0, 1, 300), Request(1, 0.0, 1, 300), Request(2, 0.0, 40, 5)])
+    for target in (0, 1, 1):
+        cluster.dispatch(cluster.advance().seq, target)
+    target = cluster.instances[1]
+    moving, prefilling = cluster.arrived_sequences[0], cluster.arrived_sequences[2]
+    batches = []
+    form_batch = target.scheduler.form_batch
+
+    def spy(instance, now):
+        prefills, decode = form_batch(instance, now)
+        stalled = prefilling in instance.running and not prefilling.in_decode and not prefills
+        batches.append(([(seq.request_id, tokens) for seq, tokens in prefills], len(decode), stalled))
+        return prefills, decode
+
+    target.scheduler.form_batch = spy
+    _advance_until(cluster, lambda: moving.in_decode and 1 < prefilling.kv_tokens < 40)
+    assert cluster.migrate(moving, 1)
+    assert cluster.advance() is None
+    assert all(tokens >= 1 for chunks, _, _ in batches for _, tokens in chunks)
+    assert all(sum(tokens for _, tokens in chunks) + decodes <= 2 for chunks, decodes, _ in batches)
+    assert any(decodes == 2 and stalled for _, decodes, stalled in batches)  # the case is reached
+    outcomes = by_id(cluster)
+    assert all(o.completed for o in outcomes.values()) and outcomes[0].num_migrations == 1
+
+
+def test_sarathi_admits_no_more_requests_than_its_batch_size():
+    cluster = one_instance("sarathi", max_batch_size=1)
+    plans = record_prefill_plans(cluster)
+    cluster.run([Request(0, 0.0, 100, 5), Request(1, 0.0, 100, 5)])
+    assert plans == [[(0, 100)], [(1, 100)]]  # budget 512 fits both prompts, the batch only one
+    outcomes = by_id(cluster)
+    assert outcomes[1].first_scheduled_s == outcomes[0].finish_s
+
+
+def test_sarathi_admits_no_new_prompt_while_a_request_is_swapped_out():
+    """vLLM v0's rule under chunked prefill too: two 400 + 400 requests overflow 64 blocks, so one
+    is swapped out while the other decodes; short requests arriving meanwhile (2 blocks each, which
+    fit) wait until nothing is swapped out."""
+    cluster = one_instance("sarathi", blocks=64, preemption="swap")
+    instance = cluster.instances[0]
+    form_batch = instance.scheduler.form_batch
+    waited_behind_swap = []
+
+    def check(inst, now):
+        waiting = set(inst.waiting)
+        prefills, decode = form_batch(inst, now)
+        admitted = [seq.request_id for seq, _ in prefills if seq in waiting]
+        if inst.swapped:
+            assert not admitted, (now, admitted)
+            waited_behind_swap.extend(seq.request_id for seq in inst.waiting)
+        return prefills, decode
+
+    instance.scheduler.form_batch = check
+    shorts = [Request(2 + k, 0.5 * (k + 1), 16, 4) for k in range(40)]  # one every 0.5 s for 20 s
+    cluster.run([Request(0, 0.0, PROMPT, OUTPUT), Request(1, 0.0, PROMPT, OUTPUT), *shorts])
+    assert by_id(cluster)[1].num_preemptions == 1 and waited_behind_swap  # the case is reached
+    assert all(o.completed for o in cluster.outcomes)
+
+
 def test_fcfs_without_chunks_stalls_the_decode_for_the_whole_prompt():
     cluster = one_instance("fcfs")
     t_decode_first = prefill_s(100)
@@ -213,6 +326,30 @@ def test_fcfs_without_chunks_stalls_the_decode_for_the_whole_prompt():
 
 
 # ------------------------------------------------------------------------------ pascal
+def test_scheduler_defaults_are_the_papers_and_the_bounds_are_exact():
+    """PASCAL's quantum 500 tokens (§IV-C) and demotion threshold 5,000 KV tokens (§V-A); the
+    Sarathi-Serve token budget 512 (vLLM v0's chunked-prefill default). 1 is the smallest valid
+    value of each; 0 is refused by name."""
+    from simulator.schedulers.sarathi import SarathiScheduler
+
+    pascal = PascalScheduler()
+    assert (pascal.quantum_tokens, pascal.demotion_kv_tokens) == (500, 5000)
+    assert SarathiScheduler().chunked_prefill_tokens == 512
+    assert PascalScheduler(demotion_kv_tokens=1).demotion_kv_tokens == 1
+    assert SarathiScheduler(chunk_tokens=1).chunked_prefill_tokens == 1
+    with pytest.raises(ValueError, match=r"^demotion_kv_tokens must be positive, got 0$"):
+        PascalScheduler(demotion_kv_tokens=0)
+    with pytest.raises(ValueError, match=r"^chunk_tokens must be positive, got 0$"):
+        SarathiScheduler(chunk_tokens=0)
+
+
+def test_pascal_queue_levels_are_0_for_reasoning_and_1_for_answering_or_demoted():
+    reasoning, answering, demoted = (Sequence(Request(i, 0.0, 10, 20, reasoning_tokens=5), False) for i in range(3))
+    answering.generated_tokens = 5  # every reasoning token generated: the next one answers
+    demoted.demoted = True
+    assert [PascalScheduler.queue_level(s) for s in (reasoning, answering, demoted)] == [0, 1, 1]
+
+
 def _advance_until(cluster: Cluster, condition) -> None:
     events = cluster.events
     while not condition():
