@@ -21,7 +21,7 @@ launches).
 The env share above is measured under one fixed, light MaskablePPO setting (one env, ``n_steps``
 512, ``batch_size`` 128, ``n_epochs`` 4, SB3's default 64 x 64 networks), the same for every ID.
 ``--shipped-hyperparams`` measures it instead as ``python -m agents.train --algo maskable_ppo``
-trains: each ID's shipped hyper-parameters (``agents/hyperparams/maskable_ppo.yml``: policy,
+trains (on ``--backend``'s engine): each ID's shipped hyper-parameters (``agents/hyperparams/maskable_ppo.yml``: policy,
 networks, ``n_steps``, ``n_epochs``, ``n_envs`` and vector env, reward normalisation), torch at
 the run's thread count; the env share is then the training process's time inside the vector
 env's ``reset``, ``step_async`` and ``step_wait`` (with ``SubprocVecEnv`` the envs step in their
@@ -186,12 +186,14 @@ class _TimedVecEnv(VecEnvWrapper):
 
 
 def shipped_ppo_steps_per_s(
-    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu"
+    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu", backend: str = "python"
 ) -> tuple[float, float, int, str, int]:
     """MaskablePPO as ``agents.train`` builds it from the shipped hyper-parameters of
-    ``env_id``: its steps per second, the env's share of the wall time (time inside the vector
-    env), and the run's ``n_envs``, vector env and steps trained (at least two rollouts)."""
-    config = build_config(env_id, scenario, "maskable_ppo", seed=0, n_timesteps=steps, device=device)
+    ``env_id`` (on the simulation ``backend``): its steps per second, the env's share of the wall
+    time (time inside the vector env), and the run's ``n_envs``, vector env and steps trained (at
+    least two rollouts)."""
+    config = build_config(env_id, scenario, "maskable_ppo", seed=0, n_timesteps=steps, device=device,
+                          overrides=[f"env_kwargs.backend={backend}"])
     rollout = config.n_envs * config.algo_kwargs["n_steps"]
     config = dataclasses.replace(config, n_timesteps=max(steps, 2 * rollout))
     vec_env = "subproc" if uses_subprocess_envs(config.n_envs, config.vec_env) else "dummy"
@@ -238,10 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.scenario is not None and args.scenario not in envs.scenario_names():
         raise ValueError(f"--scenario {args.scenario}: unknown; known: {', '.join(envs.scenario_names())}")
     frozen = not args.default_gc
-    if args.shipped_hyperparams and args.backend != "python":
-        parser.error("--shipped-hyperparams trains through agents.train, which runs the Python engine")
     if args.shipped_hyperparams:
-        return _print_shipped(args.ids.split(","), args.scenario, args.ppo_steps, frozen, args.ppo_device)
+        return _print_shipped(args.ids.split(","), args.scenario, args.ppo_steps, frozen, args.ppo_device, args.backend)
     cartpole_rates = [cartpole_steps_per_s(20 * args.steps, frozen=frozen) for _ in range(args.repeats)]
     rows = []
     for env_id in args.ids.split(","):
@@ -269,13 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _print_shipped(env_ids: list[str], scenario: str | None, steps: int, frozen: bool, device: str) -> int:
+def _print_shipped(env_ids: list[str], scenario: str | None, steps: int, frozen: bool, device: str,
+                   backend: str) -> int:
     print("MaskablePPO as agents.train runs it: the shipped hyper-parameters of each ID "
           f"(agents/hyperparams/maskable_ppo.yml), on {device}; env share: of the wall time, inside the vector env")
     print(f"{'env':<24}{'scenario':<14}{'n_envs':>7}{'vec env':>9}{'steps':>8}{'PPO steps/s':>13}{'env share':>11}")
     for env_id in env_ids:
         name = scenario or SCENARIO_BY_ENV.get(env_id, "default")
-        rate, share, n_envs, vec_env, trained = shipped_ppo_steps_per_s(env_id, name, steps, frozen, device)
+        rate, share, n_envs, vec_env, trained = shipped_ppo_steps_per_s(env_id, name, steps, frozen, device, backend)
         print(f"{env_id:<24}{name:<14}{n_envs:>7}{vec_env:>9}{trained:>8,}{rate:>13,.0f}{share:>10.0%}")
     return 0
 
