@@ -34,9 +34,7 @@ in Python); added arrivals (``add_arrival``) are not available.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterable, Sequence as SequenceOf
-from itertools import repeat
 from operator import attrgetter
 from typing import Any, NoReturn
 
@@ -45,9 +43,10 @@ from servegym_core import _core
 
 from simulator.cluster import Cluster, Decision
 from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
+from simulator.compiled_outcomes import build_outcomes, engine_outcomes
+from simulator.compiled_setup import check_instances, instance_settings, name_bad_integer
 from simulator.compiled_views import not_ported as not_compiled
-from simulator.context import CONTEXT_REJECT_REASON
-from simulator.instance import Instance, InstanceConfig, Lifecycle, Role
+from simulator.instance import InstanceConfig, Role
 from simulator.pipeline import create_instance
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
@@ -64,13 +63,8 @@ from simulator.schedulers.sarathi import SarathiScheduler
 COMPILED_SCHEDULERS = {"fcfs": FCFSScheduler, "priority": PriorityScheduler, "sarathi": SarathiScheduler,
                        "rr": RoundRobinScheduler, "pascal": PascalScheduler}
 COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
-REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
-"""``rejected_reason`` by the engine's reject code."""
-INT64_LIMIT = 2**63
 NOT_COMPILED_OPTIONS = ("phase_router", "decode_router")
 """``Cluster`` options the compiled engine refuses when set (not None, not False)."""
-OUTCOME_CHUNK = 4096
-"""Outcomes built from one copy of the engine's columns at a time."""
 INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
 
 
@@ -151,7 +145,7 @@ class CompiledCluster(Cluster):
         if instance.model.name not in model_names:
             raise not_compiled(f"deploying {instance.model.name} after the workload was submitted (the engine serves "
                                f"{', '.join(model_names)})")
-        settings = _settings(instance, model_names.index(instance.model.name))
+        settings = instance_settings(instance, model_names.index(instance.model.name))
         settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
         if self._engine.add_instance(settings, instance.latency._evaluator) != instance_id:
             raise RuntimeError(f"the engine numbered instance {instance_id} differently")
@@ -176,7 +170,7 @@ class CompiledCluster(Cluster):
             self._check_next(request)
         deployed = dict(self.instances)
         instances = list(deployed.values())
-        _check_instances(instances)
+        check_instances(instances)
         model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]))
         model_index = {name: index for index, name in enumerate(model_names)}
         if isinstance(self.router, FreestInstanceRouter):
@@ -185,7 +179,7 @@ class CompiledCluster(Cluster):
                               self.external_phase_decisions)
         self._engine_models = model_names
         for instance in instances:
-            settings = _settings(instance, model_index[instance.model.name])
+            settings = instance_settings(instance, model_index[instance.model.name])
             settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
             # The instance's latency model's own evaluator (hardware.latency), copied into the engine.
             engine.add_instance(settings, instance.latency._evaluator)
@@ -200,7 +194,7 @@ class CompiledCluster(Cluster):
                           [-1 if r.model is None else model_index[r.model] for r in requests],
                           self._session_targets(requests))
         except TypeError:  # an integer column holds a value outside int64 (or not an integer)
-            _name_bad_integer(columns, requests)
+            name_bad_integer(columns, requests)
             raise
         if any(instance.prefix_cache is not None for instance in instances):
             engine.set_block_keys(*self._block_keys(requests))
@@ -322,7 +316,7 @@ class CompiledCluster(Cluster):
 
     def _outcome_of(self, row: int, finish_s: float) -> RequestOutcome:
         """``Sequence.outcome`` of an engine row."""
-        return _build_outcomes(self._engine.outcome_of(row, finish_s), self._row_requests, self.record_token_curves)[0]
+        return build_outcomes(self._engine.outcome_of(row, finish_s), self._row_requests, self.record_token_curves)[0]
 
     def _redispatch(self, seq: Sequence, instance_id: int) -> None:
         refusal = self._refusal(self._instance(instance_id), seq)
@@ -416,7 +410,7 @@ class CompiledCluster(Cluster):
             self._release(self.instances[instance_id], stopped_s)
         self.migrations_started, self.migrations_done, self.migrations_aborted = engine.migrations
         if engine.num_outcomes > self._engine_outcomes:
-            self.outcomes += _outcomes(engine, self._row_requests, self.record_token_curves, self._engine_outcomes)
+            self.outcomes += engine_outcomes(engine, self._row_requests, self.record_token_curves, self._engine_outcomes)
             self._engine_outcomes = engine.num_outcomes
 
     def _block_keys(self, requests: SequenceOf[Request]) -> tuple[list[int], list[int], list[int]]:
@@ -449,86 +443,3 @@ class CompiledCluster(Cluster):
 
     def dispatch_in_place(self, seq: Any, instance_id: int) -> NoReturn:
         raise not_compiled("dispatch_in_place()")
-
-
-
-def _name_bad_integer(columns: dict[str, list[Any]], requests: SequenceOf[Request]) -> None:
-    """Raise a ValueError naming the first request whose integer field the engine's int64 columns
-    cannot hold (the engine's own conversion error names no request)."""
-    for name, values in columns.items():
-        for request, value in zip(requests, values):
-            if not (isinstance(value, int) and -INT64_LIMIT <= value < INT64_LIMIT):
-                raise ValueError(f"request {request.request_id}: {name}={value!r} is not an integer the compiled engine "
-                                 "holds (int64)")
-
-
-def _check_instances(instances: list[Instance]) -> None:
-    """Every instance serves now and holds nothing yet."""
-    for instance in instances:
-        if instance.lifecycle != Lifecycle.SERVING:
-            raise not_compiled(f"instance {instance.instance_id} in lifecycle {instance.lifecycle.value!r}")
-        if instance.num_requests:
-            raise not_compiled(f"instance {instance.instance_id} holding requests before run()")
-
-
-def _settings(instance: Instance, model_index: int) -> _core.InstanceSettings:
-    settings = _core.InstanceSettings()
-    kv = instance.kv
-    settings.total_blocks, settings.block_size, settings.watermark_blocks = (
-        kv.total_blocks, kv.block_size, kv.watermark_blocks)
-    settings.max_batch_size = instance.settings.max_batch_size  # a pipelined instance's share is taken in C++
-    settings.pp, settings.pipeline_depth = instance.settings.pp, instance.settings.pipeline_depth
-    settings.max_batched_tokens = instance.max_batched_tokens
-    settings.context_tokens = instance.model.context_tokens
-    settings.swap_s_per_token = instance.swap_s_per_token
-    settings.frontend_s = instance.latency.engine.frontend_s
-    settings.intra_node_link_gbps = instance.gpu.intra_node_link_gbps
-    settings.host_link_gbps = instance.gpu.host_link_gbps
-    settings.kv_bytes_per_token = instance.model.kv_bytes_per_token
-    settings.preempt_by_swap = instance.preemption == "swap"
-    cache = instance.prefix_cache
-    settings.prefix_caching = cache is not None
-    settings.host_capacity_blocks = 0 if cache is None else cache.host_capacity_blocks
-    settings.model_index = model_index
-    settings.max_segment_iterations = instance.planner.max_iterations
-    scheduler = instance.scheduler
-    options = _core.SchedulerOptions()
-    options.name = type(scheduler).name
-    options.chunk_tokens = scheduler.chunked_prefill_tokens or 0
-    options.quantum_tokens = getattr(scheduler, "quantum_tokens", 0)
-    options.demotion_kv_tokens = getattr(scheduler, "demotion_kv_tokens", 0)
-    settings.scheduler = options
-    return settings
-
-
-def _outcomes(engine: _core.Engine, requests: SequenceOf[Request], curves: bool, first: int) -> list[RequestOutcome]:
-    """The engine's outcomes from the ``first``-th on as ``RequestOutcome``s, in the order
-    recorded; the request's own fields (id, tier, arrival, prompt, SLO) come from the ``Request``
-    as ``Sequence`` copies them. Built column-wise (``map`` over the columns: no Python step per
-    field)."""
-    outcomes: list[RequestOutcome] = []
-    collecting = gc.isenabled()
-    gc.disable()  # many new objects, no cycles among them: the collector would only slow the build down
-    try:
-        while first < engine.num_outcomes:  # in chunks: the columns' Python copies stay small
-            outcomes += _build_outcomes(engine.outcome_table(first, OUTCOME_CHUNK), requests, curves)
-            first += OUTCOME_CHUNK
-    finally:
-        if collecting:
-            gc.enable()
-    return outcomes
-
-
-def _build_outcomes(table: _core.OutcomeTable, requests: SequenceOf[Request], curves: bool) -> list[RequestOutcome]:
-    ended = list(map(requests.__getitem__, table.rows))
-    request_field = {name: map(attrgetter(name), ended)
-                     for name in ("request_id", "tier", "arrival_s", "prompt_tokens", "slo")}
-    rows = table.requests
-    token_curves = map(tuple, rows.token_curve) if curves else repeat(())
-    return list(map(
-        RequestOutcome, request_field["request_id"], request_field["tier"], rows.instance_id,
-        request_field["arrival_s"], request_field["prompt_tokens"], rows.output_tokens, rows.reasoning_tokens,
-        rows.first_scheduled_s, rows.first_token_s, rows.first_answer_token_s, rows.reasoning_end_s,
-        table.finish_s, rows.max_tbt_s, rows.preempted_s, rows.num_preemptions, rows.num_migrations,
-        token_curves, request_field["slo"], map(REJECT_REASONS.__getitem__, table.reasons),
-    ))
