@@ -46,7 +46,7 @@ from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledIn
 from simulator.compiled_outcomes import build_outcomes, engine_outcomes
 from simulator.compiled_setup import check_instances, instance_settings, name_bad_integer
 from simulator.compiled_views import not_ported as not_compiled
-from simulator.instance import InstanceConfig, Role
+from simulator.instance import InstanceConfig, Lifecycle, Role
 from simulator.pipeline import create_instance
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
@@ -90,7 +90,7 @@ class CompiledCluster(Cluster):
             raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)}, a "
                                "FreestInstanceRouter for llumnix, or a Python callable)")
         for name in NOT_COMPILED_OPTIONS:
-            if options.get(name):
+            if options.get(name) and not self._compiled_hook(name, options[name]):
                 raise not_compiled(f"{name}={options[name]!r}")
         self._engine: _core.Engine | None = None
         self._engine_models: list[str] = []
@@ -125,8 +125,8 @@ class CompiledCluster(Cluster):
         scheduler = settings.scheduler
         if scheduler not in COMPILED_SCHEDULERS or SCHEDULERS.get(scheduler) is not COMPILED_SCHEDULERS[scheduler]:
             raise not_compiled(f"scheduler={scheduler!r} (compiled schedulers: {', '.join(COMPILED_SCHEDULERS)})")
-        if Role(settings.role) != Role.AGGREGATED:
-            raise not_compiled(f"role={Role(settings.role).value!r} (PD disaggregation)")
+        if Role(settings.role) != Role.AGGREGATED and not self._compiled_hook("decode_router", self.decode_router):
+            raise not_compiled(f"role={Role(settings.role).value!r} outside GPU combos (PD disaggregation)")
         return super().deploy(config, ready_now=ready_now)
 
     def drain(self, instance_id: int) -> None:
@@ -209,11 +209,15 @@ class CompiledCluster(Cluster):
         self.events = CompiledClock(engine.now_s, self._schedule_python)  # type: ignore[assignment]
         self._row_requests = list(requests)
 
+    def _compiled_hook(self, name: str, hook: Any) -> bool:
+        """Whether the engine runs ``hook`` itself (``CompiledComboCluster``'s decode routing)."""
+        return False
+
     def _check_unchanged(self) -> None:
         """Nothing the engine would not see was set since construction: a hook, another router,
         an event scheduled in Python."""
         for name in NOT_COMPILED_OPTIONS:
-            if getattr(self, name):
+            if getattr(self, name) and not self._compiled_hook(name, getattr(self, name)):
                 raise not_compiled(f"{name}={getattr(self, name)!r}")
         if self.router is not self._built_router:
             raise not_compiled(f"a router replaced after construction ({self.router!r})")
@@ -283,7 +287,8 @@ class CompiledCluster(Cluster):
                 break
             self.events.now_s = engine.now_s
             seq = self._sequence(row)
-            self._dispatch_now(seq, self.router(self, seq))
+            self._decision = Decision("route", seq)
+            self.dispatch(seq, self.router(self, seq))  # as Cluster does: a subclass may place it otherwise
         self._collect()
         if kind == 0:
             return None
@@ -302,6 +307,18 @@ class CompiledCluster(Cluster):
         if self._decision is None or self._decision.kind != "route" or self._decision.seq is not seq:
             raise not_compiled("dispatch() of a request that no route decision names")
         self._dispatch_now(seq, instance_id)
+        self._decision = None
+
+    def dispatch_in_place(self, seq: Any, instance_id: int) -> None:
+        """``Cluster.dispatch_in_place``: answer the pending route decision by running the request
+        wholly on ``instance_id`` whatever its role (Cauchy §3.4.2)."""
+        self.version += 1
+        instance = self._instance(instance_id)
+        if instance.lifecycle != Lifecycle.SERVING:
+            raise ValueError(f"instance {instance_id} is {instance.lifecycle.value}, not serving")
+        if self._decision is None or self._decision.kind != "route" or self._decision.seq is not seq:
+            raise not_compiled("dispatch_in_place() of a request that no route decision names")
+        self._engine.dispatch_in_place(seq.row, instance_id)
         self._decision = None
 
     def _dispatch_now(self, seq: CompiledSequence, instance_id: int) -> None:
@@ -394,8 +411,8 @@ class CompiledCluster(Cluster):
     def _push_headroom(self) -> None:
         """Llumnix dispatch: give the engine the router's headroom fractions when they changed
         since it last read them (Tier-v0 sets them between steps)."""
-        if isinstance(self.router, FreestInstanceRouter):
-            fractions = self.router.headroom_fractions.tolist()
+        if self.router_spec.name == "llumnix":
+            fractions = self.router.headroom_fractions.tolist()  # type: ignore[union-attr]
             if fractions != self.router_spec.headroom_fractions:
                 self.router_spec.headroom_fractions = fractions
                 self._engine.set_headroom_fractions(fractions)
@@ -441,5 +458,3 @@ class CompiledCluster(Cluster):
     def add_arrival(self, request: Request) -> NoReturn:
         raise not_compiled("add_arrival()")
 
-    def dispatch_in_place(self, seq: Any, instance_id: int) -> NoReturn:
-        raise not_compiled("dispatch_in_place()")

@@ -11,6 +11,7 @@ from servegym_core import _core
 
 from simulator.compiled_views import not_ported as not_compiled
 from simulator.instance import Instance, Lifecycle
+from simulator.instance_arrays import ROLE_CODES
 from simulator.request import Request
 
 INT64_LIMIT = 2**63
@@ -54,6 +55,7 @@ def instance_settings(instance: Instance, model_index: int) -> _core.InstanceSet
     settings.prefix_caching = cache is not None
     settings.host_capacity_blocks = 0 if cache is None else cache.host_capacity_blocks
     settings.model_index = model_index
+    settings.role = ROLE_CODES[instance.role.value]
     settings.max_segment_iterations = instance.planner.max_iterations
     scheduler = instance.scheduler
     options = _core.SchedulerOptions()

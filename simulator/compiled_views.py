@@ -48,6 +48,16 @@ class CoreArrays:
         return self._tier_table
 
     @property
+    def values(self) -> np.ndarray:
+        """``table`` flat, row-major (``InstanceArrays.values``' layout, read-only)."""
+        return self.table.reshape(-1)
+
+    @property
+    def tier_values(self) -> np.ndarray:
+        """``tier_table`` flat, row-major (``InstanceArrays.tier_values``' layout, read-only)."""
+        return self.tier_table.reshape(-1)
+
+    @property
     def tiers(self) -> int:
         return self._engine.arrays_tiers
 

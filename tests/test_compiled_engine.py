@@ -32,6 +32,7 @@ import pytest
 from experiments.benchmarks import simulator_speed
 from simulator.cluster import Cluster, MigrationConfig
 from simulator.compiled import CompiledCluster
+from simulator.compiled_combos import CompiledComboCluster
 from simulator.headroom import default_headroom_fractions
 from simulator.instance import InstanceConfig, Lifecycle
 from simulator.outcome import RequestOutcome
@@ -567,28 +568,26 @@ GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr"
                 for m in ("recompute", "swap")] + [
     "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
     "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling", "queue_gate",
-    "cascade"]
+    "cascade", "pd_combos_basic_rr", "pd_combos_opportunistic"]
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
 def test_golden_cases_in_the_subset_give_their_recorded_tables(name, monkeypatch):
     for module in (matrix, features, speed):
         monkeypatch.setattr(module, "Cluster", CompiledCluster)
+    monkeypatch.setattr(features, "ComboCluster", CompiledComboCluster)
     case = CASES_BY_NAME[name]
     run = case.run()
     found = mismatches(read(DATA_DIR / f"{name}.json"), table(case.name, case.feature, run))
     assert not found, f"{len(found)} mismatches with the golden of {name}:\n{summary(found)}"
 
 
-RUN_ON_COMBO_CLUSTERS = ("pd_combos_basic_rr", "pd_combos_opportunistic")
-"""Cases built on ``ComboCluster``, which has no compiled counterpart to swap in yet."""
-
-
-@pytest.mark.parametrize("name", sorted(set(CASES_BY_NAME) - set(GOLDEN_CASES) - set(RUN_ON_COMBO_CLUSTERS)))
+@pytest.mark.parametrize("name", sorted(set(CASES_BY_NAME) - set(GOLDEN_CASES)))
 def test_golden_cases_outside_the_subset_raise_naming_the_compiled_engine(name, monkeypatch):
     """Never different outcomes: a case the compiled engine does not run raises, saying so."""
     for module in (matrix, features, speed):
         monkeypatch.setattr(module, "Cluster", CompiledCluster)
+    monkeypatch.setattr(features, "ComboCluster", CompiledComboCluster)
     with pytest.raises((ValueError, AttributeError), match="compiled engine"):
         CASES_BY_NAME[name].run()
 
@@ -753,16 +752,14 @@ def test_segments_of_1024_iterations_sum_as_numpys_cumsum():
     assert max(gaps) == 1023  # a segment's first and last token: 1,024 iterations
 
 
-def test_an_env_on_an_unknown_backend_or_a_combo_scenario_compiled_raises_naming_it():
+def test_an_env_on_an_unknown_backend_raises_naming_it():
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the IDs)
 
-    with pytest.raises(ValueError, match="backend 'rust': unknown; known: python, compiled"):
-        gym.make("servegym/Routing-v0", backend="rust")
-    env = gym.make("servegym/Routing-v0", scenario="cauchy_autoscaling", backend="compiled")
-    with pytest.raises(ValueError, match="backend 'compiled': scenario 'cauchy_autoscaling' deploys GPU combos"):
-        env.reset(seed=0)
+    for scenario in ("default", "cauchy_autoscaling"):  # aggregated instances, GPU combos
+        with pytest.raises(ValueError, match="backend 'rust': unknown; known: python, compiled"):
+            gym.make("servegym/Routing-v0", scenario=scenario, backend="rust")
 
 
 @pytest.mark.parametrize(("change", "named"), [

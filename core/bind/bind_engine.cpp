@@ -68,6 +68,7 @@ void bind_engine(nb::module_& m) {
       .def_rw("prefix_caching", &S::prefix_caching)
       .def_rw("host_capacity_blocks", &S::host_capacity_blocks)
       .def_rw("model_index", &S::model_index)
+      .def_rw("role", &S::role)
       .def_rw("max_segment_iterations", &S::max_segment_iterations)
       .def_rw("pp", &S::pp)
       .def_rw("pipeline_depth", &S::pipeline_depth)
@@ -202,6 +203,8 @@ void bind_engine(nb::module_& m) {
       .def("migrate", &Engine::migrate, "row"_a, "target_id"_a)
       .def("schedule_callback", &Engine::schedule_callback, "time_s"_a, "slot"_a)
       .def("set_completion_hook", &Engine::set_completion_hook, "on"_a)
+      .def("add_combo", &Engine::add_combo, "entry_id"_a, "decode_ids"_a, "basic_rr"_a)
+      .def("dispatch_in_place", &Engine::dispatch_in_place, "row"_a, "instance_id"_a)
       .def("redispatch", &Engine::redispatch, "row"_a, "instance_id"_a, "first_scheduled_s"_a, "preempted_s"_a,
            "num_preemptions"_a, "num_migrations"_a)
       .def("outcome_of", &Engine::outcome_of, "row"_a, "finish_s"_a)

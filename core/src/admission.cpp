@@ -115,7 +115,7 @@ void reserve_decode_slots(Instance& instance) {
     need = 0;
     growing.clear();
     for (const Req r : running) {
-      if (t.generated_tokens[r] && t.kv_tokens[r] == t.prompt_tokens[r] + t.generated_tokens[r] - 1) {
+      if (t.decodes_here(r)) {
         const std::int64_t extra = (t.kv_tokens[r] + block_size) / block_size - t.blocks[r];
         if (extra) {
           need += extra;

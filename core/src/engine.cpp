@@ -254,7 +254,7 @@ bool Engine::migrate(Req r, std::int32_t target_id) {
     target.enqueue(r);
     return true;
   }
-  if (t.residency[r] != Residency::Running || !t.in_decode(r)) {
+  if (t.residency[r] != Residency::Running || !t.decodes_here(r)) {
     static const char* const names[] = {"QUEUED", "RUNNING", "SWAPPED", "MOVING"};
     throw std::invalid_argument("request " + std::to_string(t.request_id[r]) +
                                 " is not a running decode request (it is " +
@@ -331,8 +331,52 @@ void Engine::admit(Req r) {
   dispatch(r, router_->route(instances_, requests_, r));
 }
 
+void Engine::add_combo(std::int32_t entry_id, std::vector<std::int32_t> decode_ids, bool basic_rr) {
+  const auto index = static_cast<std::int32_t>(combos_.size());
+  combo_of_.resize(instances_.size(), -1);
+  for (const std::int32_t id : decode_ids) combo_of_.at(static_cast<std::size_t>(id)) = index;
+  combo_of_.at(static_cast<std::size_t>(entry_id)) = index;
+  combos_.push_back(Combo{entry_id, std::move(decode_ids), basic_rr});
+}
+
+void Engine::on_prefill_done(std::int32_t instance_id, Req r) {
+  // ComboCluster._route_prefilled, then Cluster.on_prefill_done.
+  Instance& prefill = instance_at(instance_id);
+  const std::int32_t index = static_cast<std::size_t>(instance_id) < combo_of_.size() ? combo_of_[instance_id] : -1;
+  if (index < 0) throw std::logic_error("a PD hand-off from instance " + std::to_string(instance_id) + ", in no combo");
+  Combo& combo = combos_[static_cast<std::size_t>(index)];
+  std::vector<std::int32_t> live;
+  for (const std::int32_t id : combo.decode_ids) {
+    const Lifecycle lifecycle = instance_at(id).lifecycle();
+    if (lifecycle == Lifecycle::Serving || lifecycle == Lifecycle::Draining) live.push_back(id);
+  }
+  std::int32_t target = instance_id;
+  if (!live.empty() && combo.basic_rr) {
+    target = live[static_cast<std::size_t>(combo.turn % static_cast<std::int64_t>(live.size()))];
+    ++combo.turn;
+  } else if (!live.empty()) {
+    target = live.front();
+    for (const std::int32_t id : live) {
+      const std::size_t load = instance_at(id).num_requests();
+      const std::size_t best = instance_at(target).num_requests();
+      if (load < best || (load == best && id < target)) target = id;
+    }
+  }
+  prefill.remove(r);
+  requests_.pd_handoff[r] = 0;
+  transfer(r, prefill, target);
+}
+
+void Engine::dispatch_in_place(Req r, std::int32_t instance_id) {
+  Instance& target = instance_at(instance_id);
+  take_decision(DecisionKind::Route, r);
+  requests_.pd_handoff[r] = 0;
+  target.enqueue(r);
+}
+
 void Engine::dispatch(Req r, std::int32_t instance_id) {
   Instance& target = *instances_.at(static_cast<std::size_t>(instance_id));
+  requests_.pd_handoff[r] = target.settings.role == 1 && !combos_.empty();  // a prefill instance of a combo
   const std::int32_t model = requests_.model_index[r];
   if (model >= 0 && model != target.settings.model_index) {
     throw std::invalid_argument("instance " + std::to_string(instance_id) + " serves " +

@@ -90,6 +90,13 @@ class Engine : public InstanceHost {
   // Answer the pending phase decision of row r: continue answering on instance_id, the same
   // instance or another one after a KV transfer (Cluster.place_answering).
   void place_answering(Req r, std::int32_t instance_id);
+  // GPU combos (simulator.combo_cluster, Cauchy §3.4.2): the prefill instance `entry_id` hands
+  // its requests to one of decode_ids after their prefill, in turn (basic_rr) or to the one with
+  // the fewest requests (opportunistic), to itself when none of them serves.
+  void add_combo(std::int32_t entry_id, std::vector<std::int32_t> decode_ids, bool basic_rr);
+  // Answer the pending route decision of row r by running it wholly on instance_id, whatever its
+  // role (Cluster.dispatch_in_place: no frontend time, no hand-off).
+  void dispatch_in_place(Req r, std::int32_t instance_id);
   // Completions stop advance for a Python hook instead of being recorded (Cluster.completion_hook).
   void set_completion_hook(bool on) { completion_hook_ = on; }
   // A new row for row r's request, state fresh but for the given carried-over fields, sent to
@@ -131,6 +138,7 @@ class Engine : public InstanceHost {
   void on_phase_change(std::int32_t instance_id, Req r) override;
   void on_idle(std::int32_t instance_id) override;
   void on_detached(std::int64_t token, Req r) override;
+  void on_prefill_done(std::int32_t instance_id, Req r) override;
   void on_detach_gone(std::int64_t token) override;
 
  private:
@@ -164,6 +172,14 @@ class Engine : public InstanceHost {
   std::deque<Decision> decisions_;  // the one due first, then those that came with it
   std::vector<std::pair<std::int32_t, double>> stops_;
   MigrationSettings migration_;
+  struct Combo {
+    std::int32_t entry;
+    std::vector<std::int32_t> decode_ids;
+    bool basic_rr;
+    std::int64_t turn = 0;
+  };
+  std::vector<Combo> combos_;
+  std::vector<std::int32_t> combo_of_;  // by instance id: its combo's index, -1 for none
   std::vector<Migration> migrations_;
   std::size_t arrived_ = 0;
   std::unique_ptr<InstanceArrays> arrays_;

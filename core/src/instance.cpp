@@ -177,7 +177,7 @@ Req Instance::migration_candidate(const std::vector<std::int64_t>& excluded) con
   std::int64_t best_kv = 0;
   std::int64_t best_order = 0;
   for (const Req r : running) {
-    if (!t.in_decode(r) ||
+    if (!t.decodes_here(r) ||
         std::find(excluded.begin(), excluded.end(), t.request_id[r]) != excluded.end()) {
       continue;
     }
@@ -209,7 +209,7 @@ void Instance::set_lifecycle(Lifecycle lifecycle) {
 
 void Instance::track(InstanceArrays& tracked) {
   if (num_requests()) throw std::logic_error("instance " + std::to_string(instance_id) + " already holds requests");
-  tracked.add_row(instance_id, kv.total_blocks, kv.watermark_blocks, kv.block_size, 0);  // role: aggregated
+  tracked.add_row(instance_id, kv.total_blocks, kv.watermark_blocks, kv.block_size, settings.role);
   arrays = &tracked;
   kv.track(tracked, instance_id);
 }
@@ -355,7 +355,8 @@ void Instance::apply_decode(std::size_t upto, std::vector<Req>* attention) {
     const std::int64_t blocks = ceil_div(kv_tokens, block_size);
     grown += blocks - t.blocks[r];
     t.blocks[r] = blocks;
-    if (at_end && attention != nullptr && (after >= t.output_tokens[r] || after == t.reasoning_tokens[r])) {
+    if (at_end && attention != nullptr &&
+        (after >= t.output_tokens[r] || after == t.reasoning_tokens[r] || t.pd_handoff[r])) {
       attention->push_back(r);
     }
   }
@@ -391,7 +392,8 @@ void Instance::end_segment(double now) {
       apply_decode(seg_len_, &finished_);
     } else {
       for (const Req r : seg_decode_) {
-        if (t.generated_tokens[r] >= t.output_tokens[r] || t.generated_tokens[r] == t.reasoning_tokens[r]) {
+        if (t.generated_tokens[r] >= t.output_tokens[r] || t.generated_tokens[r] == t.reasoning_tokens[r] ||
+            t.pd_handoff[r]) {
           finished_.push_back(r);
         }
       }
@@ -425,6 +427,7 @@ void Instance::after_token(Req r) {
       if (t.instance_id[r] != instance_id || t.residency[r] != Residency::Running) return;
     }
   }
+  if (t.pd_handoff[r]) host_.on_prefill_done(instance_id, r);
 }
 
 bool Instance::form_batch(double now, std::vector<Prefill>& prefills, std::vector<Req>& decode, double& extra_s,

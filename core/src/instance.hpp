@@ -43,6 +43,7 @@ struct InstanceSettings {
   bool prefix_caching = false;            // automatic prefix caching (InstanceConfig.prefix_caching)
   std::int64_t host_capacity_blocks = 0;  // its host tier (InstanceConfig.host_cache_gb), in KV blocks
   std::int32_t model_index = 0;
+  std::int32_t role = 0;  // ROLE_CODES: 0 aggregated, 1 prefill, 2 decode
   std::int64_t max_segment_iterations = 1024;  // 1: coalesce=False
   std::int64_t pp = 1;                          // pipeline stages
   std::int64_t pipeline_depth = 1;              // microbatches in flight (> 1: a PipelinedInstance)
@@ -59,6 +60,8 @@ class InstanceHost {
   virtual void on_phase_change(std::int32_t instance_id, Req r) = 0;
   // The instance found nothing to run (Cluster.on_idle: a draining instance stops when empty).
   virtual void on_idle(std::int32_t instance_id) = 0;
+  // r finished its prefill on a prefill instance and moves to a decode instance (PD hand-off).
+  virtual void on_prefill_done(std::int32_t instance_id, Req r) = 0;
   // detach_at_boundary's callbacks: r was taken out at the boundary (live migration's final
   // stage starts), or had left the batch by then (the migration is abandoned).
   virtual void on_detached(std::int64_t token, Req r) = 0;

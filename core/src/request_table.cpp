@@ -27,6 +27,7 @@ Req RequestTable::add(const RequestRow& row) {
   quantum_start_tokens.push_back(0);
   demoted.push_back(0);
   in_flight.push_back(0);
+  pd_handoff.push_back(0);
   gate_since_s.push_back(kNaN);
   residency.push_back(Residency::Queued);
   phase.push_back(Phase::Waiting);

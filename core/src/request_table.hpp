@@ -24,8 +24,7 @@ struct RequestRow {
   std::int32_t model_index;  // -1: any model
 };
 
-// Invariant while decoding: kv_tokens == prompt_tokens + generated_tokens - 1. (The subset
-// ported has no PD hand-off, so Sequence.pd_handoff is always False and has no column.)
+// Invariant while decoding: kv_tokens == prompt_tokens + generated_tokens - 1.
 class RequestTable {
  public:
   explicit RequestTable(bool record_token_curves = false) : record_token_curves_(record_token_curves) {}
@@ -54,6 +53,7 @@ class RequestTable {
   std::vector<std::int64_t> quantum_start_tokens;  // round-robin: generated tokens when its quantum began
   std::vector<std::uint8_t> demoted;               // PASCAL: demoted to the low-priority queue
   std::vector<std::uint8_t> in_flight;             // inside a microbatch still in a pipeline
+  std::vector<std::uint8_t> pd_handoff;            // on a prefill instance, to move to decode after its prefill
   std::vector<double> gate_since_s;                // when its queue gate counts it waiting from (NaN: not)
   std::vector<Residency> residency;
   std::vector<Phase> phase;
@@ -81,6 +81,9 @@ class RequestTable {
   // KV entries a prefill pass must hold: the prompt plus every token generated so far.
   std::int64_t prefill_target_tokens(Req r) const { return prompt_tokens[r] + generated_tokens[r]; }
   std::int64_t remaining_prefill_tokens(Req r) const { return prefill_target_tokens(r) - kv_tokens[r]; }
+  // Running and between tokens, and staying here: its next iteration here is a decode step
+  // (Sequence.in_decode and not pd_handoff, as every scheduler reads it).
+  bool decodes_here(Req r) const { return in_decode(r) && !pd_handoff[r]; }
   // Running and between tokens: its next iteration is a decode step (Sequence.in_decode).
   bool in_decode(Req r) const {
     return generated_tokens[r] > 0 && kv_tokens[r] == prompt_tokens[r] + generated_tokens[r] - 1;
@@ -123,6 +126,7 @@ class RequestTable {
     f(quantum_start_tokens, other.quantum_start_tokens);
     f(demoted, other.demoted);
     f(in_flight, other.in_flight);
+    f(pd_handoff, other.pd_handoff);
     f(gate_since_s, other.gate_since_s);
     f(residency, other.residency);
     f(phase, other.phase);

@@ -13,7 +13,7 @@ void LocalScheduler::form_batch(Instance& instance, double now, std::vector<Pref
   if (!prefills.empty() && !chunked_prefill_tokens) return;
   const RequestTable& t = instance.requests;
   for (const Req r : instance.running) {
-    if (t.generated_tokens[r] && t.kv_tokens[r] == t.prompt_tokens[r] + t.generated_tokens[r] - 1) decode.push_back(r);
+    if (t.decodes_here(r)) decode.push_back(r);
   }
 }
 

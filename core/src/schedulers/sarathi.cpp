@@ -22,8 +22,8 @@ void SarathiScheduler::schedule(Instance& instance, double now, std::vector<Pref
   std::int64_t budget = *chunked_prefill_tokens;
   std::vector<Req> prefilling;
   for (const Req r : running) {
-    if (t.in_decode(r)) {
-      --budget;  // one token per decode (without PD hand-off, in_decode is _decoding)
+    if (t.decodes_here(r)) {
+      --budget;  // one token per decode (Sarathi's _decoding)
     } else {
       prefilling.push_back(r);
     }

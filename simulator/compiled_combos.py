@@ -1,0 +1,42 @@
+"""GPU combos on the compiled engine (``simulator.combo_cluster``, Cauchy §3.4.2): a prefill
+instance hands each request to a decode instance of its combo after the prefill; the engine
+routes that hand-off itself (``Engine.add_combo``: decode instances in turn, or the one with
+the fewest requests), and Python places each arrival at the routing stop, in place on an idle
+member with the opportunistic instance scheduler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simulator.combo_cluster import ComboCluster
+from simulator.combos import Combo
+from simulator.compiled import CompiledCluster
+
+
+class CompiledComboCluster(ComboCluster, CompiledCluster):
+    """``ComboCluster`` whose requests are served by the compiled engine; its router runs in
+    Python at each arrival (``ComboCluster.dispatch`` may place a request in place)."""
+
+    def __init__(self, gpu_inventory: dict[str, int], **options: Any) -> None:
+        super().__init__(gpu_inventory, **options)
+        self.router_spec.name = "external"  # arrivals stop for the router and ComboCluster.dispatch
+
+    def _compiled_hook(self, name: str, hook: Any) -> bool:
+        return name == "decode_router" and getattr(hook, "__func__", None) is ComboCluster._route_prefilled
+
+    def deploy_combo(self, combo: Combo, model: str, *, ready_now: bool = False) -> int:
+        index = super().deploy_combo(combo, model, ready_now=ready_now)
+        if self._engine is not None:
+            self._add_combo(index)
+        return index
+
+    def submit(self, requests: Any) -> None:
+        super().submit(requests)
+        for index in range(len(self.combos)):
+            self._add_combo(index)
+
+    def _add_combo(self, index: int) -> None:
+        deployed = self.combos[index]
+        self._engine.add_combo(deployed.entry_id, list(deployed.decode_ids), self.instance_scheduler == "basic_rr")
+
+
