@@ -180,6 +180,28 @@ class CompiledSequence:
         return self.request.arrival_s
 
     @property
+    def in_decode(self) -> bool:
+        """Running and between tokens: its next iteration is a decode step (``Sequence.in_decode``)."""
+        generated, kv_tokens = self._engine.request_tokens(self.row)
+        return generated > 0 and kv_tokens == self.request.prompt_tokens + generated - 1
+
+    @property
+    def pd_handoff(self) -> bool:
+        return self._engine.request_state(self.row)[10]
+
+    @property
+    def demoted(self) -> bool:
+        return self._engine.request_state(self.row)[11]
+
+    @property
+    def reasoning_end_s(self) -> float:
+        return self._engine.request_state(self.row)[12]
+
+    @property
+    def first_answer_token_s(self) -> float:
+        return self._engine.request_state(self.row)[13]
+
+    @property
     def first_scheduled_s(self) -> float:
         return self._engine.request_state(self.row)[6]
 
@@ -284,10 +306,11 @@ class CompiledPrefixCache:
 class CompiledInstance:
     """An instance of a compiled engine as Python code reads it between events: what its config
     fixed (``STATIC``, from the ``Instance`` deployed in Python), and from the engine its
-    lifecycle (set through it by ``drain``), counters, its KV pool (``CompiledKV``), its prefix cache's counters and the queries the
-    observations ask (``num_requests``, ``unsynced_kv_blocks``, ``kv_used_blocks_now``,
-    ``head_of_line_demand_blocks``, ``request_counts``, ``answering_behind_pace``). Its requests live in the engine only: reading ``waiting``,
-    ``running``, ``sequences()`` or any other live attribute raises."""
+    lifecycle (set through it by ``drain``), counters, KV pool (``CompiledKV``), prefix cache
+    (``CompiledPrefixCache``), the queries the observations ask (``num_requests``,
+    ``unsynced_kv_blocks``, ``kv_used_blocks_now``, ``head_of_line_demand_blocks``,
+    ``request_counts``, ``answering_behind_pace``, ``migration_candidate``) and its queues as lists
+    of ``CompiledSequence`` handles made when read. Any other live attribute raises."""
 
     STATIC = frozenset({
         "instance_id", "config", "settings", "role", "gpu", "model", "latency", "scheduler",
@@ -350,6 +373,23 @@ class CompiledInstance:
         """``Instance.set_min_queue_length`` (CascadeServe's queue gate), in the engine."""
         check_gate(length, max_wait_s)
         self._engine.set_min_queue_length(self._instance.instance_id, length, float(max_wait_s))
+
+    @property
+    def waiting(self) -> list[CompiledSequence]:
+        """Its waiting requests, in queue order, as handles (read-only: a list made now)."""
+        return [self._sequence(row) for row in self._core.waiting]
+
+    @property
+    def running(self) -> list[CompiledSequence]:
+        return [self._sequence(row) for row in self._core.running]
+
+    @property
+    def swapped(self) -> list[CompiledSequence]:
+        return [self._sequence(row) for row in self._core.swapped]
+
+    def sequences(self) -> list[CompiledSequence]:
+        """``Instance.sequences``: running, then swapped, then waiting."""
+        return self.running + self.swapped + self.waiting
 
     def sync(self) -> None:
         self._core.sync()

@@ -568,7 +568,7 @@ GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr"
                 for m in ("recompute", "swap")] + [
     "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
     "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling", "queue_gate",
-    "cascade", "pd_combos_basic_rr", "pd_combos_opportunistic"]
+    "cascade", "pd_combos_basic_rr", "pd_combos_opportunistic", "pascal_external_decisions", "migration_llumnix"]
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
@@ -789,8 +789,9 @@ def test_after_submit_python_events_run_in_the_engine_and_arrivals_are_read_from
     cluster.events.schedule(end_s + 1.0, lambda tag: seen.append((tag, cluster.events.now_s)), "tick")
     assert cluster.advance() is None and seen == [("tick", end_s + 1.0)]
     assert [seq.request_id for seq in cluster.arrived_sequences] == [1]
-    with pytest.raises(AttributeError, match="does not expose 'waiting'"):
-        cluster.instances[0].waiting
+    assert cluster.instances[0].sequences() == []
+    with pytest.raises(AttributeError, match="does not expose 'planner'"):
+        cluster.instances[0].planner
 
 
 @pytest.mark.parametrize(("env_id", "scenario", "reward"), [

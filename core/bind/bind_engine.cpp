@@ -98,6 +98,9 @@ void bind_engine(nb::module_& m) {
         return std::make_tuple(found.gpu, found.host, found.unreferenced);
       }, "row"_a, "PrefixCache.match of a queued request row: (GPU blocks, host blocks after them, unreferenced).")
       .def("sync", &Instance::sync, "Apply the decode iterations finished by now.")
+      .def_ro("waiting", &Instance::waiting, "Request rows waiting here, in queue order (a copy).")
+      .def_ro("running", &Instance::running, "Request rows running here, in order (a copy).")
+      .def_ro("swapped", &Instance::swapped, "Request rows swapped out to host memory, in queue order (a copy).")
       .def("migration_candidate", &Instance::migration_candidate, "excluded"_a,
            "The request row the instance would migrate out (-1: none).")
       .def("head_of_line_demand_blocks", &Instance::head_of_line_demand_blocks,
@@ -196,9 +199,12 @@ void bind_engine(nb::module_& m) {
         }
         return std::make_tuple(static_cast<int>(t.residency[r]), static_cast<int>(t.phase[r]), t.instance_id[r],
                                t.output_tokens[r], t.reasoning_tokens[r], t.first_token_s[r], t.first_scheduled_s[r],
-                               t.preempted_s[r], t.num_preemptions[r], t.num_migrations[r]);
+                               t.preempted_s[r], t.num_preemptions[r], t.num_migrations[r],
+                               static_cast<bool>(t.pd_handoff[r]), static_cast<bool>(t.demoted[r]),
+                               t.reasoning_end_s[r], t.first_answer_token_s[r]);
       }, "row"_a, "(residency code, phase code, instance id, output tokens, reasoning tokens, first token time, "
-                  "first scheduled time, seconds preempted, preemptions, migrations) of a request row now (the "
+                  "first scheduled time, seconds preempted, preemptions, migrations, PD hand-off, demoted, end of "
+                  "reasoning, first answer token) of a request row now (the "
                   "token counts as the context rule capped them).")
       .def("migrate", &Engine::migrate, "row"_a, "target_id"_a)
       .def("schedule_callback", &Engine::schedule_callback, "time_s"_a, "slot"_a)
