@@ -311,7 +311,7 @@ class Cluster:
         given to ``submit`` is a fixed workload, so this needs a stream."""
         if self._requests is not None:
             raise ValueError("add_arrival needs a stream of requests (submit an iterator, not a list)")
-        _validate_request(request)
+        validate_request(request)
         self._scheduled += 1
         self.events.schedule(max(request.arrival_s, self.events.now_s), self._admit, request)
 
@@ -321,7 +321,7 @@ class Cluster:
             raise ValueError(f"requests must be sorted by arrival; request {request.request_id} arrives at "
                              f"{request.arrival_s} s after {self._latest_arrival_s} s")
         self._latest_arrival_s = request.arrival_s
-        _validate_request(request)
+        validate_request(request)
 
     def _schedule_next_arrival(self) -> None:
         request = next(self._stream, None)
@@ -589,7 +589,7 @@ class Cluster:
         return self.outcomes
 
 
-def _validate_request(request: Request) -> None:
+def validate_request(request: Request) -> None:
     if not (request.arrival_s >= 0):
         raise ValueError(f"request {request.request_id}: arrival_s must be >= 0, got {request.arrival_s}")
     for name in ("prompt_tokens", "output_tokens"):

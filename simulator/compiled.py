@@ -36,12 +36,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence as SequenceOf
 from operator import attrgetter
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 from servegym_core import _core
 
-from simulator.cluster import Cluster, Decision
+from simulator.cluster import Cluster, Decision, validate_request
 from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
 from simulator.compiled_outcomes import build_outcomes, engine_outcomes
 from simulator.compiled_setup import check_instances, instance_settings, name_bad_integer
@@ -164,7 +164,8 @@ class CompiledCluster(Cluster):
         if self._engine is not None:
             raise ValueError("CompiledCluster serves one workload; this cluster already has one")
         self._check_unchanged()
-        requests = requests if isinstance(requests, SequenceOf) else list(requests)
+        stream = not isinstance(requests, SequenceOf)
+        requests = list(requests) if stream else requests
         self._latest_arrival_s = -1.0
         for request in requests:
             self._check_next(request)
@@ -200,7 +201,7 @@ class CompiledCluster(Cluster):
             engine.set_block_keys(*self._block_keys(requests))
         engine.set_migration(self.migration.last_stage_max_blocks, self.migration.max_stages)
         self._engine = engine
-        self._requests = requests
+        self._requests = None if stream else requests  # a stream keeps no list, as in Cluster (add_arrival)
         self._scheduled = len(requests)
         if self.arrays is not None:
             self.arrays = CoreArrays(engine)  # type: ignore[assignment]
@@ -340,7 +341,7 @@ class CompiledCluster(Cluster):
         if refusal is not None:
             raise ValueError(refusal)
         if not self._row_of:
-            self._row_of = {id(request): row for row, request in enumerate(self._requests)}
+            self._row_of = {id(request): row for row, request in enumerate(self._row_requests)}
         row = self._row_of.get(id(seq.request))
         if row is None:
             raise not_compiled(f"dispatch() of request {seq.request_id}, which is not in the submitted workload")
@@ -455,6 +456,23 @@ class CompiledCluster(Cluster):
         return [-1 if r.session_id is None or not ids else owner(r.session_id, ids) for r in requests]
 
     # ----------------------------------------------------------------- not compiled
-    def add_arrival(self, request: Request) -> NoReturn:
-        raise not_compiled("add_arrival()")
+    def add_arrival(self, request: Request) -> None:
+        """``Cluster.add_arrival``: one more request on top of a submitted stream, arriving at
+        ``request.arrival_s`` or now if that has passed (a closed-loop client's next request)."""
+        if self._requests is not None:
+            raise ValueError("add_arrival needs a stream of requests (submit an iterator, not a list)")
+        validate_request(request)
+        if request.block_hashes is not None and self._chained_keys:
+            raise not_compiled(f"add_arrival() of request {request.request_id}, which carries block hashes")
+        if request.model is not None and request.model not in self._engine_models:
+            raise ValueError(f"request {request.request_id} needs {request.model}, which no instance serves")
+        try:
+            self._engine.add_arrival(request.request_id, float(request.arrival_s), request.prompt_tokens,
+                                     request.output_tokens, request.reasoning_tokens, request.tier,
+                                     -1 if request.model is None else self._engine_models.index(request.model))
+        except TypeError:  # an integer field outside int64
+            name_bad_integer({name: [getattr(request, name)] for name in INTEGER_COLUMNS}, [request])
+            raise
+        self._row_requests.append(request)
+        self._scheduled += 1
 

@@ -568,7 +568,8 @@ GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr"
                 for m in ("recompute", "swap")] + [
     "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
     "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling", "queue_gate",
-    "cascade", "pd_combos_basic_rr", "pd_combos_opportunistic", "pascal_external_decisions", "migration_llumnix"]
+    "cascade", "pd_combos_basic_rr", "pd_combos_opportunistic", "pascal_external_decisions", "migration_llumnix",
+    "stream_add_arrival"]
 
 
 @pytest.mark.parametrize("name", GOLDEN_CASES)
@@ -630,7 +631,6 @@ def _deploy_after_submit() -> None:
     (lambda: CompiledCluster({"A100-80GB": 1}, phase_router=lambda c, s, i: None), "phase_router="),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama()), "deploy(ready_now=False)"),
     (lambda: CompiledCluster({"A100-80GB": 1}).deploy(_llama(role="prefill"), ready_now=True), "role='prefill'"),
-    (lambda: CompiledCluster({"A100-80GB": 1}).add_arrival(Request(1, 0.0, 10, 5)), "add_arrival()"),
     (_deploy_after_submit, "deploy() after the workload was submitted with session_affinity"),
 ])
 def test_a_configuration_outside_the_subset_raises_naming_it(make, named):

@@ -209,6 +209,13 @@ void bind_engine(nb::module_& m) {
       .def("migrate", &Engine::migrate, "row"_a, "target_id"_a)
       .def("schedule_callback", &Engine::schedule_callback, "time_s"_a, "slot"_a)
       .def("set_completion_hook", &Engine::set_completion_hook, "on"_a)
+      .def("add_arrival", [](Engine& e, std::int64_t request_id, double arrival_s, std::int64_t prompt_tokens,
+                             std::int64_t output_tokens, std::int64_t reasoning_tokens, std::int64_t tier,
+                             std::int32_t model_index) {
+        return e.add_arrival(RequestRow{request_id, arrival_s, prompt_tokens, output_tokens, reasoning_tokens, tier,
+                                        model_index});
+      }, "request_id"_a, "arrival_s"_a, "prompt_tokens"_a, "output_tokens"_a, "reasoning_tokens"_a, "tier"_a,
+         "model_index"_a)
       .def("add_combo", &Engine::add_combo, "entry_id"_a, "decode_ids"_a, "basic_rr"_a)
       .def("dispatch_in_place", &Engine::dispatch_in_place, "row"_a, "instance_id"_a)
       .def("redispatch", &Engine::redispatch, "row"_a, "instance_id"_a, "first_scheduled_s"_a, "preempted_s"_a,

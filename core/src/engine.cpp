@@ -159,6 +159,9 @@ void Engine::step(const Event& event) {
     case EventKind::TransferDone:
       instances_[static_cast<std::size_t>(event.a)]->accept_transferred(static_cast<Req>(event.b));
       break;
+    case EventKind::AddedArrival:
+      admit(static_cast<Req>(event.b));
+      break;
     case EventKind::MigrationStage:
       on_migration_stage(event.b);
       break;
@@ -424,6 +427,17 @@ Req Engine::redispatch(Req r, std::int32_t instance_id, double first_scheduled_s
   t.num_migrations[row] = num_migrations;
   dispatch(row, instance_id);
   return row;
+}
+
+Req Engine::add_arrival(const RequestRow& row) {
+  if (!submitted_) throw std::logic_error("Engine.add_arrival: submit the workload first");
+  if (row.model_index >= static_cast<std::int32_t>(model_names_.size())) {
+    throw std::invalid_argument("request " + std::to_string(row.request_id) + ": model_index names no model");
+  }
+  const Req r = requests_.add(row);
+  const double now = events_.now_s;
+  events_.schedule(now > row.arrival_s ? now : row.arrival_s, EventKind::AddedArrival, -1, r);  // max(arrival, now)
+  return r;
 }
 
 OutcomeTable Engine::outcome_of(Req r, double finish_s) const {

@@ -103,6 +103,9 @@ class Engine : public InstanceHost {
   // instance_id now (a model cascade's next stage, simulator.routers.cascade); returns the row.
   Req redispatch(Req r, std::int32_t instance_id, double first_scheduled_s, double preempted_s,
                  std::int32_t num_preemptions, std::int32_t num_migrations);
+  // One more request arriving at max(arrival_s, now) (Cluster.add_arrival: a closed-loop client's
+  // next request); returns its row.
+  Req add_arrival(const RequestRow& row);
   // Row r's outcome ending at finish_s, as a one-row outcome table (Sequence.outcome).
   OutcomeTable outcome_of(Req r, double finish_s) const;
   // Stop advance at time_s for the Python callback in `slot` (Cluster.every's ticks).

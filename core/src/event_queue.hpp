@@ -19,6 +19,7 @@ enum class EventKind : std::uint8_t {
   MigrationHandOff, // b: the live migration whose final copy ended (Cluster._final_stage)
   PythonCallback,   // b: the slot of a Python callback (Cluster.every's ticks): advance stops for it
   GateDeadline,     // a: instance, b: the bits of its queue gate's deadline (QueueGate._on_deadline)
+  AddedArrival,     // b: the row of a request added while serving (Cluster.add_arrival)
 };
 
 struct Event {
