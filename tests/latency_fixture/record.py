@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from hardware.engines import DEFAULT_ENGINE, engine_names
-from hardware.gpus import get_gpu, gpu_names
+from hardware.gpus import gpu_names
 from hardware.latency import IterationLatencyModel, kv_capacity_tokens
-from hardware.models import get_model, model_names
+from hardware.models import model_names
 
 FIXTURE = Path(__file__).with_name("fixture.json")
 SEED = 43
