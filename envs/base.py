@@ -15,8 +15,9 @@ from envs.frame import cluster_frame
 from envs.observation import InstanceFeatures, instance_fields
 from envs.presets import make_scenario
 from envs.rewards import RewardFunction, make_reward
-from envs.scenario import BACKENDS, Scenario
+from envs.scenario import Scenario
 from envs.schema import Entry, MaskPart, ObservationSchema
+from simulator.backends import DEFAULT_BACKEND, check_backend
 from simulator.cluster import Cluster
 from simulator.metrics import flat_metrics, summarize
 from simulator.metrics.prefix_cache import prefix_cache_metrics
@@ -62,7 +63,7 @@ class ServingEnv(gym.Env):
         strict: bool = False,
         invalid_action_penalty: float = 1.0,
         render_mode: str | None = None,
-        backend: str = "python",
+        backend: str = DEFAULT_BACKEND,
         **overrides: Any,
     ) -> None:
         if not isinstance(scenario, (str, Scenario)):
@@ -72,9 +73,7 @@ class ServingEnv(gym.Env):
             raise ValueError(f"unknown render_mode {render_mode!r}; known: {self.metadata['render_modes']}")
         if not invalid_action_penalty >= 0:
             raise ValueError(f"invalid_action_penalty must be >= 0, got {invalid_action_penalty}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend {backend!r}: unknown; known: {', '.join(BACKENDS)}")
-        self.backend = backend
+        self.backend = check_backend(backend)
         self.reward_name = reward
         self.reward_fn: RewardFunction = make_reward(reward, self.scenario, **(reward_kwargs or {}))
         self.strict = boolean("strict", strict)

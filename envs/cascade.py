@@ -180,8 +180,9 @@ class CascadeEnv(ServingEnv):
     and ``slo_quality_episode``, the penalty a step pays depends on the running deficit, so the
     state augmented with it is Markov; the budget augmentation of Sootla et al., "Sauté RL",
     ICML 2022), ``reward``, ``strict``, ``invalid_action_penalty``,
-    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend`` (``"python"``; ``"compiled"`` does not
-    run this ID yet and raises), and scenario / workload overrides.
+    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend``
+    (``"compiled"``, the default: the compiled simulator core; or ``"python"``, the reference engine), and scenario /
+    workload overrides.
 
     ## Scenarios
     ``cascadia`` (default); ``cascadeserve`` (use ``quality_kind="correct"``); any scenario

@@ -21,9 +21,9 @@ import numpy as np
 
 from envs.scenario import InstanceGroup, ScalingUnit, Scenario
 from envs.scenarios.cauchy import CAUCHY_ENGINE, CAUCHY_MODEL
+from simulator.backends import make_combo_cluster
 from simulator.combo_cluster import INSTANCE_SCHEDULERS, ComboCluster
 from simulator.combos import Combo
-from simulator.compiled_combos import CompiledComboCluster
 
 
 def instance_options_with_engine(instance_options: dict[str, Any] | None) -> dict[str, Any]:
@@ -63,20 +63,13 @@ def check_combo_deployment(
         raise ValueError(f"scenario {scenario.name!r}: instances must be exactly the deployed combos' instances")
 
 
-COMBO_CLUSTERS: dict[str, type[ComboCluster]] = {"python": ComboCluster, "compiled": CompiledComboCluster}
-"""The combo clusters by simulation engine (``build_combo_cluster``'s ``backend``)."""
-
-
 def build_combo_cluster(
     scenario: Scenario, deployed: Sequence[Combo], model: str, instance_scheduler: str,
     instance_options: dict[str, Any] | None = None, **cluster_options: Any,
 ) -> ComboCluster:
     """A ``ComboCluster`` with the scenario's inventory and the ``deployed`` combos serving, on the
-    Python engine or the compiled one (``backend``)."""
-    backend = cluster_options.pop("backend", "python")
-    if backend not in COMBO_CLUSTERS:
-        raise ValueError(f"backend {backend!r}: unknown; known: {', '.join(COMBO_CLUSTERS)}")
-    cluster = COMBO_CLUSTERS[backend](
+    compiled engine or the Python one (``backend``, default ``DEFAULT_BACKEND``)."""
+    cluster = make_combo_cluster(
         scenario.gpu_inventory, instance_scheduler=instance_scheduler, instance_options=instance_options,
         provisioning_s=scenario.provisioning_s, record_token_curves=scenario.record_token_curves, **cluster_options,
     )

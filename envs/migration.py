@@ -134,8 +134,8 @@ class MigrationEnv(ServingEnv):
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``mode``, ``migration_interval_s`` (periodic mode),
     ``router``, ``reward``, ``strict``, ``invalid_action_penalty``, ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``),
-    ``backend`` (``"python"``; ``"compiled"`` does not run this ID yet and raises), scenario / workload overrides as
-    keywords.
+    ``backend`` (``"compiled"``, the default: the compiled simulator core; or ``"python"``, the reference engine),
+    scenario / workload overrides as keywords.
 
     ## Scenarios
     Periodic: any (``default``, ``multitier``). Phase: reasoning scenarios (``pascal``, or

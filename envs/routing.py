@@ -69,8 +69,8 @@ class RoutingEnv(ServingEnv):
 
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``reward``, ``strict``, ``invalid_action_penalty``,
-    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend`` (``"python"``, or ``"compiled"``: the
-    compiled simulator core, which raises naming what it does not run yet), and scenario / workload overrides as
+    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend``
+    (``"compiled"``, the default: the compiled simulator core; or ``"python"``, the reference engine), and scenario / workload overrides as
     keywords (e.g. ``rate_rps``).
 
     ## Scenarios

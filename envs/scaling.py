@@ -127,8 +127,8 @@ class ScalingEnv(ServingEnv):
     ``scaling_window_s`` (seconds; default the scenario's ``control_interval_s``, e.g. 120 s,
     the autoscaler window of Cauchy §3.5, for ``cauchy``), ``reward``,
     ``reference_tokens_per_usd`` and ``waiting_potential`` (``cost`` reward only), ``strict``, ``invalid_action_penalty``,
-    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend`` (``"python"``; ``"compiled"`` does not run
-    this ID yet and raises), and scenario / workload overrides as keywords (e.g. ``gpu_inventory``,
+    ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend``
+    (``"compiled"``, the default: the compiled simulator core; or ``"python"``, the reference engine), and scenario / workload overrides as keywords (e.g. ``gpu_inventory``,
     ``max_instances``, ``rate_rps``).
 
     ## Scenarios

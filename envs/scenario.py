@@ -14,7 +14,7 @@ import numpy as np
 
 from hardware.gpus import get_gpu
 from simulator.cluster import Cluster
-from simulator.compiled import CompiledCluster
+from simulator.backends import DEFAULT_BACKEND, make_cluster
 from simulator.instance import InstanceConfig, Role
 from simulator.metrics import QoETargets
 from simulator.request import SLO, Request
@@ -33,8 +33,6 @@ from simulator.workloads.hash_traces import hash_trace_path, load_hash_trace, re
 AZURE_ARRIVALS = ("azure_conv", "azure_code")  # replayed from the Azure 2023 trace, not drawn
 HASH_TRACE_ARRIVALS = ("mooncake_conversation", "mooncake_synthetic")  # Mooncake's traces, with block hashes
 TRACE_ARRIVALS = AZURE_ARRIVALS + HASH_TRACE_ARRIVALS
-BACKENDS: dict[str, type[Cluster]] = {"python": Cluster, "compiled": CompiledCluster}
-"""The simulation engines a scenario's cluster runs on (``build_cluster``)."""
 TRACE_LENGTHS = "trace"  # with trace arrivals: the trace's own lengths
 
 
@@ -308,14 +306,12 @@ class Scenario:
     def requests(self, rng: np.random.Generator) -> list[Request]:
         return self.workload.sample(self.episode_requests, rng)
 
-    def build_cluster(self, *, backend: str = "python", **cluster_options: Any) -> Cluster:
-        """A cluster with this scenario's inventory and its instances serving, on the Python
-        engine (``simulator.cluster.Cluster``) or the compiled one (``backend="compiled"``,
-        ``simulator.compiled.CompiledCluster``, which refuses what it does not port yet)."""
-        if backend not in BACKENDS:
-            raise ValueError(f"backend {backend!r}: unknown; known: {', '.join(BACKENDS)}")
-        cluster = BACKENDS[backend](
-            self.gpu_inventory, provisioning_s=self.provisioning_s,
+    def build_cluster(self, *, backend: str = DEFAULT_BACKEND, **cluster_options: Any) -> Cluster:
+        """A cluster with this scenario's inventory and its instances serving, on the compiled
+        engine (``simulator.compiled.CompiledCluster``, which refuses what it does not port) or the
+        Python one (``backend="python"``, ``simulator.cluster.Cluster``)."""
+        cluster = make_cluster(
+            self.gpu_inventory, backend=backend, provisioning_s=self.provisioning_s,
             record_token_curves=self.record_token_curves, **cluster_options,
         )
         for group in self.instances:

@@ -91,8 +91,8 @@ class TierEnv(ServingEnv):
 
     ## Arguments
     ``scenario`` (name or ``Scenario``), ``continuous``, ``reward``, ``strict``,
-    ``invalid_action_penalty``, ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend`` (``"python"``, or
-    ``"compiled"``: the compiled simulator core, which raises naming what it does not run yet), scenario / workload
+    ``invalid_action_penalty``, ``render_mode`` ("ansi" or "rgb_array", ``envs.frame``), ``backend``
+    (``"compiled"``, the default: the compiled simulator core; or ``"python"``, the reference engine), scenario / workload
     overrides as keywords (e.g. ``num_tiers=3, priorities="uniform", tier_weights=(4, 2, 1)``).
 
     ## Scenarios

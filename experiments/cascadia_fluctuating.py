@@ -99,6 +99,7 @@ from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, m
 from experiments.headlines import Headline
 from simulator.routers.cascade import CascadeRouter
 from simulator.cli import command
+from simulator.backends import make_cluster
 from simulator.cluster import Cluster
 from simulator.fanout import iter_fan_out
 from simulator.outcome import RequestOutcome
@@ -269,7 +270,7 @@ def run_system(system: str, requests: list[Request], ctx: Context, stream_end_s:
         models = CASCADIA_MODELS
         groups, thresholds = ctx.initial_plan.instance_groups(GPU, ctx.tables[TRACES[0].lengths]), ctx.initial_plan.thresholds
     router = CascadeRouter(models, thresholds)
-    cluster = Cluster({GPU: TOTAL_GPUS}, provisioning_s=s.provisioning_s, **router.cluster_options())
+    cluster = make_cluster({GPU: TOTAL_GPUS}, provisioning_s=s.provisioning_s, **router.cluster_options())
     for group in groups:
         for _ in range(group.count):
             cluster.deploy(group.config, ready_now=True)

@@ -84,7 +84,7 @@ from simulator.cascade import assign_cascade_quality
 from simulator.routers.cascade import CascadeRouter
 from simulator.cascade_quality import TRACE_DIFFICULTY_MEAN
 from simulator.cli import command
-from simulator.cluster import Cluster
+from simulator.backends import make_cluster
 from simulator.instance import InstanceConfig
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
@@ -194,7 +194,7 @@ def serve(requests: list[Request], groups: tuple[InstanceGroup, ...], models: tu
     ``gear_plan`` CascadeServe's producer switches the thresholds every 100 ms. Returns the
     outcomes and the makespan (s)."""
     router = CascadeRouter(models, thresholds)
-    cluster = Cluster({GPU: TOTAL_GPUS * 4}, **router.cluster_options())
+    cluster = make_cluster({GPU: TOTAL_GPUS * 4}, **router.cluster_options())
     for group in groups:
         for _ in range(group.count):
             cluster.deploy(group.config, ready_now=True)

@@ -6,7 +6,9 @@ floating-point operations, so its outcomes equal ``Cluster.run``'s field by fiel
 (``tests/test_compiled_engine.py``). Python validates (``InstanceConfig.resolved``, the request
 checks of ``Cluster``) and passes numbers; no Python runs during the simulation.
 
-Ported so far: aggregated instances, with one batch or several pipeline microbatches in flight
+Ported: aggregated instances, prefill-only and decode-only ones (in GPU combos, with the prefill
+hand-off: ``simulator.compiled_combos``; outside them the built-in routers skip decode-only
+instances, as ``Cluster.routable_ids`` does), instances that start up after a delay, with one batch or several pipeline microbatches in flight
 (``simulator.pipeline``), the ``fcfs``, ``priority``, ``sarathi``, ``rr`` and ``pascal`` schedulers, preemption
 by recompute and by swap, automatic prefix caching over ``block_hashes`` with its host tier
 (``simulator.prefix_cache``), coalesced decode segments and ``coalesce=False``, the context rule
@@ -27,9 +29,11 @@ requests raises.
 Differences from ``Cluster``: the workload is one list given to ``submit`` or ``run`` (a stream is
 read whole first, so a bad request raises before any is served), after the first instances are
 deployed (more may be deployed and drained later); no ``Sequence`` objects exist (a decision and
-``arrived_sequences`` name requests by ``CompiledSequence`` handles, read from the engine);
-events cannot be scheduled from Python but through ``every`` (its ticks stop the engine and run
-in Python); added arrivals (``add_arrival``) are not available.
+``arrived_sequences`` name requests by ``CompiledSequence`` handles, read from the engine).
+Python runs where people extend the project: routers written in Python, ``every`` ticks, events
+scheduled through ``events.schedule``, completion hooks and added arrivals (``add_arrival``) stop
+the engine and run between its events, at the times ``Cluster`` runs them. A phase router
+written in Python (``phase_router``) is not: ``Cluster`` calls it inside an iteration boundary.
 """
 
 from __future__ import annotations
@@ -46,12 +50,12 @@ from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledIn
 from simulator.compiled_outcomes import build_outcomes, engine_outcomes
 from simulator.compiled_setup import check_instances, instance_settings, name_bad_integer
 from simulator.compiled_views import not_ported as not_compiled
-from simulator.instance import InstanceConfig, Lifecycle, Role
+from simulator.instance import InstanceConfig, Lifecycle
 from simulator.pipeline import create_instance
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
 from simulator.sequence import Sequence
-from simulator.routers import Router
+from simulator.routers import Router, make_router
 from simulator.routers.freeness import FreestInstanceRouter
 from simulator.schedulers import SCHEDULERS
 from simulator.schedulers.fcfs import FCFSScheduler
@@ -78,6 +82,8 @@ class CompiledCluster(Cluster):
         cluster through the instances' views and arrays), or ``None`` (route decisions through
         ``advance``), and none of the hooks (``NOT_COMPILED_OPTIONS``)."""
         spec = _core.RouterSpec()
+        if isinstance(router, str) and router not in COMPILED_ROUTERS:
+            router = make_router(router)  # a registered router by name (Llumnix's), or an error naming it
         if router is None:
             spec.name = "external"
         elif type(router) is FreestInstanceRouter:
@@ -99,8 +105,9 @@ class CompiledCluster(Cluster):
         """An index per GPU type (same type: KV transfers take the intra-node link)."""
         self._callbacks: list[Callable[[], None]] = []
         """The Python callbacks the engine stops for, by slot (``every``'s ticks)."""
-        self._timers: list[tuple[float, int]] = []
-        """Ticks scheduled before the workload was submitted: (time, slot)."""
+        self._presubmit: list[tuple[str, float, int]] = []
+        """What is due later, set before the workload was submitted, in call order: ``("tick", time,
+        slot)`` for ``every``'s ticks, ``("start", time, instance id)`` for instances starting up."""
         self._engine_outcomes = 0
         """The engine's outcomes already in ``outcomes`` (a completion hook adds others)."""
         self._row_requests: list[Request] = []
@@ -110,6 +117,7 @@ class CompiledCluster(Cluster):
         self._chained_keys: list[tuple[int, ...] | None] = []
         """Each submitted request's chained block keys, when an instance caches prefixes."""
         super().__init__(gpu_inventory, router=router, **options)
+        self.events = CompiledClock(0.0, self._schedule_python)  # type: ignore[assignment]
         self._built_router = self.router
         self.router_spec = spec
         """The compiled router (Llumnix's headroom fractions are read again whenever they change)."""
@@ -117,16 +125,12 @@ class CompiledCluster(Cluster):
     def deploy(self, config: InstanceConfig, *, ready_now: bool = False) -> int:
         """``Cluster.deploy`` for a config the engine ports: serving now (``ready_now=True``), or,
         once the workload is submitted, after its start-up time (scaling)."""
-        if self._engine is None and not ready_now:
-            raise not_compiled("deploy(ready_now=False) before the workload is submitted (a start-up delay)")
         if self._engine is not None and self.router_spec.name == "session_affinity":
             raise not_compiled("deploy() after the workload was submitted with session_affinity (its ring is read once)")
         settings = config.resolved()
         scheduler = settings.scheduler
         if scheduler not in COMPILED_SCHEDULERS or SCHEDULERS.get(scheduler) is not COMPILED_SCHEDULERS[scheduler]:
             raise not_compiled(f"scheduler={scheduler!r} (compiled schedulers: {', '.join(COMPILED_SCHEDULERS)})")
-        if Role(settings.role) != Role.AGGREGATED and not self._compiled_hook("decode_router", self.decode_router):
-            raise not_compiled(f"role={Role(settings.role).value!r} outside GPU combos (PD disaggregation)")
         return super().deploy(config, ready_now=ready_now)
 
     def drain(self, instance_id: int) -> None:
@@ -153,8 +157,9 @@ class CompiledCluster(Cluster):
         return view
 
     def _start_at(self, instance: Any, time_s: float) -> None:
-        if self._engine is None:
-            super()._start_at(instance, time_s)
+        if self._engine is None:  # the engine schedules it at submit, in the order Cluster's events hold
+            instance.lifecycle = Lifecycle.STARTING
+            self._presubmit.append(("start", time_s, instance.instance_id))
         else:
             self._engine.start_at(instance.instance_id, time_s)
 
@@ -186,8 +191,11 @@ class CompiledCluster(Cluster):
             engine.add_instance(settings, instance.latency._evaluator)
             if instance.gate.min_length > 1:
                 engine.set_min_queue_length(instance.instance_id, instance.gate.min_length, instance.gate.max_wait_s)
-        for time_s, slot in self._timers:
-            engine.schedule_callback(time_s, slot)
+        for kind, time_s, number in self._presubmit:
+            if kind == "tick":
+                engine.schedule_callback(time_s, number)
+            else:
+                engine.start_at(number, time_s)
         columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
         try:
             engine.submit(columns["request_id"], [float(r.arrival_s) for r in requests], columns["prompt_tokens"],
@@ -207,7 +215,7 @@ class CompiledCluster(Cluster):
             self.arrays = CoreArrays(engine)  # type: ignore[assignment]
         self.instances = {i: CompiledInstance(instance, engine, self._sequence)  # type: ignore[misc]
                           for i, instance in deployed.items()}
-        self.events = CompiledClock(engine.now_s, self._schedule_python)  # type: ignore[assignment]
+        self.events.now_s = engine.now_s
         self._row_requests = list(requests)
 
     def _compiled_hook(self, name: str, hook: Any) -> bool:
@@ -215,15 +223,12 @@ class CompiledCluster(Cluster):
         return False
 
     def _check_unchanged(self) -> None:
-        """Nothing the engine would not see was set since construction: a hook, another router,
-        an event scheduled in Python."""
+        """Nothing the engine would not see was set since construction: a hook, another router."""
         for name in NOT_COMPILED_OPTIONS:
             if getattr(self, name) and not self._compiled_hook(name, getattr(self, name)):
                 raise not_compiled(f"{name}={getattr(self, name)!r}")
         if self.router is not self._built_router:
             raise not_compiled(f"a router replaced after construction ({self.router!r})")
-        if len(self.events):
-            raise not_compiled(f"{len(self.events)} event(s) scheduled in Python before the workload was submitted")
 
     @property
     def arrived_sequences(self) -> Any:
@@ -350,8 +355,7 @@ class CompiledCluster(Cluster):
         self._row_requests.append(seq.request)
 
     def _schedule_python(self, time_s: float, callback: Callable[[], None]) -> None:
-        """A Python event (``events.schedule`` once the workload is submitted): the engine stops
-        at ``time_s`` and runs it."""
+        """A Python event (``events.schedule``): the engine stops at ``time_s`` and runs it."""
         self._callbacks.append(callback)
         self._schedule_callback(time_s, len(self._callbacks) - 1)
 
@@ -405,7 +409,7 @@ class CompiledCluster(Cluster):
 
     def _schedule_callback(self, time_s: float, slot: int) -> None:
         if self._engine is None:
-            self._timers.append((time_s, slot))  # scheduled at submit, before the first arrival, as Cluster does
+            self._presubmit.append(("tick", time_s, slot))  # scheduled at submit, before the first arrival, as Cluster does
         else:
             self._engine.schedule_callback(time_s, slot)
 

@@ -28,9 +28,9 @@ def name_bad_integer(columns: dict[str, list[Any]], requests: SequenceOf[Request
 
 
 def check_instances(instances: list[Instance]) -> None:
-    """Every instance serves now and holds nothing yet."""
+    """Every instance serves now, or starts up (``deploy(ready_now=False)``), and holds nothing yet."""
     for instance in instances:
-        if instance.lifecycle != Lifecycle.SERVING:
+        if instance.lifecycle not in (Lifecycle.SERVING, Lifecycle.STARTING):
             raise not_compiled(f"instance {instance.instance_id} in lifecycle {instance.lifecycle.value!r}")
         if instance.num_requests:
             raise not_compiled(f"instance {instance.instance_id} holding requests before run()")

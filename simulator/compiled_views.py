@@ -71,9 +71,9 @@ class CoreArrays:
 
 
 class CompiledClock:
-    """``cluster.events`` of a compiled cluster once its workload is submitted: the engine's
-    clock (``now_s``, brought up to it at every stop), and Python events scheduled in the engine,
-    which stops for them."""
+    """``cluster.events`` of a compiled cluster: the engine's clock (``now_s``, brought up to it at
+    every stop), and Python events scheduled in the engine (before the submit: at the submit, in
+    the order they were scheduled), which stops for them."""
 
     __slots__ = ("now_s", "_schedule")
 

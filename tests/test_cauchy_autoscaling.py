@@ -294,9 +294,9 @@ def test_bad_arguments_raise(tmp_path, refused):
         fig10.load_profile("poisson")
 
 
-def combo_env(initial, workload=LONGWRITER, mean_rps=24.0):
+def combo_env(initial, workload=LONGWRITER, mean_rps=24.0, backend="compiled"):
     scenario = autoscaling_scenario(workload, initial, azure_profile(), mean_rps, 60.0)
-    return gym.make("servegym/Scaling-v0", scenario=scenario).unwrapped
+    return gym.make("servegym/Scaling-v0", scenario=scenario, backend=backend).unwrapped
 
 
 def test_a_disaggregated_combo_is_added_and_removed_whole():
@@ -337,7 +337,7 @@ def test_arrivals_go_to_the_unit_with_fewest_requests_per_goodput():
     first, second = next(
         (a, b) for i, a in enumerate(combos) for b in combos[i + 1:] if goodputs[a.name] < goodputs[b.name]
     )
-    env = combo_env({first: 1, second: 1})
+    env = combo_env({first: 1, second: 1}, backend="python")  # queues requests by hand below
     env.reset(seed=0)
     entries = [u.instance_ids[0] for u in env._deployed]
     assert [env.units[u.kind].name for u in env._deployed] == [first.name, second.name]

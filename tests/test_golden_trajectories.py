@@ -9,7 +9,8 @@ the last bit differently by CPU: on an AVX-512 machine Cascadia's utopia − nad
 a third of the Cascade-v0 rewards by one ulp. Same-machine repeatability is checked bit for bit
 here (two replays) and across processes in ``tests/test_determinism.py``.
 
-Every case gives the same trajectory on the compiled simulator core (``backend="compiled"``)."""
+Every case is replayed on both simulation engines: the compiled core (``backend="compiled"``, the
+default) and the Python reference engine (``backend="python"``)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,7 @@ from trajectories import GOLDEN_DIR, record
 INDEX = json.loads((GOLDEN_DIR / "index.json").read_text())
 CASES = sorted(INDEX["recorded"])
 FLOAT_RTOL = 1e-12  # a few ulps: far below any change of behaviour, above cross-CPU rounding
-COMPILED_CASES = CASES
-"""The cases the compiled simulator core runs (``backend="compiled"``): all of them."""
+BACKENDS = ("compiled", "python")
 
 
 def assert_same(actual, expected, where: str) -> None:
@@ -53,18 +53,11 @@ def test_every_registered_id_is_recorded_on_a_scenario():
     assert all(name.startswith("Cascade-v0-") or name.endswith("-mode_phase") for name in INDEX["unsupported"])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", CASES)
-def test_replay_matches_the_recording(name):
+def test_replay_matches_the_recording(name, backend):
     case = INDEX["recorded"][name]
-    replay = record(case["env_id"], case["scenario"], case["options"], case["steps"], seed=INDEX["seed"])
-    assert_matches_the_recording(name, replay)
-
-
-@pytest.mark.parametrize("name", COMPILED_CASES)
-def test_the_compiled_engine_replays_the_recording(name):
-    """``backend="compiled"``: the same trajectory on the compiled simulator core."""
-    case = INDEX["recorded"][name]
-    options = {**case["options"], "backend": "compiled"}
+    options = {**case["options"], "backend": backend}
     assert_matches_the_recording(name, record(case["env_id"], case["scenario"], options, case["steps"], seed=INDEX["seed"]))
 
 

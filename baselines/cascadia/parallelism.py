@@ -63,7 +63,7 @@ from envs.scenarios.cascadia import CASCADIA_ENGINE
 from hardware.latency import kv_capacity_tokens
 from hardware.models import get_model
 from simulator.cli import command
-from simulator.cluster import Cluster
+from simulator.backends import make_cluster
 from simulator.fanout import add_arguments, fan_out
 from simulator.instance import InstanceConfig
 from simulator.workloads import PoissonArrivals, generate_requests, length_sampler
@@ -207,7 +207,7 @@ def simulate_replica(model: str, shape: ReplicaShape, dtype: str, rate_rps: floa
     ``rate_rps`` with the trace's lengths."""
     rng = np.random.default_rng(settings.seed)
     requests = generate_requests(PoissonArrivals(rate_rps), length_sampler(settings.lengths), settings.requests_at(rate_rps), rng)
-    cluster = Cluster({settings.gpu: shape.num_gpus})
+    cluster = make_cluster({settings.gpu: shape.num_gpus})
     cluster.deploy(InstanceConfig(engine=settings.engine, gpu=settings.gpu, model=model, tp=shape.tp, pp=shape.pp, dtype=dtype), ready_now=True)
     outcomes = cluster.run(requests)
     last_arrival_s = max(o.arrival_s for o in outcomes)

@@ -31,6 +31,7 @@ from baselines.cauchy.search import GoodputSearch, max_goodput_rps, run_poisson
 from baselines.cauchy.workloads import (DEFAULT_ENGINE, ENGINES, INVENTORY, MODEL, WORKLOADS, CauchyWorkload,
                                         engine_options, get_workload)
 from simulator.cli import command
+from simulator.backends import make_combo_cluster
 from simulator.combo_cluster import ComboCluster
 from simulator.combos import Combo, parse_combo
 from simulator.fanout import add_arguments, iter_fan_out
@@ -52,7 +53,7 @@ def combo_poisson_run(
     instance_options = engine_options(engine)
 
     def build() -> ComboCluster:
-        cluster = ComboCluster(combo.gpu_counts(), instance_scheduler=instance_scheduler,
+        cluster = make_combo_cluster(combo.gpu_counts(), instance_scheduler=instance_scheduler,
                                instance_options=instance_options)
         cluster.deploy_combo(combo, model, ready_now=True)
         return cluster

@@ -26,6 +26,7 @@ import pulp
 from baselines.cauchy.search import GoodputSearch, max_goodput_rps, slo_attainment
 from baselines.cauchy.workloads import DEFAULT_ENGINE, MODEL, CauchyWorkload, engine_options
 from hardware.gpus import get_gpu
+from simulator.backends import make_cluster
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request
@@ -104,7 +105,7 @@ def bucket_goodput_rps(
     config = InstanceConfig(gpu=gpu, model=model, tp=MELANGE_TP, **engine_options(engine))
 
     def build() -> Cluster:
-        cluster = Cluster({gpu: MELANGE_TP})
+        cluster = make_cluster({gpu: MELANGE_TP})
         cluster.deploy(config, ready_now=True)
         return cluster
 
@@ -182,7 +183,7 @@ def deploy_melange(
 ) -> Cluster:
     """A cluster with the plan's instances serving, batching as ``engine`` does, routed by
     ``melange_router``."""
-    cluster = Cluster(dict(inventory), router=melange_router(plan), **cluster_options)
+    cluster = make_cluster(dict(inventory), router=melange_router(plan), **cluster_options)
     options = engine_options(engine)
     for gpu, n in plan.counts.items():
         for _ in range(n):

@@ -118,6 +118,8 @@ class Instance {
   std::size_t num_requests() const { return waiting.size() + running.size() + swapped.size(); }
   Lifecycle lifecycle() const { return lifecycle_; }
   bool serving() const { return lifecycle_ == Lifecycle::Serving; }
+  // Cluster.routable_ids: serving and not decode-only (role 2), so it may take a new request.
+  bool routable() const { return serving() && settings.role != 2; }
   // Instance.lifecycle's setter: the arrays' lifecycle column follows.
   void set_lifecycle(Lifecycle lifecycle);
   // KV blocks the decode iterations finished by now but not yet applied (sync) fill: the sum over

@@ -12,14 +12,13 @@ std::runtime_error no_instance(const RequestTable& requests, Req r) {
   return std::runtime_error("no serving instance can take request " + std::to_string(requests.request_id[r]));
 }
 
-// simulator.routers.base.fewest_requests over the routable instances (serving: every compiled
-// instance is aggregated).
+// simulator.routers.base.fewest_requests over the routable instances.
 std::int32_t fewest_requests(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
                              Req r) {
   std::int32_t best_id = -1;
   std::size_t best_load = 0;
   for (const auto& instance : instances) {
-    if (!instance->serving()) continue;
+    if (!instance->routable()) continue;
     const std::size_t load = instance->num_requests();
     if (best_id < 0 || load < best_load) {
       best_id = instance->instance_id;
@@ -36,7 +35,7 @@ class RoundRobinRouter : public Router {
                      Req r) override {
     routable_.clear();
     for (const auto& instance : instances) {
-      if (instance->serving()) routable_.push_back(instance->instance_id);
+      if (instance->routable()) routable_.push_back(instance->instance_id);
     }
     if (routable_.empty()) throw no_instance(requests, r);
     const std::int32_t choice = routable_[static_cast<std::size_t>(next_ % static_cast<std::int64_t>(routable_.size()))];
@@ -46,7 +45,7 @@ class RoundRobinRouter : public Router {
 
  private:
   std::int64_t next_ = 0;
-  std::vector<std::int32_t> routable_;  // scratch: the serving instances now
+  std::vector<std::int32_t> routable_;  // scratch: the routable instances now
 };
 
 class LeastLoadedRouter : public Router {
@@ -82,7 +81,7 @@ class FreestInstanceRouter : public Router {
     std::int32_t best_id = -1;
     double best = -std::numeric_limits<double>::infinity();
     for (const auto& instance : instances) {
-      if (!instance->serving() || (model >= 0 && instance->settings.model_index != model)) continue;
+      if (!instance->routable() || (model >= 0 && instance->settings.model_index != model)) continue;
       const double value = freeness_full(*instance, fractions_);
       if (best_id < 0 || value > best) {
         best_id = instance->instance_id;

@@ -17,7 +17,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from hardware.measurements import serving_points
-from simulator.cluster import Cluster
+from simulator.backends import make_cluster
 from simulator.instance import InstanceConfig
 from simulator.request import Request
 from simulator.workloads import length_sampler
@@ -38,7 +38,7 @@ CASCADIA_APP_E_TABLE2 = {
 
 def capacity_rps(config: InstanceConfig, replicas: int, requests: list[tuple[int, int]]) -> float:
     """Completed requests per second when ``requests`` arrive at once on ``replicas`` copies."""
-    cluster = Cluster({config.gpu: config.tp * config.pp * replicas}, keep_sequences=False)
+    cluster = make_cluster({config.gpu: config.tp * config.pp * replicas}, keep_sequences=False)
     for _ in range(replicas):
         cluster.deploy(config, ready_now=True)
     outcomes = cluster.run([Request(i, 0.0, p, o) for i, (p, o) in enumerate(requests)])

@@ -20,6 +20,7 @@ import numpy as np
 
 from experiments.validation.cases import Case
 from hardware.engines import EngineProfile, get_engine
+from simulator.backends import make_cluster
 from simulator.cluster import Cluster
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
@@ -61,7 +62,7 @@ def build_cluster(case: Case, engine: EngineProfile | None) -> Cluster:
     if not case.over_http:
         profile = replace(profile, frontend_s=0.0)
     config = replace(case.config, engine=profile)
-    cluster = Cluster({config.gpu: case.gpus}, keep_sequences=False)
+    cluster = make_cluster({config.gpu: case.gpus}, keep_sequences=False)
     for _ in range(case.replicas):
         cluster.deploy(config, ready_now=True)
     return cluster
