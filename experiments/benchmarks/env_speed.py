@@ -7,7 +7,7 @@ the env's share is the step's other work (action checks, apply, reward, info).
 
     python -m experiments.benchmarks.env_speed [--scenario NAME] [--steps 2000] [--repeats 3] [--ppo-steps 2048]
                                                [--ppo-device cpu] [--shipped-hyperparams]
-                                               [--backend python|compiled]
+                                               [--backend compiled|python]
 
 Each ID runs on ``default`` except Cascade-v0, which needs a cascade and runs on
 ``cascadeserve``; ``--scenario`` runs every ID on the one named. A rate is the median of
@@ -59,6 +59,7 @@ from agents.config import build_config
 from agents.frozen_heap import frozen_heap
 from agents.train import make_vec_env, new_model, uses_subprocess_envs
 from envs.random_policy import random_masked_action
+from simulator.backends import CLUSTERS, DEFAULT_BACKEND
 from simulator.cli import command
 
 SCENARIO_BY_ENV = {"servegym/Cascade-v0": "cascadeserve"}  # the rest run on "default"
@@ -83,7 +84,7 @@ def cartpole_steps_per_s(steps: int, seed: int = 0, frozen: bool = True) -> floa
 
 
 def env_steps_per_s(env_id: str, scenario: str, steps: int, seed: int = 0, frozen: bool = True,
-                    backend: str = "python") -> tuple[float, int]:
+                    backend: str = DEFAULT_BACKEND) -> tuple[float, int]:
     env = gym.make(env_id, scenario=scenario, backend=backend)
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
@@ -145,7 +146,7 @@ class _PartTimer:
 
 
 def ppo_steps_per_s(
-    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu", backend: str = "python"
+    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu", backend: str = DEFAULT_BACKEND
 ) -> tuple[float, float, float, float]:
     """MaskablePPO steps per second (networks on torch ``device``) and the shares of its wall
     time spent in the env, in the env's simulator and in its observation."""
@@ -186,7 +187,7 @@ class _TimedVecEnv(VecEnvWrapper):
 
 
 def shipped_ppo_steps_per_s(
-    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu", backend: str = "python"
+    env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu", backend: str = DEFAULT_BACKEND
 ) -> tuple[float, float, int, str, int]:
     """MaskablePPO as ``agents.train`` builds it from the shipped hyper-parameters of
     ``env_id`` (on the simulation ``backend``): its steps per second, the env's share of the wall
@@ -224,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ppo-device", default="cpu", help="torch device of MaskablePPO's networks (cpu, cuda)")
     parser.add_argument("--shipped-hyperparams", action="store_true",
                         help="train MaskablePPO as agents.train does, with each ID's shipped hyper-parameters")
-    parser.add_argument("--backend", default="python", choices=("python", "compiled"),
-                        help="the simulation engine under the envs (compiled: what it ports; the rest raises)")
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=tuple(CLUSTERS),
+                        help="the simulation engine under the envs: the compiled core (default) or the Python one")
     parser.add_argument("--default-gc", action="store_true",
                         help="time with the garbage collector's default behaviour, not inside agents.frozen_heap")
     args = parser.parse_args(argv)
