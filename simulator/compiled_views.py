@@ -91,9 +91,12 @@ class CompiledClock:
         self._schedule(time_s, lambda: callback(arg))
 
 
+PYTHON_ENGINE_HINT = "not ported; the Python engine runs it: backend='python', or simulator.cluster.Cluster"
+
+
 def not_ported(feature: str) -> ValueError:
-    """The error for something the compiled engine does not run yet."""
-    return ValueError(f"the compiled engine does not support {feature} (not ported yet; use simulator.cluster.Cluster)")
+    """The error for something the compiled engine does not run."""
+    return ValueError(f"the compiled engine does not support {feature} ({PYTHON_ENGINE_HINT})")
 
 
 class ArrivedSequences:
@@ -223,7 +226,7 @@ class CompiledSequence:
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(f"request {self.request.request_id} is in the compiled engine, which does not expose "
-                             f"{name!r} of it (not ported yet; use simulator.cluster.Cluster)")
+                             f"{name!r} of it ({PYTHON_ENGINE_HINT})")
 
     @property
     def generated_tokens(self) -> int:
@@ -277,8 +280,7 @@ class CompiledKV:
         return self.total_blocks * self.block_size
 
     def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"the compiled engine's KV pool does not expose {name!r} (not ported yet; use "
-                             "simulator.cluster.Cluster)")
+        raise AttributeError(f"the compiled engine's KV pool does not expose {name!r} ({PYTHON_ENGINE_HINT})")
 
     def can_admit(self, blocks: int) -> bool:
         """``KVBlockManager.can_admit``: ``blocks`` more leave the watermark free."""
@@ -335,7 +337,7 @@ class CompiledInstance:
         if name in CompiledInstance.STATIC:
             return getattr(self._instance, name)
         raise AttributeError(f"instance {self._instance.instance_id} runs in the compiled engine, which does not "
-                             f"expose {name!r} (not ported yet; use simulator.cluster.Cluster)")
+                             f"expose {name!r} ({PYTHON_ENGINE_HINT})")
 
     @property
     def lifecycle(self) -> Lifecycle:
