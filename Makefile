@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test build mutation
+.PHONY: run test build mutation mutation-core
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV)
@@ -28,3 +28,9 @@ test: build
 mutation: build
 	$(VENV)/bin/mutmut run --max-children 2
 	$(VENV)/bin/mutmut results
+
+# Mutation testing of the compiled core (core/src), which mutmut cannot reach: rebuilds the core for each
+# mutant and runs the tests that compare it with the Python engine. Edits core/src in place: run it in a
+# worktree of its own. SAMPLE=N tests N mutants drawn at random.
+mutation-core: build
+	$(PY) tests/mutate_core.py $(if $(SAMPLE),--sample $(SAMPLE))
