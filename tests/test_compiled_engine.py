@@ -250,6 +250,16 @@ def _shared_prefixes(rng: np.random.Generator, scheduler: str) -> Setup:
     return Setup([(config, 2)], {"router": router, "record_token_curves": bool(rng.integers(0, 2))}, requests)
 
 
+def _mixed_caching(rng: np.random.Generator) -> Setup:
+    """Requests with block hashes over two prefix-caching instances and one without a cache, which
+    serves them without looking their prefixes up."""
+    setup = _shared_prefixes(rng, str(rng.choice(["fcfs", "priority", "sarathi"])))
+    config = setup.pools[0][0]
+    plain = dataclasses.replace(config, prefix_caching=False, host_cache_gb=0.0)
+    return dataclasses.replace(setup, pools=[*setup.pools, (plain, 1)],
+                               options={**setup.options, "router": str(rng.choice(["round_robin", "least_loaded"]))})
+
+
 def _pipelines(rng: np.random.Generator) -> Setup:
     """PP 2-4 with 2 to pp microbatches in flight, every scheduler, under memory pressure (so
     sequences in flight hold blocks while the next microbatch forms), a prefix cache at times."""
@@ -308,6 +318,7 @@ FAMILIES: dict[str, tuple[Callable[[np.random.Generator], Setup], Callable[[list
     "gpu_share_router": (_gpu_share_router, lambda out, s: len({o.instance_id for o in out}) == 4),
     "lambda_router": (_lambda_router, lambda out, s: len({o.instance_id for o in out}) == 4),
     "pipelines": (_pipelines, lambda out, s: any(o.num_preemptions for o in out)),
+    "mixed_caching": (_mixed_caching, lambda out, s: {o.instance_id for o in out} == {0, 1, 2}),
 }
 SEEDS = range(6)
 
