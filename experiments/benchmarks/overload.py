@@ -10,6 +10,10 @@ less the RSS before the run, divided by the requests finished: what each request
     python -m experiments.benchmarks.overload            # 10k requests at 16 and 30 req/s (< 1 min)
     python -m experiments.benchmarks.overload --full     # 100k at 16 and 30 req/s (the issue's goal)
     python -m experiments.benchmarks.overload --full --million   # and 1M at 16 req/s
+
+``--backend python`` runs the Python engine instead of the compiled one (the default). The Python
+engine takes the requests as a stream; the compiled one reads them whole first, so its memory
+per request is higher.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from simulator.backends import CLUSTERS, DEFAULT_BACKEND
 from simulator.cli import command
 
 SMALL, FULL, MILLION = 10_000, 100_000, 1_000_000
@@ -34,7 +39,7 @@ def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_case(requests: int, rate_rps: float) -> dict[str, float]:
+def run_case(requests: int, rate_rps: float, backend: str = DEFAULT_BACKEND) -> dict[str, float]:
     """One CLI run in this process: its wall seconds, peak RSS and RSS per finished request."""
     from simulator.__main__ import main as simulator_main
 
@@ -42,7 +47,7 @@ def run_case(requests: int, rate_rps: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         metrics_path = Path(folder) / "metrics.json"
         argv = ["--gpu", "A100-80GB", "--model", "Llama-3.1-8B", "--instances", "8", "--rate", str(rate_rps),
-                "--requests", str(requests), "--seed", "0", "--json", str(metrics_path)]
+                "--requests", str(requests), "--seed", "0", "--json", str(metrics_path), "--backend", backend]
         started = time.perf_counter()
         status = simulator_main(argv)
         wall_s = time.perf_counter() - started
@@ -61,17 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="experiments.benchmarks.overload", description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help=f"{FULL:,} requests per rate instead of {SMALL:,}")
     parser.add_argument("--million", action="store_true", help=f"also {MILLION:,} requests at 16 req/s")
-    parser.add_argument("--one", nargs=2, metavar=("REQUESTS", "RATE"), help=argparse.SUPPRESS)
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=tuple(CLUSTERS), help="the simulation engine")
+    parser.add_argument("--one", nargs=3, metavar=("REQUESTS", "RATE", "BACKEND"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(run_case(int(args.one[0]), float(args.one[1]))))
+        print(json.dumps(run_case(int(args.one[0]), float(args.one[1]), args.one[2])))
         return 0
     size = FULL if args.full else SMALL
     cases = [(size, rate) for rate in RATES_RPS] + ([(MILLION, RATES_RPS[0])] if args.million else [])
     print(f"{'requests':>10}{'req/s':>7}{'wall s':>9}{'peak RSS MB':>13}{'rss/request KB':>16}")
     wall_by_rate: dict[float, float] = {}
     for requests, rate in cases:
-        out = subprocess.run([sys.executable, "-m", "experiments.benchmarks.overload", "--one", str(requests), str(rate)],
+        out = subprocess.run([sys.executable, "-m", "experiments.benchmarks.overload", "--one", str(requests), str(rate),
+                              args.backend],
                              capture_output=True, text=True, check=True)
         row = json.loads(out.stdout.strip().splitlines()[-1])
         if requests == size:

@@ -9,6 +9,8 @@ Cases (each runs in its own process so peak RSS is its own):
      2.5 req/s) on the ``mooncake`` scenario's 8 instances (4 A100-80GB + 4 L40S, Sarathi chunks
      of 8,192 / 2,048), least-loaded routing, prefix caching with a 128 GB host tier
   e  case d without prefix caching (the hashes are carried and ignored)
+  f  overload: case a at 64 req/s, four times its rate and beyond what its instances serve (about
+     53 req/s), so the queues grow until the last arrival
 
 Every case runs the ``vidur-2024`` engine unless ``--engine`` names another (the cases' dynamics
 then change too, so compare speeds within one engine).
@@ -18,7 +20,7 @@ and on the compiled one (``simulator.compiled.CompiledCluster``, which gives the
 for bit), each ``--rounds`` times in its own process, and prints the fastest round of each and the
 ratio of the Python wall time to the compiled one.
 
-    python -m experiments.benchmarks.simulator_speed [--cases a,b,c,d,e] [--engine vllm-v1]
+    python -m experiments.benchmarks.simulator_speed [--cases a,b,c,d,e,f] [--engine vllm-v1]
         [--backends python,compiled] [--rounds 3]
 """
 
@@ -72,14 +74,14 @@ def _mooncake_cluster(prefix_caching: bool, engine: str, backend: type[Cluster])
     return cluster
 
 
-CASES = ("a", "b", "c", "d", "e")
+CASES = ("a", "b", "c", "d", "e", "f")
 
 
 def run_case(case: str, engine: str = BENCHMARK_ENGINE, backend: str = "python") -> dict:
     rng = np.random.default_rng(42)
     kind = BACKENDS[backend]
-    if case == "a":
-        requests = generate_requests(PoissonArrivals(16.0), FixedLengths(512, 128), 10_000, rng)
+    if case in ("a", "f"):
+        requests = generate_requests(PoissonArrivals(16.0 if case == "a" else 64.0), FixedLengths(512, 128), 10_000, rng)
         cluster = _cluster([("A100-80GB", 4)], "Llama-2-7B", 0.8, engine, kind)
     elif case == "b":
         requests = load_azure_trace("azure_conv")
