@@ -12,7 +12,7 @@ instances, as ``Cluster.routable_ids`` does), instances that start up after a de
 (``simulator.pipeline``), the ``fcfs``, ``priority``, ``sarathi``, ``rr`` and ``pascal`` schedulers, preemption
 by recompute and by swap, automatic prefix caching over ``block_hashes`` with its host tier
 (``simulator.prefix_cache``), coalesced decode segments and ``coalesce=False``, the context rule
-and KV-capacity rejections, reasoning requests (without a phase router), the engine's frontend
+and KV-capacity rejections, reasoning requests (and their phase routers), the engine's frontend
 time, token curves, and the ``round_robin``, ``least_loaded``, ``session_affinity`` and ``llumnix``
 routers (the last as a ``FreestInstanceRouter``, its headroom fractions read when ``run``
 starts). Anything else raises a ``ValueError`` naming it, before anything runs.
@@ -32,8 +32,9 @@ deployed (more may be deployed and drained later); no ``Sequence`` objects exist
 ``arrived_sequences`` name requests by ``CompiledSequence`` handles, read from the engine).
 Python runs where people extend the project: routers written in Python, ``every`` ticks, events
 scheduled through ``events.schedule``, completion hooks and added arrivals (``add_arrival``) stop
-the engine and run between its events, at the times ``Cluster`` runs them. A phase router
-written in Python (``phase_router``) is not: ``Cluster`` calls it inside an iteration boundary.
+the engine and run between its events, at the times ``Cluster`` runs them; a phase router
+written in Python (``phase_router``) is called by the engine inside the iteration boundary, as
+``Cluster`` calls it.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from simulator.schedulers.sarathi import SarathiScheduler
 COMPILED_SCHEDULERS = {"fcfs": FCFSScheduler, "priority": PriorityScheduler, "sarathi": SarathiScheduler,
                        "rr": RoundRobinScheduler, "pascal": PascalScheduler}
 COMPILED_ROUTERS = ("round_robin", "least_loaded", "session_affinity")
-NOT_COMPILED_OPTIONS = ("phase_router", "decode_router")
+NOT_COMPILED_OPTIONS = ("decode_router",)
 """``Cluster`` options the compiled engine refuses when set (not None, not False)."""
 INTEGER_COLUMNS = ("request_id", "prompt_tokens", "output_tokens", "reasoning_tokens", "tier")
 
@@ -116,6 +117,8 @@ class CompiledCluster(Cluster):
         """The first row of each submitted request (by ``id``), made when first needed."""
         self._chained_keys: list[tuple[int, ...] | None] = []
         """Each submitted request's chained block keys, when an instance caches prefixes."""
+        self._phase_router: Any = None
+        """The phase router the engine calls (``phase_router`` at the submit)."""
         super().__init__(gpu_inventory, router=router, **options)
         self.events = CompiledClock(0.0, self._schedule_python)  # type: ignore[assignment]
         self._built_router = self.router
@@ -207,6 +210,9 @@ class CompiledCluster(Cluster):
             raise
         if any(instance.prefix_cache is not None for instance in instances):
             engine.set_block_keys(*self._block_keys(requests))
+        self._phase_router = self.phase_router
+        if self.phase_router is not None:
+            engine.set_phase_router(self._route_phase)
         engine.set_migration(self.migration.last_stage_max_blocks, self.migration.max_stages)
         self._engine = engine
         self._requests = None if stream else requests  # a stream keeps no list, as in Cluster (add_arrival)
@@ -217,6 +223,16 @@ class CompiledCluster(Cluster):
                           for i, instance in deployed.items()}
         self.events.now_s = engine.now_s
         self._row_requests = list(requests)
+
+    def _route_phase(self, row: int, instance_id: int) -> int:
+        """The engine's call of ``phase_router(cluster, seq, instance)`` where a request finishes
+        reasoning, inside the iteration boundary as ``Cluster`` calls it: the instance to answer
+        on, -1 to stay."""
+        if self.phase_router is not self._phase_router:
+            raise not_compiled(f"a phase router replaced after the submit ({self.phase_router!r})")
+        self.events.now_s = self._engine.now_s
+        target = self._phase_router(self, self._sequence(row), self.instances[instance_id])
+        return -1 if target is None else int(target)
 
     def _compiled_hook(self, name: str, hook: Any) -> bool:
         """Whether the engine runs ``hook`` itself (``CompiledComboCluster``'s decode routing)."""

@@ -668,18 +668,9 @@ def test_a_decision_is_answered_once_on_a_serving_instance_of_its_model():
         cluster.arrays.table[0, 0] = 7
 
 
-# ----------------------------------------------------------------- the simulator goldens in the subset
-GOLDEN_CASES = [f"{s}_{c}_{p}_{m}" for s in ("fcfs", "priority", "sarathi", "rr", "pascal")
-                for c in ("nocache", "cache", "hostcache") for p in ("pp1", "pp2mb1", "pp2mb2")
-                for m in ("recompute", "swap")] + [
-    "coalesce_off", "rejections", "speed_a_vidur_reference", "speed_b_azure_conv", "overload_30rps",
-    "rr_shared_prompts_swap", "pascal_shared_prompts_recompute", "pipeline_token_curves", "scaling", "queue_gate",
-    "cascade", "pd_combos_basic_rr", "pd_combos_opportunistic", "pascal_external_decisions", "migration_llumnix",
-    "stream_add_arrival"]
-
-
-@pytest.mark.parametrize("name", GOLDEN_CASES)
-def test_golden_cases_in_the_subset_give_their_recorded_tables(name, monkeypatch):
+# ----------------------------------------------------------------- the simulator goldens
+@pytest.mark.parametrize("name", sorted(CASES_BY_NAME))
+def test_every_simulator_golden_gives_its_recorded_table(name, monkeypatch):
     for module in (matrix, features, speed):
         monkeypatch.setattr(module, "Cluster", CompiledCluster)
     monkeypatch.setattr(features, "ComboCluster", CompiledComboCluster)
@@ -688,15 +679,6 @@ def test_golden_cases_in_the_subset_give_their_recorded_tables(name, monkeypatch
     found = mismatches(read(DATA_DIR / f"{name}.json"), table(case.name, case.feature, run))
     assert not found, f"{len(found)} mismatches with the golden of {name}:\n{summary(found)}"
 
-
-@pytest.mark.parametrize("name", sorted(set(CASES_BY_NAME) - set(GOLDEN_CASES)))
-def test_golden_cases_outside_the_subset_raise_naming_the_compiled_engine(name, monkeypatch):
-    """Never different outcomes: a case the compiled engine does not run raises, saying so."""
-    for module in (matrix, features, speed):
-        monkeypatch.setattr(module, "Cluster", CompiledCluster)
-    monkeypatch.setattr(features, "ComboCluster", CompiledComboCluster)
-    with pytest.raises((ValueError, AttributeError), match="compiled engine"):
-        CASES_BY_NAME[name].run()
 
 
 @pytest.mark.parametrize(("case", "completed"), [("a", 10_000), ("d", 12_031)])
@@ -734,7 +716,7 @@ def _deploy_after_submit() -> None:
 
 @pytest.mark.parametrize(("make", "named"), [
     (lambda: CompiledCluster({"A100-80GB": 1}, router=42), "router=42"),
-    (lambda: CompiledCluster({"A100-80GB": 1}, phase_router=lambda c, s, i: None), "phase_router="),
+    (lambda: CompiledCluster({"A100-80GB": 1}, decode_router=lambda c, s, i: 0), "decode_router="),
     (_deploy_after_submit, "deploy() after the workload was submitted with session_affinity"),
 ])
 def test_a_configuration_outside_the_subset_raises_naming_it(make, named):
@@ -867,7 +849,7 @@ def test_an_env_on_an_unknown_backend_raises_naming_it():
 
 
 @pytest.mark.parametrize(("change", "named"), [
-    (lambda c: setattr(c, "phase_router", lambda *a: None), "phase_router="),
+    (lambda c: setattr(c, "decode_router", lambda *a: 0), "decode_router="),
     (lambda c: setattr(c, "router", make_router("least_loaded")), "a router replaced after construction"),
 ])
 def test_what_is_set_after_construction_and_the_engine_would_not_see_raises_at_submit(change, named):
@@ -877,6 +859,49 @@ def test_what_is_set_after_construction_and_the_engine_would_not_see_raises_at_s
     with pytest.raises(ValueError, match="the compiled engine does not support") as error:
         cluster.run([Request(1, 0.0, 10, 5)])
     assert named in str(error.value)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_python_phase_router_runs_inside_the_boundary_as_in_the_python_engine(seed):
+    """A phase router written in Python, set after construction, sends some requests that finish
+    reasoning to another instance (a KV transfer) and keeps the rest (``None`` or its own id);
+    it reads the cluster as it is inside the boundary. The same calls, with the same clock and
+    KV use, and the same outcomes on both engines; replaced after the submit, it raises."""
+    rng = np.random.default_rng([seed, 53])
+    config = _config(rng, scheduler=str(rng.choice(["fcfs", "pascal"])), kv_blocks=int(rng.integers(200, 400)))
+    requests = _requests(rng, 80, 20.0, (20, 600), (20, 300), reasoning_share=0.8)
+    calls: dict[type, list[tuple]] = {}
+    for cls in (Cluster, CompiledCluster):
+        seen = calls.setdefault(cls, [])
+
+        def phase_router(cluster, seq, source, seen=seen):
+            used = [i.kv.used_blocks for i in cluster.instances.values()]
+            seen.append((cluster.events.now_s, seq.request_id, source.instance_id, used))
+            target = int(np.argmin(used))
+            return None if target == source.instance_id and seq.request_id % 2 else target
+
+        cluster = cls({"A100-80GB": 3}, router="least_loaded")
+        for _ in range(3):
+            cluster.deploy(config, ready_now=True)
+        cluster.phase_router = phase_router
+        cluster.run(requests)
+    assert calls[CompiledCluster] == calls[Cluster] and len(calls[Cluster]) > 20
+    assert any(o.num_migrations for o in cluster.outcomes)
+    python = Cluster({"A100-80GB": 3}, router="least_loaded", phase_router=phase_router)
+    compiled = CompiledCluster({"A100-80GB": 3}, router="least_loaded", phase_router=phase_router)
+    for c in (python, compiled):
+        for _ in range(3):
+            c.deploy(config, ready_now=True)
+        c.run(requests)
+    found = outcome_mismatches(python.outcomes, compiled.outcomes)
+    assert not found, f"seed {seed}: {len(found)} mismatches:\n" + "\n".join(found[:10])
+    assert counters(compiled) == counters(python)
+    replaced = CompiledCluster({"A100-80GB": 1}, phase_router=phase_router)
+    replaced.deploy(config, ready_now=True)
+    replaced.submit(requests)
+    replaced.phase_router = lambda *a: None
+    with pytest.raises(ValueError, match="a phase router replaced after the submit"):
+        replaced.advance()
 
 
 def test_after_submit_python_events_run_in_the_engine_and_arrivals_are_read_from_it():

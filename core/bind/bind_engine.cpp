@@ -209,6 +209,12 @@ void bind_engine(nb::module_& m) {
       .def("migrate", &Engine::migrate, "row"_a, "target_id"_a)
       .def("schedule_callback", &Engine::schedule_callback, "time_s"_a, "slot"_a)
       .def("set_completion_hook", &Engine::set_completion_hook, "on"_a)
+      .def("set_phase_router", [](Engine& e, nb::callable router) {
+        e.set_phase_router([router](Req r, std::int32_t instance_id) {
+          nb::gil_scoped_acquire acquire;  // advance and run release the GIL
+          return nb::cast<std::int32_t>(router(r, instance_id));
+        });
+      }, "router"_a, "router(row, instance_id) -> instance id (-1: stay), called where a request finishes reasoning.")
       .def("add_arrival", [](Engine& e, std::int64_t request_id, double arrival_s, std::int64_t prompt_tokens,
                              std::int64_t output_tokens, std::int64_t reasoning_tokens, std::int64_t tier,
                              std::int32_t model_index) {

@@ -446,9 +446,18 @@ OutcomeTable Engine::outcome_of(Req r, double finish_s) const {
 }
 
 void Engine::on_phase_change(std::int32_t instance_id, Req r) {
-  if (!external_phase_decisions_) return;  // no phase router in the compiled subset: it stays here
-  instance_at(instance_id).remove(r);
-  decisions_.push_back(Decision{DecisionKind::Phase, r, instance_id});
+  if (external_phase_decisions_) {
+    instance_at(instance_id).remove(r);
+    decisions_.push_back(Decision{DecisionKind::Phase, r, instance_id});
+    return;
+  }
+  if (!phase_router_) return;  // it answers where it reasoned
+  const std::int32_t target = phase_router_(r, instance_id);
+  if (target < 0 || target == instance_id) return;
+  instance_at(target);
+  Instance& source = instance_at(instance_id);
+  source.remove(r);
+  transfer(r, source, target);
 }
 
 void Engine::on_reject(Req r, RejectReason reason) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -99,6 +100,10 @@ class Engine : public InstanceHost {
   void dispatch_in_place(Req r, std::int32_t instance_id);
   // Completions stop advance for a Python hook instead of being recorded (Cluster.completion_hook).
   void set_completion_hook(bool on) { completion_hook_ = on; }
+  // Cluster.phase_router: called inside the iteration boundary where a request finishes reasoning,
+  // with its row and instance; it returns the instance to answer on (-1 or the same one: stay).
+  using PhaseRouter = std::function<std::int32_t(Req, std::int32_t)>;
+  void set_phase_router(PhaseRouter router) { phase_router_ = std::move(router); }
   // A new row for row r's request, state fresh but for the given carried-over fields, sent to
   // instance_id now (a model cascade's next stage, simulator.routers.cascade); returns the row.
   Req redispatch(Req r, std::int32_t instance_id, double first_scheduled_s, double preempted_s,
@@ -172,6 +177,7 @@ class Engine : public InstanceHost {
   bool external_router_ = false;
   bool external_phase_decisions_ = false;
   bool completion_hook_ = false;
+  PhaseRouter phase_router_;
   std::deque<Decision> decisions_;  // the one due first, then those that came with it
   std::vector<std::pair<std::int32_t, double>> stops_;
   MigrationSettings migration_;
