@@ -49,6 +49,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +141,11 @@ def plans_for(workload: CauchyWorkload, engine: str = DEFAULT_ENGINE) -> dict[st
     return plans
 
 
+@lru_cache(maxsize=32)
 def melange_plan(workload: CauchyWorkload, engine: str = DEFAULT_ENGINE) -> MelangePlan:
     """Mélange's static plan (bucket ILP, single-GPU instances) for the workload's target QPS on
-    the §4.1 inventory, from the bucket goodputs profiled with ``engine``."""
+    the §4.1 inventory, from the bucket goodputs profiled with ``engine``; solved once per
+    workload and engine in a process (CBC's answer to the same ILP is the same)."""
     rates = {b: share * workload.target_rps for b, share in bucket_shares(workload).items()}
     return solve_melange(rates, engine_goodput_table(engine).melange_goodputs(workload.lengths), INVENTORY)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -65,9 +66,11 @@ def _relative(name: str, bin_s: float, rates: np.ndarray) -> LoadProfile:
     return LoadProfile(name, bin_s, tuple((rates / rates.mean()).tolist()))
 
 
+@lru_cache(maxsize=8)
 def azure_profile(source: str = "azure_conv", bin_s: float = 60.0) -> LoadProfile:
     """Arrivals per ``bin_s`` of the shipped Azure 2023 trace (whole bins only), relative to
-    their mean. ``azure_conv``: 58 one-minute bins between 0.57 and 1.52 x the mean."""
+    their mean. ``azure_conv``: 58 one-minute bins between 0.57 and 1.52 x the mean. Kept once
+    read (the profile is immutable; reading the trace takes about half a second)."""
     if source not in AZURE_TRACE_FILES:
         raise ValueError(f"unknown Azure trace {source!r}; known: {sorted(AZURE_TRACE_FILES)}")
     bin_s = positive_float("bin_s", bin_s)
