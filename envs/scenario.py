@@ -142,9 +142,8 @@ class Workload:
             raise ValueError(f"slo_by_tier has {len(self.slo_by_tier)} entries for {self.num_tiers} tiers")
 
     def slo(self, tier: int) -> SLO:
-        """A fresh copy of tier ``tier``'s targets."""
-        template = self.slo_by_tier[tier if len(self.slo_by_tier) > 1 else 0]
-        return dataclasses.replace(template)
+        """Tier ``tier``'s targets (immutable: every request of the tier holds the same ``SLO``)."""
+        return self.slo_by_tier[tier if len(self.slo_by_tier) > 1 else 0]
 
     def sample(self, num_requests: int, rng: np.random.Generator) -> list[Request]:
         """``num_requests`` requests, the same for the same generator state."""

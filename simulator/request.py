@@ -24,10 +24,10 @@ class Phase(IntEnum):
     REJECTED = 5
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SLO:
     """Latency targets of one request; ``None`` means no target, else a finite number > 0
-    (checked when the SLO is made).
+    (checked when the SLO is made). Immutable, so requests of one tier share one.
 
     ``ttft_s`` time to first token, ``tbt_s`` worst gap between tokens (also the TPOT target),
     ``ttfat_s`` time to first *answer* token (reasoning models, PASCAL §V-A),
