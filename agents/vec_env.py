@@ -1,0 +1,94 @@
+"""``NativeVecEnv``: servegym/Routing-v0's native vector env (``envs.vector``) as a Stable-Baselines3
+``VecEnv``, for MaskablePPO: one call steps every env in the compiled core, ``action_masks()`` (and
+``env_method("action_masks")``, which sb3-contrib calls) read the core's masks.
+
+Its step returns what ``DummyVecEnv`` over the same envs returns: observations, float64 rewards (as
+``SubprocVecEnv``; ``DummyVecEnv`` would round them to float32), dones, and each env's step info with
+``TimeLimit.truncated`` (True at an episode's end: Routing-v0 episodes are truncated, never
+terminated); at an episode's end the info also holds ``episode_metrics``, ``episode_outcomes`` and
+``terminal_observation``, and the observation is the next episode's first (its reset info in
+``reset_infos``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
+
+from envs.routing import RoutingEnv
+from envs.vector import RoutingPool
+
+
+class NativeVecEnv(VecEnv):
+    """``num_envs`` servegym/Routing-v0 envs in the compiled core (module docstring);
+    ``env_kwargs`` are ``gym.make``'s, ``num_threads`` as ``envs.vector.NativeVectorEnv``'s. The
+    Python envs behind ``get_attr`` / ``set_attr`` / ``env_method`` show each episode as it began
+    and as it ended, not in between (``envs.vector``)."""
+
+    def __init__(self, num_envs: int, *, env_id: str = RoutingEnv.env_id, num_threads: int | None = None,
+                 **env_kwargs: Any) -> None:
+        self.pool = RoutingPool(num_envs, env_id, num_threads, env_kwargs)
+        first = self.pool.envs[0]
+        super().__init__(num_envs, first.observation_space, first.action_space)
+        self._actions: np.ndarray | None = None
+
+    def reset(self) -> VecEnvObs:
+        for i in range(self.num_envs):
+            self.reset_infos[i] = self.pool.reset_env(i, self._seeds[i], self._options[i] or None)
+        self._reset_seeds()
+        self._reset_options()
+        return self.pool.observations()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self) -> VecEnvStepReturn:
+        if self._actions is None:
+            raise RuntimeError("step_wait() without step_async(actions)")
+        pool = self.pool
+        actions, self._actions = self._actions, None
+        pool.step(actions)
+        dones = pool.done.astype(bool)
+        rewards = pool.reward.copy()
+        infos = [pool.step_info(i) | {"TimeLimit.truncated": done} for i, done in enumerate(dones.tolist())]
+        for i in np.flatnonzero(dones).tolist():
+            infos[i] |= pool.end_episode(i)
+            infos[i]["terminal_observation"] = pool.observation(i)
+            self.reset_infos[i] = pool.reset_env(i, self._seeds[i], self._options[i] or None)
+        return pool.observations(), rewards, dones, infos
+
+    def action_masks(self) -> np.ndarray:
+        """Every env's valid actions (booleans, num_envs x max_instances)."""
+        return self.pool.action_masks()
+
+    def close(self) -> None:
+        for env in self.pool.envs:
+            env.close()
+
+    def _envs(self, indices: VecEnvIndices) -> list[RoutingEnv]:
+        return [self.pool.envs[i] for i in self._get_indices(indices)]
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        return [getattr(env, attr_name) for env in self._envs(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        for env in self._envs(indices):
+            setattr(env, attr_name, value)
+
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
+                   **method_kwargs: Any) -> list[Any]:
+        if method_name == "action_masks":  # the core's masks; the Python envs' are the episode's first
+            masks = self.pool.action_masks()
+            return [masks[i] for i in self._get_indices(indices)]
+        return [getattr(env, method_name)(*method_args, **method_kwargs) for env in self._envs(indices)]
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        raise NotImplementedError("NativeVecEnv renders nothing (render_mode=None)")
