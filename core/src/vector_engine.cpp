@@ -1,11 +1,29 @@
 #include "vector_engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 namespace servegym_core {
+
+namespace {
+
+constexpr std::chrono::microseconds kSpin{200};
+
+// Spin until ready() or kSpin passed; whether ready() held.
+template <class Ready>
+bool spin_until(Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+}  // namespace
 
 VectorEngine::VectorEngine(const RoutingSpec& spec, std::int32_t num_envs, std::int32_t num_threads)
     : slots_(static_cast<std::size_t>(spec.max_instances)), context_size_(spec.context_k.size()) {
@@ -34,7 +52,7 @@ VectorEngine::VectorEngine(const RoutingSpec& spec, std::int32_t num_envs, std::
 VectorEngine::~VectorEngine() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true);
   }
   start_.notify_all();
   for (std::thread& thread : workers_) thread.join();
@@ -63,15 +81,17 @@ void VectorEngine::step(const std::int64_t* actions) {
   actions_ = actions;
   std::fill(errors_.begin(), errors_.end(), nullptr);
   if (num_threads_ > 1) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    pending_ = num_threads_ - 1;
-    ++generation_;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.store(num_threads_ - 1);
+      generation_.fetch_add(1);
+    }
+    start_.notify_all();
   }
-  start_.notify_all();
   run_slice(0);
-  if (num_threads_ > 1) {
+  if (num_threads_ > 1 && !spin_until([this] { return pending_.load() == 0; })) {
     std::unique_lock<std::mutex> lock(mutex_);
-    finish_.wait(lock, [this] { return pending_ == 0; });
+    finish_.wait(lock, [this] { return pending_.load() == 0; });
   }
   actions_ = nullptr;
   for (const std::exception_ptr& error : errors_) {
@@ -101,19 +121,19 @@ void VectorEngine::run_slice(std::int32_t slice) {
 
 void VectorEngine::worker(std::int32_t slice) {
   std::uint64_t seen = 0;
+  const auto ready = [&] { return stopping_.load() || generation_.load() != seen; };
   while (true) {
-    {
+    if (!spin_until(ready)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      start_.wait(lock, ready);
     }
+    if (stopping_.load()) return;
+    seen = generation_.load();
     run_slice(slice);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --pending_;
+    if (pending_.fetch_sub(1) == 1) {
+      { std::lock_guard<std::mutex> lock(mutex_); }  // the caller is spinning, or waiting with the lock released
+      finish_.notify_one();
     }
-    finish_.notify_one();
   }
 }
 

@@ -5,6 +5,7 @@
 // then attaches the new engine.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -53,13 +54,15 @@ class VectorEngine {
   std::int32_t num_threads_;
   const std::int64_t* actions_ = nullptr;
   std::vector<std::exception_ptr> errors_;
-  // The pool: workers 1 .. T − 1 wait for a new generation; the caller runs slice 0.
+  // The pool: workers 1 .. T − 1 wait for a new generation, the caller runs slice 0 and waits for
+  // pending_ to reach 0. A step of a few envs takes tens of microseconds, about what waking a
+  // sleeping thread takes, so both sides spin for kSpin first and sleep only after.
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable start_, finish_;
-  std::uint64_t generation_ = 0;
-  std::int32_t pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::int32_t> pending_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace servegym_core
