@@ -31,13 +31,13 @@ from servegym_core import _core
 
 from envs.base import InvalidActionError
 from envs.observation import SERVICE_TIME_EWMA_WEIGHT
-from envs.rewards import SLOReward
+from envs.rewards import BalancedSLOMissReward, LoadBalanceShaping, SLOMissReward, SLOReward
 from envs.routing import RoutingEnv
 from envs.scenario import Scenario
 from simulator.compiled import CompiledCluster
 
-COVERED_REWARDS = {"slo": 0}
-"""The rewards the kernel computes, by name, with the kernel's code."""
+COVERED_REWARDS = {"slo": (0, SLOReward), "slo_dense": (1, SLOMissReward), "slo_balance": (2, BalancedSLOMissReward)}
+"""The rewards the kernel computes, by name: the kernel's code and the Python class it ports."""
 ROUTING_CONTEXT = ("is_arrival", "is_phase_change", "prompt_tokens", "generated_tokens", "tier", "recent_qps",
                    "cost_rate", "arrived", "source_slot")
 """``routing_context``'s fields, in the order the kernel writes them."""
@@ -59,7 +59,7 @@ def kernel_spec(env: gym.Env) -> Any:
         raise _not_covered(f"env {type(env).__name__} (only servegym/Routing-v0's RoutingEnv)")
     if env.backend != "compiled":
         raise _not_covered(f"backend={env.backend!r} (the kernel drives the compiled engine: backend='compiled')")
-    if env.reward_name not in COVERED_REWARDS or type(env.reward_fn) is not SLOReward:
+    if env.reward_name not in COVERED_REWARDS or type(env.reward_fn) is not COVERED_REWARDS[env.reward_name][1]:
         raise _not_covered(f"reward={env.reward_name!r} (covered: {', '.join(COVERED_REWARDS)})")
     if env.render_mode is not None:
         raise _not_covered(f"render_mode={env.render_mode!r}")
@@ -92,7 +92,8 @@ def kernel_spec(env: gym.Env) -> Any:
         setattr(spec, f"ctx_{name}", int(schema.context_positions(name)[0]))
     spec.ctx_tier = schema.context_positions("tier").tolist()
     spec.ctx_source_slot = schema.context_positions("source_slot").tolist()
-    spec.reward = COVERED_REWARDS[env.reward_name]
+    spec.reward = COVERED_REWARDS[env.reward_name][0]
+    spec.load_count_scale = LoadBalanceShaping.COUNT_SCALE
     spec.tier_weights = list(env.reward_fn.weights)
     spec.invalid_action_penalty = float(env.invalid_action_penalty)
     return spec
@@ -108,10 +109,16 @@ def episode_numbers(env: RoutingEnv) -> Any:
         raise _not_covered("Python callbacks or a completion hook in the cluster")
     if env.slot_instance_ids() != list(range(len(cluster.instances))):
         raise _not_covered("instance slots other than the instances in deployment order")
+    requests = cluster._row_requests
+    if isinstance(env.reward_fn, SLOMissReward):  # its state is keyed by request id, the kernel's by row
+        if not cluster.keep_sequences:
+            raise _not_covered(f"reward={env.reward_name!r} with keep_sequences=False")
+        if len({request.request_id for request in requests}) != len(requests):
+            raise _not_covered(f"reward={env.reward_name!r} over a workload with repeated request ids")
     episode = _core.RoutingEpisode()
     episode.static_features = env.features.static_features.T.ravel().tolist()
     episode.arrival_s = [float(t) for t in env._arrival_times_s]
-    slos = [request.slo for request in cluster._row_requests]
+    slos = [request.slo for request in requests]
     for name in ("ttft_s", "ttfat_s", "e2e_s", "tbt_s"):
         setattr(episode, f"slo_{name}", [math.nan if getattr(s, name) is None else float(getattr(s, name)) for s in slos])
     held = list(cluster._held.values())
@@ -120,6 +127,8 @@ def episode_numbers(env: RoutingEnv) -> Any:
     episode.held_usd_per_gpu_s = [float(usd) for _, _, usd in held]
     episode.cost_closed_usd = float(cluster._cost_closed_usd)
     episode.cost_rate_usd_per_s = float(cluster.cost_rate_usd_per_s())
+    if isinstance(env.reward_fn, LoadBalanceShaping):
+        episode.potential = env.reward_fn._potential
     decision = env._decision
     if decision is not None:
         episode.decision_kind = 1 if decision.kind == "route" else 2

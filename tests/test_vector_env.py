@@ -49,7 +49,7 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
     single_obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)]
     for i in range(num_envs):
         assert_same_observation({k: v[i] for k, v in obs.items()}, single_obs[i])
-    seen = {"ended": 0, "invalid": 0, "steps": 0, "phase": 0}
+    seen = {"ended": 0, "invalid": 0, "steps": 0, "phase": 0, "rewarded": 0}
     while seen["ended"] < episodes:
         masks = vector.action_masks()
         actions = np.array([choose(rng, masks[i]) for i in range(num_envs)])
@@ -59,6 +59,7 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
             np.testing.assert_array_equal(masks[i], env.unwrapped.action_masks())
             s_obs, s_reward, s_terminated, s_truncated, s_info = env.step(int(actions[i]))
             assert rewards[i] == s_reward and type(s_reward) is float
+            seen["rewarded"] += s_reward + s_info["invalid_action"] != 0.0  # more than the penalty (1.0)
             assert (terminated[i], truncated[i]) == (s_terminated, s_truncated)
             seen["invalid"] += s_info["invalid_action"]
             seen["phase"] += s_obs["context"][env.unwrapped.schema.context_positions("is_phase_change")[0]] == 1.0
@@ -70,7 +71,7 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
                     assert final[key][i] == s_info[key], key
                 metrics = final["episode_metrics"]  # gymnasium's dict of arrays, with its "_name" masks
                 assert_same_metrics({k: v[i] for k, v in metrics.items() if not k.startswith("_")}, s_info["episode_metrics"])
-                assert len(final["episode_outcomes"][i]) == len(s_info["episode_outcomes"]) == SMALL["episode_requests"]
+                assert len(final["episode_outcomes"][i]) == len(s_info["episode_outcomes"]) == kwargs["episode_requests"]
                 s_obs, s_info = env.reset()
             for key in STEP_INFO:
                 assert infos[key][i] == s_info[key], key
@@ -90,6 +91,15 @@ def test_one_env_gives_the_single_envs_trajectory(scenario: str, slots: int) -> 
 
 def test_four_envs_give_four_single_envs_trajectories() -> None:
     replay({"scenario": "default", **SMALL}, seed=11, num_envs=4, episodes=6)
+
+
+@pytest.mark.parametrize("reward", ["slo_dense", "slo_balance"])
+@pytest.mark.parametrize(("scenario", "slots"), [("default", 10), ("pascal", 10)])
+def test_dense_slo_rewards_give_the_single_envs_rewards(reward: str, scenario: str, slots: int) -> None:
+    kwargs = {"scenario": scenario, "max_instances": slots, "reward": reward, **SMALL, "episode_requests": 60,
+              "rate_rps": 40.0}
+    seen = replay(kwargs, seed=5, num_envs=2, episodes=2)
+    assert seen["rewarded"] > 0
 
 
 def test_threads_do_not_change_results() -> None:
@@ -172,5 +182,5 @@ def test_bad_actions_raise_naming_them() -> None:
 
 
 def test_reward_not_covered_is_named_by_its_name() -> None:
-    with pytest.raises(NotCoveredError, match="reward='slo_dense' \\(covered: slo\\)"):
-        NativeVectorEnv(1, scenario="default", reward="slo_dense", **SMALL)
+    with pytest.raises(NotCoveredError, match="reward='latency_dense' \\(covered: slo, slo_dense, slo_balance\\)"):
+        NativeVectorEnv(1, scenario="default", reward="latency_dense", **SMALL)

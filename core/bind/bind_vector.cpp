@@ -51,7 +51,8 @@ void bind_vector(nb::module_& m) {
       .def_rw("recent_window_s", &S::recent_window_s)
       .def_rw("reward", &S::reward)
       .def_rw("tier_weights", &S::tier_weights)
-      .def_rw("invalid_action_penalty", &S::invalid_action_penalty);
+      .def_rw("invalid_action_penalty", &S::invalid_action_penalty)
+      .def_rw("load_count_scale", &S::load_count_scale);
 
   using E = RoutingEpisode;
   nb::class_<E>(m, "RoutingEpisode", "One Routing-v0 episode's numbers that live in Python (envs.vector).")
@@ -67,6 +68,7 @@ void bind_vector(nb::module_& m) {
       .def_rw("held_usd_per_gpu_s", &E::held_usd_per_gpu_s)
       .def_rw("cost_closed_usd", &E::cost_closed_usd)
       .def_rw("cost_rate_usd_per_s", &E::cost_rate_usd_per_s)
+      .def_rw("potential", &E::potential)
       .def_rw("decision_kind", &E::decision_kind)
       .def_rw("decision_row", &E::decision_row)
       .def_rw("decision_instance", &E::decision_instance);

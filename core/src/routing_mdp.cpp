@@ -56,7 +56,7 @@ RoutingMDP::RoutingMDP(RoutingSpec spec) : spec_(std::move(spec)) {
     throw std::invalid_argument("context one-hot groups: tier needs num_tiers positions, source_slot max_instances");
   }
   if (spec_.headroom_fractions.size() != k) throw std::invalid_argument("headroom_fractions needs num_tiers entries");
-  if (spec_.reward != static_cast<std::int32_t>(RoutingReward::Slo)) {
+  if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(RoutingReward::SloBalance)) {
     throw std::invalid_argument("reward code " + std::to_string(spec_.reward) + " is not one the kernel computes");
   }
 }
@@ -103,6 +103,12 @@ void RoutingMDP::attach(Engine* engine, RoutingEpisode episode, const RoutingRow
   service_seen_ = 0;
   service_ewma_s_.assign(n, 0.0);
   service_measured_.assign(n, 0);
+  dense_seen_ = 0;
+  ended_.assign(rows, 0);
+  charged_.assign(rows, 0);
+  ttft_due_.clear();
+  tpot_due_.clear();
+  potential_ = episode_.potential;
   fill(row);
 }
 
@@ -135,17 +141,23 @@ RoutingStepResult RoutingMDP::step(std::int64_t action, const RoutingRow& row) {
   const bool done = decision_.kind == DecisionKind::None;
   // The requests finished during the step: envs.rewards.SLOReward and ServingEnv.step_info.
   const OutcomeLog& log = engine_->outcome_log();
-  const RequestTable& t = engine_->requests();
+  const RoutingReward kind = static_cast<RoutingReward>(spec_.reward);
   double reward = 0.0;
-  for (std::size_t o = seen_; o < log.size(); ++o) {
-    const std::int64_t tier = t.tier[log.rows[o]];
-    if (tier < 0 || static_cast<std::size_t>(tier) >= spec_.tier_weights.size()) {
-      throw std::out_of_range("tier " + std::to_string(tier) + " has no tier weight");
+  if (kind == RoutingReward::Slo) {
+    const RequestTable& t = engine_->requests();
+    for (std::size_t o = seen_; o < log.size(); ++o) {
+      const bool met = meets_slo(o);
+      reward += tier_weight(t.tier[log.rows[o]]) * (met ? 1.0 : -1.0);
     }
-    const bool met = meets_slo(o);
-    reward += spec_.tier_weights[static_cast<std::size_t>(tier)] * (met ? 1.0 : -1.0);
-    result.slo_met += met ? 1 : 0;
+  } else if (kind == RoutingReward::SloDense) {
+    reward = slo_misses();
+  } else {  // LoadBalanceShaping: the potential first, then slo_dense's value plus the shaping
+    const double potential = load_potential();
+    const double shaping = potential - potential_;
+    potential_ = potential;
+    reward = slo_misses() + shaping;
   }
+  for (std::size_t o = seen_; o < log.size(); ++o) result.slo_met += meets_slo(o) ? 1 : 0;
   result.finished = static_cast<std::int64_t>(log.size() - seen_);
   seen_ = log.size();
   if (!valid) reward -= spec_.invalid_action_penalty;
@@ -178,6 +190,79 @@ bool RoutingMDP::meets_slo(std::size_t o) const {
     if (!(tpot_s <= tbt)) return false;
   }
   return true;
+}
+
+double RoutingMDP::tier_weight(std::int64_t tier) const {
+  if (tier < 0 || static_cast<std::size_t>(tier) >= spec_.tier_weights.size()) {
+    throw std::out_of_range("tier " + std::to_string(tier) + " has no tier weight");
+  }
+  return spec_.tier_weights[static_cast<std::size_t>(tier)];
+}
+
+double RoutingMDP::load_potential() const {
+  // −Σ over instances of (requests / COUNT_SCALE)², the sum from 0 in instance order.
+  double sum = 0.0;
+  for (std::size_t i = 0; i < engine_->num_instances(); ++i) {
+    const double share = static_cast<double>(engine_->instance(static_cast<std::int32_t>(i)).num_requests()) /
+                         spec_.load_count_scale;
+    sum += std::pow(share, 2.0);
+  }
+  return -sum;
+}
+
+double RoutingMDP::slo_misses() {
+  // SLOMissReward.__call__: misses of the requests that ended, then the TTFT deadlines passed
+  // (<= now), then the TPOT deadlines passed (< now); each request charged once.
+  const auto later = [](const Due& a, const Due& b) {
+    return a.deadline_s > b.deadline_s || (a.deadline_s == b.deadline_s && a.order > b.order);
+  };
+  const RequestTable& t = engine_->requests();
+  const OutcomeLog& log = engine_->outcome_log();
+  const double now_s = engine_->now_s();
+  for (std::size_t order = dense_seen_; order < engine_->arrived(); ++order) {  // _admit: rows are arrivals
+    const Req r = static_cast<Req>(order);
+    const double target_s = episode_.slo_ttft_s[r];
+    ttft_due_.push_back(Due{t.arrival_s[r] + (std::isnan(target_s) ? kInf : target_s), static_cast<std::int64_t>(order), r});
+    std::push_heap(ttft_due_.begin(), ttft_due_.end(), later);
+  }
+  dense_seen_ = engine_->arrived();
+  double missed = 0.0;
+  for (std::size_t o = seen_; o < log.size(); ++o) {
+    const Req r = log.rows[o];
+    ended_[r] = 1;
+    if (!charged_[r] && !meets_slo(o)) {
+      charged_[r] = 1;
+      missed += tier_weight(t.tier[r]);
+    }
+  }
+  while (!ttft_due_.empty() && ttft_due_.front().deadline_s <= now_s) {
+    std::pop_heap(ttft_due_.begin(), ttft_due_.end(), later);
+    const Due due = ttft_due_.back();
+    ttft_due_.pop_back();
+    const Req r = due.row;
+    if (charged_[r]) continue;
+    if (!(t.first_token_s[r] <= due.deadline_s)) {
+      charged_[r] = 1;
+      missed += tier_weight(t.tier[r]);
+      continue;
+    }
+    const double tbt_s = episode_.slo_tbt_s[r];
+    const std::int64_t output_tokens = t.output_tokens[r];
+    if (!std::isnan(tbt_s) && output_tokens > 1 && !ended_[r]) {
+      tpot_due_.push_back(Due{t.first_token_s[r] + tbt_s * static_cast<double>(output_tokens - 1), due.order, r});
+      std::push_heap(tpot_due_.begin(), tpot_due_.end(), later);
+    }
+  }
+  while (!tpot_due_.empty() && tpot_due_.front().deadline_s < now_s) {
+    std::pop_heap(tpot_due_.begin(), tpot_due_.end(), later);
+    const Req r = tpot_due_.back().row;
+    tpot_due_.pop_back();
+    if (!ended_[r] && !charged_[r]) {
+      charged_[r] = 1;
+      missed += tier_weight(t.tier[r]);
+    }
+  }
+  return -missed;
 }
 
 double RoutingMDP::cost_usd() const {

@@ -16,8 +16,8 @@
 
 namespace servegym_core {
 
-// Reward functions the kernel computes (envs.rewards.REWARDS' names).
-enum class RoutingReward : std::int32_t { Slo = 0 };
+// Reward functions the kernel computes (envs.rewards.REWARDS' names): slo, slo_dense, slo_balance.
+enum class RoutingReward : std::int32_t { Slo = 0, SloDense = 1, SloBalance = 2 };
 
 // What is fixed for every episode of one env configuration, given by envs/vector.py from the env.
 struct RoutingSpec {
@@ -39,6 +39,7 @@ struct RoutingSpec {
   double recent_window_s = 10.0;
   std::int32_t reward = 0;               // RoutingReward
   std::vector<double> tier_weights;      // envs.rewards.tier_weights
+  double load_count_scale = 16.0;        // LoadBalanceShaping.COUNT_SCALE (slo_balance)
   double invalid_action_penalty = 1.0;
 };
 
@@ -54,6 +55,7 @@ struct RoutingEpisode {
   std::vector<double> held_usd_per_gpu_s;
   double cost_closed_usd = 0.0;
   double cost_rate_usd_per_s = 0.0;  // Cluster.cost_rate_usd_per_s()
+  double potential = 0.0;            // slo_balance: LoadBalanceShaping's potential at the reset
   // The pending decision (Decision kind 1 route / 2 phase, its request row, the phase's instance).
   std::int32_t decision_kind = 0;
   Req decision_row = -1;
@@ -100,6 +102,10 @@ class RoutingMDP {
   void fill_mask(const RoutingRow& row);
   void update_service_time();
   bool meets_slo(std::size_t outcome) const;
+  // envs.rewards.SLOMissReward.__call__ (slo_dense) and LoadBalanceShaping.potential.
+  double slo_misses();
+  double load_potential() const;
+  double tier_weight(std::int64_t tier) const;
   double cost_usd() const;
 
   RoutingSpec spec_;
@@ -113,6 +119,17 @@ class RoutingMDP {
   std::vector<double> service_ewma_s_;
   std::vector<std::uint8_t> service_measured_;
   // Scratch of fill_instances: raw features, one row per live instance.
+  // slo_dense's state (SLOMissReward): arrivals admitted, requests ended and charged (by row), and
+  // the TTFT and TPOT deadlines due as min-heaps of (deadline, arrival order, row).
+  struct Due {
+    double deadline_s;
+    std::int64_t order;
+    Req row;
+  };
+  std::size_t dense_seen_ = 0;
+  std::vector<std::uint8_t> ended_, charged_;
+  std::vector<Due> ttft_due_, tpot_due_;
+  double potential_ = 0.0;
   std::vector<double> raw_;
   std::vector<std::int64_t> snapshot_;
 };
