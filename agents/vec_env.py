@@ -12,12 +12,15 @@ terminated); at an episode's end the info also holds ``episode_metrics``, ``epis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.monitor import ResultsWriter
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from envs.routing import RoutingEnv
@@ -92,3 +95,45 @@ class NativeVecEnv(VecEnv):
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         raise NotImplementedError("NativeVecEnv renders nothing (render_mode=None)")
+
+
+class VecEpisodeMonitor(VecEnvWrapper):
+    """SB3's ``Monitor`` for each env of a ``NativeVecEnv``, as ``agents.train`` wraps single envs:
+    env i's finished episodes (return, length, time since ``t_starts[i]``) go to ``filenames[i]``
+    (a CSV ``stable_baselines3.common.monitor.load_results`` reads) and to its info's ``episode``;
+    ``tier_metrics(outcomes, duration_s)`` adds to ``episode_metrics`` first (the per-tier SLO
+    attainment of ``agents.train.EpisodeTierMetrics``)."""
+
+    def __init__(self, venv: VecEnv, filenames: Sequence[str], t_starts: Sequence[float | None], env_id: str,
+                 tier_metrics: Callable[[Any, float], dict[str, float]]) -> None:
+        super().__init__(venv)
+        now = time.time()
+        self.t_starts = [now if t is None else t for t in t_starts]
+        self.writers = [ResultsWriter(name, header={"t_start": now, "env_id": env_id},
+                                      override_existing=not Path(name).exists()) for name in filenames]
+        self.tier_metrics = tier_metrics
+        self.rewards: list[list[float]] = [[] for _ in range(venv.num_envs)]
+
+    def reset(self) -> VecEnvObs:
+        self.rewards = [[] for _ in range(self.num_envs)]
+        return self.venv.reset()
+
+    def step_wait(self) -> VecEnvStepReturn:
+        observations, rewards, dones, infos = self.venv.step_wait()
+        for i, reward in enumerate(rewards.tolist()):
+            self.rewards[i].append(float(reward))
+            if dones[i]:
+                info = infos[i]
+                metrics = info["episode_metrics"]
+                info["episode_metrics"] = {**metrics, **self.tier_metrics(info["episode_outcomes"], metrics["duration_s"])}
+                episode = {"r": round(sum(self.rewards[i]), 6), "l": len(self.rewards[i]),
+                           "t": round(time.time() - self.t_starts[i], 6)}
+                self.writers[i].write_row(episode)
+                info["episode"] = episode
+                self.rewards[i] = []
+        return observations, rewards, dones, infos
+
+    def close(self) -> None:
+        for writer in self.writers:
+            writer.close()
+        self.venv.close()
