@@ -87,7 +87,7 @@ from agents.config import (
 from agents.dashboard import episode_metric_names, tier_slo_attainment
 from agents.frozen_heap import frozen_heap
 from agents.model_files import TRUST_FLAG, load_model, load_vecnormalize
-from agents.vec_env import NativeVecEnv, VecEpisodeMonitor
+from agents.vec_env import NativeVecEnv, VecEpisodeMonitor, VecFlattenServingObservation
 from agents.training_log import ContinuedCSVOutputFormat, ContinuedLogger, StepProgressBar
 from baselines import make as make_policy
 from envs.wrappers import FlattenServingObservation
@@ -201,11 +201,10 @@ def make_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | 
 
 def native_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | None]) -> VecEnv:
     """``make_vec_env``'s ``NativeVecEnv``, monitored per env as ``_monitored_env`` monitors one."""
-    if config.flat_observation:
-        raise ValueError(f"vec_env native: policy {config.policy} takes a flattened observation; the native vector "
-                         "env gives the Dict one (use a MultiInput policy or InstanceScoringPolicy, or vec_env dummy)")
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in config.env_kwargs.items()}
-    venv = NativeVecEnv(config.n_envs, env_id=config.env_id, scenario=config.scenario, **kwargs)
+    venv: VecEnv = NativeVecEnv(config.n_envs, env_id=config.env_id, scenario=config.scenario, **kwargs)
+    if config.flat_observation:
+        venv = VecFlattenServingObservation(venv)
     return VecEpisodeMonitor(venv, [str(monitor_path(run_dir, rank)) for rank in range(config.n_envs)], t_starts,
                              config.env_id, tier_slo_attainment)
 

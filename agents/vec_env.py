@@ -25,6 +25,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvO
 
 from envs.routing import RoutingEnv
 from envs.vector import RoutingPool
+from envs.wrappers import FlattenServingObservation, flatten_serving_observation
 
 
 class NativeVecEnv(VecEnv):
@@ -137,3 +138,22 @@ class VecEpisodeMonitor(VecEnvWrapper):
         for writer in self.writers:
             writer.close()
         self.venv.close()
+
+
+class VecFlattenServingObservation(VecEnvWrapper):
+    """``envs.wrappers.FlattenServingObservation`` over a ``NativeVecEnv``'s stacked observations
+    (and its infos' ``terminal_observation``), for plain MLP policies."""
+
+    def __init__(self, venv: NativeVecEnv) -> None:
+        space = FlattenServingObservation(venv.pool.envs[0]).observation_space
+        super().__init__(venv, observation_space=space)
+
+    def reset(self) -> VecEnvObs:
+        return flatten_serving_observation(self.venv.reset(), batch_dims=1)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        observations, rewards, dones, infos = self.venv.step_wait()
+        for info in infos:
+            if "terminal_observation" in info:
+                info["terminal_observation"] = flatten_serving_observation(info["terminal_observation"])
+        return flatten_serving_observation(observations, batch_dims=1), rewards, dones, infos
