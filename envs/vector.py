@@ -9,7 +9,7 @@ keyword arguments and give, env by env, the trajectories of single envs seeded a
 float32 observations and masks, float64 rewards, ends, step infos and episode metrics.
 
 What the kernel covers, checked at construction (anything else raises ``NotCoveredError`` naming
-it): ``RoutingEnv`` itself on the compiled backend; ``reward="slo"``; ``render_mode=None``; the
+it): ``RoutingEnv`` itself on the compiled backend; the rewards of ``COVERED_REWARDS``; ``render_mode=None``; the
 observation fields of ``envs.observation`` and ``routing_context`` (every scenario feature they
 depend on: tiers, reasoning, a TPOT target, prefix caching), for scenarios whose cluster is a plain
 ``CompiledCluster`` with no Python callback. Resets run in Python (the workload is drawn from each
@@ -31,12 +31,21 @@ from servegym_core import _core
 
 from envs.base import InvalidActionError
 from envs.observation import SERVICE_TIME_EWMA_WEIGHT
-from envs.rewards import BalancedSLOMissReward, LoadBalanceShaping, SLOMissReward, SLOReward
+from envs.rewards import (
+    BalancedDenseLatencyReward,
+    BalancedSLOMissReward,
+    DenseLatencyReward,
+    LoadBalanceShaping,
+    SLOMissReward,
+    SLOReward,
+    tier_weights,
+)
 from envs.routing import RoutingEnv
 from envs.scenario import Scenario
 from simulator.compiled import CompiledCluster
 
-COVERED_REWARDS = {"slo": (0, SLOReward), "slo_dense": (1, SLOMissReward), "slo_balance": (2, BalancedSLOMissReward)}
+COVERED_REWARDS = {"slo": (0, SLOReward), "slo_dense": (1, SLOMissReward), "slo_balance": (2, BalancedSLOMissReward),
+                   "latency_dense": (3, DenseLatencyReward), "latency_balance": (4, BalancedDenseLatencyReward)}
 """The rewards the kernel computes, by name: the kernel's code and the Python class it ports."""
 ROUTING_CONTEXT = ("is_arrival", "is_phase_change", "prompt_tokens", "generated_tokens", "tier", "recent_qps",
                    "cost_rate", "arrived", "source_slot")
@@ -94,7 +103,8 @@ def kernel_spec(env: gym.Env) -> Any:
     spec.ctx_source_slot = schema.context_positions("source_slot").tolist()
     spec.reward = COVERED_REWARDS[env.reward_name][0]
     spec.load_count_scale = LoadBalanceShaping.COUNT_SCALE
-    spec.tier_weights = list(env.reward_fn.weights)
+    spec.e2e_scale_s = DenseLatencyReward.E2E_SCALE_S
+    spec.tier_weights = tier_weights(env.scenario)
     spec.invalid_action_penalty = float(env.invalid_action_penalty)
     return spec
 
@@ -127,8 +137,11 @@ def episode_numbers(env: RoutingEnv) -> Any:
     episode.held_usd_per_gpu_s = [float(usd) for _, _, usd in held]
     episode.cost_closed_usd = float(cluster._cost_closed_usd)
     episode.cost_rate_usd_per_s = float(cluster.cost_rate_usd_per_s())
-    if isinstance(env.reward_fn, LoadBalanceShaping):
-        episode.potential = env.reward_fn._potential
+    reward = env.reward_fn
+    if isinstance(reward, LoadBalanceShaping):
+        episode.potential = reward._potential
+    if isinstance(reward, DenseLatencyReward):
+        episode.latency_last_s, episode.latency_arrived, episode.latency_ended = reward._last_s, reward._arrived, reward._ended
     decision = env._decision
     if decision is not None:
         episode.decision_kind = 1 if decision.kind == "route" else 2

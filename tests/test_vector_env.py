@@ -93,9 +93,9 @@ def test_four_envs_give_four_single_envs_trajectories() -> None:
     replay({"scenario": "default", **SMALL}, seed=11, num_envs=4, episodes=6)
 
 
-@pytest.mark.parametrize("reward", ["slo_dense", "slo_balance"])
+@pytest.mark.parametrize("reward", ["slo_dense", "slo_balance", "latency_dense", "latency_balance"])
 @pytest.mark.parametrize(("scenario", "slots"), [("default", 10), ("pascal", 10)])
-def test_dense_slo_rewards_give_the_single_envs_rewards(reward: str, scenario: str, slots: int) -> None:
+def test_dense_rewards_give_the_single_envs_rewards(reward: str, scenario: str, slots: int) -> None:
     kwargs = {"scenario": scenario, "max_instances": slots, "reward": reward, **SMALL, "episode_requests": 60,
               "rate_rps": 40.0}
     seen = replay(kwargs, seed=5, num_envs=2, episodes=2)
@@ -152,6 +152,7 @@ def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
 
 @pytest.mark.parametrize(("kwargs", "named"), [
     ({"reward": "latency"}, "reward='latency'"),
+    ({"reward": "cost"}, "reward='cost'"),
     ({"backend": "python"}, "backend='python'"),
     ({"render_mode": "ansi"}, "render_mode='ansi'"),
     ({"env_id": "servegym/Tier-v0"}, "env_id 'servegym/Tier-v0'"),
@@ -182,5 +183,6 @@ def test_bad_actions_raise_naming_them() -> None:
 
 
 def test_reward_not_covered_is_named_by_its_name() -> None:
-    with pytest.raises(NotCoveredError, match="reward='latency_dense' \\(covered: slo, slo_dense, slo_balance\\)"):
-        NativeVectorEnv(1, scenario="default", reward="latency_dense", **SMALL)
+    with pytest.raises(NotCoveredError, match="reward='ttft_dense' \\(covered: slo, slo_dense, slo_balance, "
+                                              "latency_dense, latency_balance\\)"):
+        NativeVectorEnv(1, scenario="default", reward="ttft_dense", **SMALL)

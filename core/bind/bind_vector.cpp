@@ -52,7 +52,8 @@ void bind_vector(nb::module_& m) {
       .def_rw("reward", &S::reward)
       .def_rw("tier_weights", &S::tier_weights)
       .def_rw("invalid_action_penalty", &S::invalid_action_penalty)
-      .def_rw("load_count_scale", &S::load_count_scale);
+      .def_rw("load_count_scale", &S::load_count_scale)
+      .def_rw("e2e_scale_s", &S::e2e_scale_s);
 
   using E = RoutingEpisode;
   nb::class_<E>(m, "RoutingEpisode", "One Routing-v0 episode's numbers that live in Python (envs.vector).")
@@ -69,6 +70,9 @@ void bind_vector(nb::module_& m) {
       .def_rw("cost_closed_usd", &E::cost_closed_usd)
       .def_rw("cost_rate_usd_per_s", &E::cost_rate_usd_per_s)
       .def_rw("potential", &E::potential)
+      .def_rw("latency_last_s", &E::latency_last_s)
+      .def_rw("latency_arrived", &E::latency_arrived)
+      .def_rw("latency_ended", &E::latency_ended)
       .def_rw("decision_kind", &E::decision_kind)
       .def_rw("decision_row", &E::decision_row)
       .def_rw("decision_instance", &E::decision_instance);

@@ -56,7 +56,7 @@ RoutingMDP::RoutingMDP(RoutingSpec spec) : spec_(std::move(spec)) {
     throw std::invalid_argument("context one-hot groups: tier needs num_tiers positions, source_slot max_instances");
   }
   if (spec_.headroom_fractions.size() != k) throw std::invalid_argument("headroom_fractions needs num_tiers entries");
-  if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(RoutingReward::SloBalance)) {
+  if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(RoutingReward::LatencyBalance)) {
     throw std::invalid_argument("reward code " + std::to_string(spec_.reward) + " is not one the kernel computes");
   }
 }
@@ -109,6 +109,10 @@ void RoutingMDP::attach(Engine* engine, RoutingEpisode episode, const RoutingRow
   ttft_due_.clear();
   tpot_due_.clear();
   potential_ = episode_.potential;
+  if (episode_.latency_arrived < 0 || episode_.latency_ended < 0) throw std::invalid_argument("negative latency counts");
+  latency_last_s_ = episode_.latency_last_s;
+  latency_arrived_ = static_cast<std::size_t>(episode_.latency_arrived);
+  latency_ended_ = static_cast<std::size_t>(episode_.latency_ended);
   fill(row);
 }
 
@@ -151,11 +155,13 @@ RoutingStepResult RoutingMDP::step(std::int64_t action, const RoutingRow& row) {
     }
   } else if (kind == RoutingReward::SloDense) {
     reward = slo_misses();
-  } else {  // LoadBalanceShaping: the potential first, then slo_dense's value plus the shaping
+  } else if (kind == RoutingReward::LatencyDense) {
+    reward = dense_latency();
+  } else {  // LoadBalanceShaping: the potential first, then the dense reward plus the shaping
     const double potential = load_potential();
     const double shaping = potential - potential_;
     potential_ = potential;
-    reward = slo_misses() + shaping;
+    reward = (kind == RoutingReward::SloBalance ? slo_misses() : dense_latency()) + shaping;
   }
   for (std::size_t o = seen_; o < log.size(); ++o) result.slo_met += meets_slo(o) ? 1 : 0;
   result.finished = static_cast<std::int64_t>(log.size() - seen_);
@@ -263,6 +269,28 @@ double RoutingMDP::slo_misses() {
     }
   }
   return -missed;
+}
+
+double RoutingMDP::dense_latency() {
+  // ∫ requests in the system dt over the step: in_system · Δt + Σ (now − arrival) over the step's
+  // arrivals − Σ (now − end) over its ends, each sum from 0 in order; −that / E2E_SCALE_S.
+  const double now_s = engine_->now_s();
+  const std::int64_t in_system =
+      static_cast<std::int64_t>(latency_arrived_) - static_cast<std::int64_t>(latency_ended_);
+  double request_s = static_cast<double>(in_system) * (now_s - latency_last_s_);
+  const RequestTable& t = engine_->requests();
+  const std::size_t arrived = engine_->arrived();
+  double arrivals_s = 0.0;
+  for (std::size_t r = latency_arrived_; r < arrived; ++r) arrivals_s += now_s - t.arrival_s[r];
+  request_s += arrivals_s;
+  const OutcomeLog& log = engine_->outcome_log();
+  double ends_s = 0.0;
+  for (std::size_t o = latency_ended_; o < log.size(); ++o) ends_s += now_s - log.finish_s[o];
+  request_s -= ends_s;
+  latency_last_s_ = now_s;
+  latency_arrived_ = arrived;
+  latency_ended_ = log.size();
+  return -request_s / spec_.e2e_scale_s;
 }
 
 double RoutingMDP::cost_usd() const {

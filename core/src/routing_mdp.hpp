@@ -16,8 +16,9 @@
 
 namespace servegym_core {
 
-// Reward functions the kernel computes (envs.rewards.REWARDS' names): slo, slo_dense, slo_balance.
-enum class RoutingReward : std::int32_t { Slo = 0, SloDense = 1, SloBalance = 2 };
+// Reward functions the kernel computes (envs.rewards.REWARDS' names): slo, slo_dense, slo_balance,
+// latency_dense, latency_balance.
+enum class RoutingReward : std::int32_t { Slo = 0, SloDense = 1, SloBalance = 2, LatencyDense = 3, LatencyBalance = 4 };
 
 // What is fixed for every episode of one env configuration, given by envs/vector.py from the env.
 struct RoutingSpec {
@@ -39,7 +40,8 @@ struct RoutingSpec {
   double recent_window_s = 10.0;
   std::int32_t reward = 0;               // RoutingReward
   std::vector<double> tier_weights;      // envs.rewards.tier_weights
-  double load_count_scale = 16.0;        // LoadBalanceShaping.COUNT_SCALE (slo_balance)
+  double load_count_scale = 16.0;        // LoadBalanceShaping.COUNT_SCALE (the *_balance rewards)
+  double e2e_scale_s = 10.0;             // DenseLatencyReward.E2E_SCALE_S (latency_dense, latency_balance)
   double invalid_action_penalty = 1.0;
 };
 
@@ -55,7 +57,11 @@ struct RoutingEpisode {
   std::vector<double> held_usd_per_gpu_s;
   double cost_closed_usd = 0.0;
   double cost_rate_usd_per_s = 0.0;  // Cluster.cost_rate_usd_per_s()
-  double potential = 0.0;            // slo_balance: LoadBalanceShaping's potential at the reset
+  double potential = 0.0;            // the *_balance rewards: LoadBalanceShaping's potential at the reset
+  // latency_dense's state at the reset (DenseLatencyReward): the clock, arrivals and ends it saw.
+  double latency_last_s = 0.0;
+  std::int64_t latency_arrived = 0;
+  std::int64_t latency_ended = 0;
   // The pending decision (Decision kind 1 route / 2 phase, its request row, the phase's instance).
   std::int32_t decision_kind = 0;
   Req decision_row = -1;
@@ -104,6 +110,7 @@ class RoutingMDP {
   bool meets_slo(std::size_t outcome) const;
   // envs.rewards.SLOMissReward.__call__ (slo_dense) and LoadBalanceShaping.potential.
   double slo_misses();
+  double dense_latency();  // envs.rewards.DenseLatencyReward.__call__
   double load_potential() const;
   double tier_weight(std::int64_t tier) const;
   double cost_usd() const;
@@ -130,6 +137,8 @@ class RoutingMDP {
   std::vector<std::uint8_t> ended_, charged_;
   std::vector<Due> ttft_due_, tpot_due_;
   double potential_ = 0.0;
+  double latency_last_s_ = 0.0;
+  std::size_t latency_arrived_ = 0, latency_ended_ = 0;
   std::vector<double> raw_;
   std::vector<std::int64_t> snapshot_;
 };
