@@ -156,10 +156,11 @@ def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
     ({"backend": "python"}, "backend='python'"),
     ({"render_mode": "ansi"}, "render_mode='ansi'"),
     ({"env_id": "servegym/Tier-v0"}, "env_id 'servegym/Tier-v0'"),
+    ({"scenario": "cauchy_autoscaling"}, "scenario type ComboScalingScenario"),
 ])
 def test_configurations_not_covered_raise_naming_them(kwargs: dict, named: str) -> None:
     kwargs = {"scenario": "default", "episode_requests": 24, "backend": "compiled", **kwargs}
-    with pytest.raises(NotCoveredError, match=named):
+    with pytest.raises(NotCoveredError, match=f"does not cover {named}"):
         NativeVectorEnv(2, **kwargs)
 
 
@@ -186,3 +187,13 @@ def test_reward_not_covered_is_named_by_its_name() -> None:
     with pytest.raises(NotCoveredError, match="reward='ttft_dense' \\(covered: slo, slo_dense, slo_balance, "
                                               "latency_dense, latency_balance\\)"):
         NativeVectorEnv(1, scenario="default", reward="ttft_dense", **SMALL)
+
+
+def test_an_observation_field_the_kernel_does_not_write_raises_naming_it(monkeypatch) -> None:
+    import envs.observation as observation
+    from envs.schema import IDENTITY, Field
+
+    extra = Field("new_column", "flag", IDENTITY, "a column added to envs.observation")
+    monkeypatch.setattr(observation, "INSTANCE_FIELDS", observation.INSTANCE_FIELDS + (extra,))
+    with pytest.raises(NotCoveredError, match="instance field 'new_column' \\(the kernel writes 'tier_0' there\\)"):
+        NativeVectorEnv(1, scenario="default", **SMALL)
