@@ -115,8 +115,9 @@ def episode_numbers(env: RoutingEnv) -> Any:
     cluster = env.cluster
     if type(cluster) is not CompiledCluster:
         raise _not_covered(f"cluster type {type(cluster).__name__}")
-    if cluster._callbacks or cluster.completion_hook is not None:
-        raise _not_covered("Python callbacks or a completion hook in the cluster")
+    if cluster._callbacks or cluster.completion_hook is not None or cluster.phase_router is not None:
+        raise _not_covered("Python callbacks, a completion hook or a phase router in the cluster (the kernel steps "
+                           "the engine without the GIL)")
     if env.slot_instance_ids() != list(range(len(cluster.instances))):
         raise _not_covered("instance slots other than the instances in deployment order")
     requests = cluster._row_requests

@@ -197,3 +197,15 @@ def test_an_observation_field_the_kernel_does_not_write_raises_naming_it(monkeyp
     monkeypatch.setattr(observation, "INSTANCE_FIELDS", observation.INSTANCE_FIELDS + (extra,))
     with pytest.raises(NotCoveredError, match="instance field 'new_column' \\(the kernel writes 'tier_0' there\\)"):
         NativeVectorEnv(1, scenario="default", **SMALL)
+
+
+def test_a_cluster_that_calls_python_raises_at_reset(monkeypatch) -> None:
+    """The kernel steps engines without the GIL: a Python phase router there is refused."""
+    from envs.routing import RoutingEnv
+
+    monkeypatch.setattr(RoutingEnv, "cluster_options",
+                        lambda self: {"router": None, "external_phase_decisions": True,
+                                      "phase_router": lambda cluster, seq, instance: instance.instance_id})
+    vector = NativeVectorEnv(1, scenario="pascal", **SMALL)
+    with pytest.raises(NotCoveredError, match="a phase router in the cluster"):
+        vector.reset(seed=0)
