@@ -7,9 +7,11 @@ The files are servegym's own format, not RL Zoo's (``rl_zoo3`` cannot read them:
 names follow SB3's constructor arguments. A hyper-parameter file has a ``defaults`` section and optional sections named by env ID; the
 env's section overrides ``defaults`` key by key (nested dicts are merged). Keys: ``policy``,
 ``n_envs``, ``vec_env`` (``subproc``: one process per env when n_envs > 1; ``dummy``: all in
-this process; ``auto``, the default: ``subproc`` where the machine has a core for each env and
-one more for training, else ``dummy``; the same seed trains the same model under each, only the
-wall time differs; ``agents.train.uses_subprocess_envs``), ``n_timesteps``, ``normalize`` (false, true or VecNormalize
+this process; ``native``: servegym/Routing-v0's envs stepped together in the compiled core,
+``agents.vec_env.NativeVecEnv``, for the configurations it covers; ``auto``, the default:
+``subproc`` where the machine has a core for each env and one more for training, else ``dummy``;
+the same seed trains the same model under each, only the wall time differs;
+``agents.train.uses_subprocess_envs``), ``n_timesteps``, ``normalize`` (false, true or VecNormalize
 keyword arguments),
 ``learning_rate``, ``clip_range`` and ``clip_range_vf`` may be ``lin_<value>`` (RL Zoo's linear
 schedule: ``value`` at the start of training, 0 at its end);
@@ -48,7 +50,7 @@ from agents.policies import InstanceScoringPolicy, MaskableInstanceScoringPolicy
 HYPERPARAMS_DIR = Path(__file__).parent / "hyperparams"
 DEFAULTS_SECTION = "defaults"
 RUN_KEYS = ("policy", "n_envs", "vec_env", "n_timesteps", "normalize", "env_kwargs", "policy_kwargs")
-VEC_ENVS = ("auto", "subproc", "dummy")
+VEC_ENVS = ("auto", "subproc", "dummy", "native")
 # Constructor arguments a run fixes itself, or that take Python classes a YAML file cannot name.
 RESERVED_ALGO_ARGS = frozenset({
     "self", "policy", "env", "seed", "device", "verbose", "tensorboard_log", "policy_kwargs",

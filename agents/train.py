@@ -87,6 +87,7 @@ from agents.config import (
 from agents.dashboard import episode_metric_names, tier_slo_attainment
 from agents.frozen_heap import frozen_heap
 from agents.model_files import TRUST_FLAG, load_model, load_vecnormalize
+from agents.vec_env import NativeVecEnv, VecEpisodeMonitor, VecFlattenServingObservation
 from agents.training_log import ContinuedCSVOutputFormat, ContinuedLogger, StepProgressBar
 from baselines import make as make_policy
 from envs.wrappers import FlattenServingObservation
@@ -166,7 +167,7 @@ def uses_subprocess_envs(n_envs: int, vec_env: str, cores: int | None = None) ->
     1.2-1.4x faster on every env ID (``env_speed --shipped-hyperparams``), to the same model."""
     if vec_env not in VEC_ENVS:
         raise ValueError(f"unknown vec_env {vec_env!r}; known: {list(VEC_ENVS)}")
-    if n_envs <= 1 or vec_env == "dummy":
+    if n_envs <= 1 or vec_env in ("dummy", "native"):
         return False
     return vec_env == "subproc" or (usable_cores() if cores is None else cores) > n_envs
 
@@ -183,16 +184,29 @@ def check_n_envs(n_envs: int, vec_env: str, open_files_limit: int | None = None)
 
 
 def make_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | None] | None = None) -> VecEnv:
-    """``n_envs`` monitored envs: ``SubprocVecEnv`` where ``uses_subprocess_envs``, else
-    ``Float64RewardDummyVecEnv``; both give the same training for the same seed.
-    Action masks reach MaskablePPO through ``env_method("action_masks")`` either way.
+    """``n_envs`` monitored envs: with ``vec_env="native"`` a ``NativeVecEnv`` (Routing-v0 in the
+    compiled core; a configuration it does not cover raises naming it); else ``SubprocVecEnv``
+    where ``uses_subprocess_envs``, else ``Float64RewardDummyVecEnv``. All give the same training
+    for the same seed. Action masks reach MaskablePPO through ``env_method("action_masks")`` in each.
     ``t_starts``: each rank's Monitor start time (a resumed run's)."""
     (run_dir / "monitor").mkdir(parents=True, exist_ok=True)
-    subprocess_envs = uses_subprocess_envs(config.n_envs, config.vec_env)
     t_starts = t_starts or [None] * config.n_envs
+    if config.vec_env == "native":
+        return native_vec_env(config, run_dir, t_starts)
+    subprocess_envs = uses_subprocess_envs(config.n_envs, config.vec_env)
     env_fns = [partial(_monitored_env, config, str(monitor_path(run_dir, rank)), t_starts[rank], subprocess_envs)
                for rank in range(config.n_envs)]
     return SubprocVecEnv(env_fns) if subprocess_envs else Float64RewardDummyVecEnv(env_fns)
+
+
+def native_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | None]) -> VecEnv:
+    """``make_vec_env``'s ``NativeVecEnv``, monitored per env as ``_monitored_env`` monitors one."""
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in config.env_kwargs.items()}
+    venv: VecEnv = NativeVecEnv(config.n_envs, env_id=config.env_id, scenario=config.scenario, **kwargs)
+    if config.flat_observation:
+        venv = VecFlattenServingObservation(venv)
+    return VecEpisodeMonitor(venv, [str(monitor_path(run_dir, rank)) for rank in range(config.n_envs)], t_starts,
+                             config.env_id, tier_slo_attainment)
 
 
 def monitor_path(run_dir: Path, rank: int) -> Path:
@@ -461,8 +475,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timesteps", type=int, help="env steps (more steps when resuming); default: hyper-parameters")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--n-envs", type=int, help="parallel envs; default: hyper-parameters")
-    parser.add_argument("--vec-env", choices=VEC_ENVS, help="auto (default: subproc when the machine has more cores than n-envs), subproc or dummy, "
-                             "when n-envs > 1")
+    parser.add_argument("--vec-env", choices=VEC_ENVS,
+                        help="default: the hyper-parameters' (else auto: subproc when the machine has more cores than "
+                             "n-envs, else dummy); subproc or dummy when n-envs > 1; native: Routing-v0's envs stepped "
+                             "together in the compiled core (agents.vec_env.NativeVecEnv)")
     parser.add_argument("--device", choices=DEVICES, help="default: cpu (faster than CUDA for these MLP policies; auto: CUDA when present)")
     parser.add_argument("--torch-threads", type=int, help="torch intra-op threads (default 1)")
     parser.add_argument("--hyperparams", type=Path, help="YAML file (default: agents/hyperparams/<algo>.yml)")

@@ -289,6 +289,12 @@ class InstanceFeatures:
         self._layout_key: tuple[int, tuple[int | None, ...]] | None = None  # layout version and slots of _layout
         self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # ``_slot_layout``'s answer
 
+    @property
+    def static_features(self) -> np.ndarray:
+        """Role flags (aggregated, prefill, decode) and hardware (TFLOP/s, GB/s, USD/h) of every
+        instance the last fill saw, 6 x instances (read them, do not write)."""
+        return self._static
+
     def fill(self, cluster: Cluster, slots: Sequence[int | None] | None = None, request: SimSequence | None = None,
              ) -> np.ndarray:
         """Row k describes instance ``slots[k]`` (an instance id, or None for an empty slot);

@@ -203,6 +203,11 @@ class ColumnEncoder:
         self._k = np.array([1.0 if e.kind in ("ratio", "signed_ratio") else 0.0 for e in encodings])
         self._c = np.array([e.scale if e.kind in ("ratio", "signed_ratio", "linear") else 1.0 for e in encodings])
 
+    @property
+    def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """(k, c) per position: what a compiled encoder needs to write the same values."""
+        return self._k, self._c
+
     def encode(self, raw: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Encode ``raw`` (float64, last axis of length ``size``; clipped in place) into ``out``."""
         np.minimum(raw, INFINITY_STAND_IN, out=raw)
@@ -270,6 +275,16 @@ class ObservationSchema:
         object.__setattr__(self, "_context_writers", tuple(writers))
 
     # ----------------------------------------------------------------- sizes and positions
+    @property
+    def instance_encoder(self) -> ColumnEncoder:
+        """The encoder of the ``instances`` columns."""
+        return self._instance_encoder
+
+    @property
+    def context_encoder(self) -> ColumnEncoder:
+        """The encoder of the ``context`` positions."""
+        return self._context_encoder
+
     @property
     def instance_feature_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.instance_fields)

@@ -9,6 +9,15 @@ import numpy as np
 from gymnasium import spaces
 
 
+def flatten_serving_observation(observation: dict[str, Any], batch_dims: int = 0) -> np.ndarray:
+    """``instances`` (row-major), ``context`` and ``action_mask`` as one float32 vector, the first
+    ``batch_dims`` dimensions kept (1: a vector env's stacked observations, one row per env)."""
+    keys = FlattenServingObservation.KEYS
+    batch = np.shape(observation[keys[0]])[:batch_dims]
+    return np.concatenate([np.asarray(observation[k], dtype=np.float32).reshape(*batch, -1) for k in keys],
+                          axis=batch_dims)
+
+
 class FlattenServingObservation(gym.ObservationWrapper):
     """Concatenate ``instances`` (row-major), ``context`` and ``action_mask`` into one float32
     ``Box`` for plain MLP policies. ``action_masks()`` still reaches the wrapped env."""
@@ -23,7 +32,7 @@ class FlattenServingObservation(gym.ObservationWrapper):
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
 
     def observation(self, observation: dict[str, Any]) -> np.ndarray:
-        return np.concatenate([np.asarray(observation[k], dtype=np.float32).reshape(-1) for k in self.KEYS])
+        return flatten_serving_observation(observation)
 
     def action_masks(self) -> np.ndarray:
         return self.env.unwrapped.action_masks()

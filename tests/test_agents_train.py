@@ -379,3 +379,27 @@ def test_auto_vector_env_uses_subprocesses_only_with_a_core_per_env_and_one_for_
     assert uses_subprocess_envs(4, "subproc", cores=2) and not uses_subprocess_envs(4, "dummy", cores=16)
     with pytest.raises(ValueError, match="unknown vec_env 'threads'"):
         uses_subprocess_envs(2, "threads")
+
+
+@pytest.mark.parametrize("policy", ["InstanceScoringPolicy", "MlpPolicy"])
+def test_native_and_dummy_envs_train_the_same_model_and_monitor_files(tmp_path, policy):
+    """Routing-v0 under the native vector env (agents.vec_env) trains what DummyVecEnv trains:
+    the same training log (but its times) and the same Monitor rows, per-tier metrics included;
+    with the Dict observation and flattened (MLP policies)."""
+    runs = {}
+    for vec_env in ("dummy", "native"):
+        main(["--env", ROUTING, "--algo", "maskable_ppo", "--timesteps", "128", "--n-envs", "2", "--vec-env", vec_env,
+              "--seed", "1", "--device", "cpu", "--set", f"policy={policy}", "n_steps=32", "batch_size=32", "n_epochs=2",
+              f"env_kwargs.episode_requests={EPISODE_REQUESTS}", "env_kwargs.backend=compiled",
+              "normalize={norm_obs: false, norm_reward: true}",
+              "--checkpoint-freq", "0", "--run-dir", str(tmp_path / vec_env), "--no-progress-bar", "--verbose", "0"])
+        (run_dir,) = (tmp_path / vec_env).iterdir()
+        rows = list(csv.DictReader((run_dir / "progress.csv").read_text().splitlines()))
+        runs[vec_env] = (
+            [{k: v for k, v in row.items() if not k.startswith("time/") or k == "time/total_timesteps"} for row in rows],
+            [[line.split(",")[:2] for line in (run_dir / "monitor" / f"{rank}.monitor.csv").read_text().splitlines()[1:]]
+             for rank in range(2)],
+        )
+    (dummy_log, dummy_monitor), (native_log, native_monitor) = runs.values()
+    assert native_log == dummy_log and "serving/slo_attainment_tier0" in native_log[-1]
+    assert native_monitor == dummy_monitor and len(dummy_monitor[0]) > 2  # header + episodes

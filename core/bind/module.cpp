@@ -6,6 +6,7 @@ const char* source_hash();
 void bind_kernels(nanobind::module_& m);
 void bind_latency(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);
+void bind_vector(nanobind::module_& m);
 }
 
 NB_MODULE(_core, m) {
@@ -19,4 +20,5 @@ NB_MODULE(_core, m) {
   servegym_core::bind_kernels(m);
   servegym_core::bind_latency(m);
   servegym_core::bind_engine(m);
+  servegym_core::bind_vector(m);
 }

@@ -132,6 +132,8 @@ class Engine : public InstanceHost {
   // llumnix: route with these headroom fractions from now on (after submit).
   void set_headroom_fractions(std::vector<double> fractions);
   std::size_t num_outcomes() const { return outcomes_.size(); }
+  // The outcome log itself (rows, finish times, reasons in the order recorded): the MDP kernels read it.
+  const OutcomeLog& outcome_log() const { return outcomes_; }
   std::size_t num_instances() const { return instances_.size(); }
   std::size_t arrived() const { return arrived_; }
 

@@ -192,12 +192,18 @@ def shipped_ppo_steps_per_s(
     """MaskablePPO as ``agents.train`` builds it from the shipped hyper-parameters of
     ``env_id`` (on the simulation ``backend``): its steps per second, the env's share of the wall
     time (time inside the vector env), and the run's ``n_envs``, vector env and steps trained (at
-    least two rollouts)."""
+    least two rollouts). The native vector env runs the compiled engine only: on the python
+    backend its IDs train with ``dummy``, as before it existed."""
     config = build_config(env_id, scenario, "maskable_ppo", seed=0, n_timesteps=steps, device=device,
                           overrides=[f"env_kwargs.backend={backend}"])
     rollout = config.n_envs * config.algo_kwargs["n_steps"]
     config = dataclasses.replace(config, n_timesteps=max(steps, 2 * rollout))
-    vec_env = "subproc" if uses_subprocess_envs(config.n_envs, config.vec_env) else "dummy"
+    if config.vec_env == "native" and backend == "python":
+        config = dataclasses.replace(config, vec_env="dummy")
+    if config.vec_env == "native":
+        vec_env = "native"
+    else:
+        vec_env = "subproc" if uses_subprocess_envs(config.n_envs, config.vec_env) else "dummy"
     threads = torch.get_num_threads()
     torch.set_num_threads(config.torch_threads)
     with tempfile.TemporaryDirectory() as run_dir:

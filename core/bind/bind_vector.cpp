@@ -1,0 +1,119 @@
+// Bindings of core/src/routing_mdp.hpp and vector_engine.hpp (the native vector env): no logic.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "vector_engine.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace servegym_core {
+
+namespace {
+
+// A read-only numpy view of one of the vector engine's buffers; it keeps the engine alive.
+template <class T>
+nb::ndarray<nb::numpy, const T, nb::c_contig> buffer_view(const VectorEngine& vector, const std::vector<T>& values,
+                                                          std::initializer_list<std::size_t> shape) {
+  return nb::ndarray<nb::numpy, const T, nb::c_contig>(values.data(), shape.size(), shape.begin(), nb::find(&vector));
+}
+
+}  // namespace
+
+void bind_vector(nb::module_& m) {
+  using S = RoutingSpec;
+  nb::class_<S>(m, "RoutingSpec", "What the Routing-v0 kernel needs of an env's configuration (envs.vector).")
+      .def(nb::init<>())
+      .def_rw("max_instances", &S::max_instances)
+      .def_rw("num_tiers", &S::num_tiers)
+      .def_rw("per_request_detail", &S::per_request_detail)
+      .def_rw("tpot_target_s", &S::tpot_target_s)
+      .def_rw("fresh_quantum_tokens", &S::fresh_quantum_tokens)
+      .def_rw("prefix_caching", &S::prefix_caching)
+      .def_rw("prefix_match", &S::prefix_match)
+      .def_rw("service_time_ewma_weight", &S::service_time_ewma_weight)
+      .def_rw("headroom_fractions", &S::headroom_fractions)
+      .def_rw("instance_k", &S::instance_k)
+      .def_rw("instance_c", &S::instance_c)
+      .def_rw("context_k", &S::context_k)
+      .def_rw("context_c", &S::context_c)
+      .def_rw("ctx_is_arrival", &S::ctx_is_arrival)
+      .def_rw("ctx_is_phase_change", &S::ctx_is_phase_change)
+      .def_rw("ctx_prompt_tokens", &S::ctx_prompt_tokens)
+      .def_rw("ctx_generated_tokens", &S::ctx_generated_tokens)
+      .def_rw("ctx_recent_qps", &S::ctx_recent_qps)
+      .def_rw("ctx_cost_rate", &S::ctx_cost_rate)
+      .def_rw("ctx_arrived", &S::ctx_arrived)
+      .def_rw("ctx_tier", &S::ctx_tier)
+      .def_rw("ctx_source_slot", &S::ctx_source_slot)
+      .def_rw("recent_window_s", &S::recent_window_s)
+      .def_rw("reward", &S::reward)
+      .def_rw("tier_weights", &S::tier_weights)
+      .def_rw("invalid_action_penalty", &S::invalid_action_penalty)
+      .def_rw("load_count_scale", &S::load_count_scale)
+      .def_rw("e2e_scale_s", &S::e2e_scale_s);
+
+  using E = RoutingEpisode;
+  nb::class_<E>(m, "RoutingEpisode", "One Routing-v0 episode's numbers that live in Python (envs.vector).")
+      .def(nb::init<>())
+      .def_rw("static_features", &E::static_features)
+      .def_rw("arrival_s", &E::arrival_s)
+      .def_rw("slo_ttft_s", &E::slo_ttft_s)
+      .def_rw("slo_ttfat_s", &E::slo_ttfat_s)
+      .def_rw("slo_e2e_s", &E::slo_e2e_s)
+      .def_rw("slo_tbt_s", &E::slo_tbt_s)
+      .def_rw("held_since_s", &E::held_since_s)
+      .def_rw("held_gpus", &E::held_gpus)
+      .def_rw("held_usd_per_gpu_s", &E::held_usd_per_gpu_s)
+      .def_rw("cost_closed_usd", &E::cost_closed_usd)
+      .def_rw("cost_rate_usd_per_s", &E::cost_rate_usd_per_s)
+      .def_rw("potential", &E::potential)
+      .def_rw("latency_last_s", &E::latency_last_s)
+      .def_rw("latency_arrived", &E::latency_arrived)
+      .def_rw("latency_ended", &E::latency_ended)
+      .def_rw("decision_kind", &E::decision_kind)
+      .def_rw("decision_row", &E::decision_row)
+      .def_rw("decision_instance", &E::decision_instance);
+
+  m.def("routing_instance_columns", &RoutingMDP::instance_columns, "num_tiers"_a, "prefix_caching"_a, "prefix_match"_a,
+        "The instance columns the Routing-v0 kernel writes, in order.");
+
+  using V = VectorEngine;
+  nb::class_<V>(m, "VectorEngine", "N Routing-v0 envs stepped by one call on a pool of threads (envs.vector).")
+      .def(nb::init<const RoutingSpec&, std::int32_t, std::int32_t>(), "spec"_a, "num_envs"_a, "num_threads"_a = 0)
+      .def("attach", &V::attach, "env"_a, "engine"_a, "episode"_a,
+           "Env i's new episode: its engine (kept alive by the caller) at its first decision.")
+      .def("step", [](V& v, nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig> actions) {
+        if (actions.shape(0) != static_cast<std::size_t>(v.num_envs())) {
+          throw std::invalid_argument("actions: " + std::to_string(actions.shape(0)) + " for " +
+                                      std::to_string(v.num_envs()) + " envs");
+        }
+        nb::gil_scoped_release released;
+        v.step(actions.data());
+      }, "actions"_a, "Step every env (int64 actions, one per env) without the GIL.")
+      .def_prop_ro("num_envs", &V::num_envs)
+      .def_prop_ro("num_threads", &V::num_threads)
+      .def_prop_ro("instances", [](const V& v) {
+        return buffer_view(v, v.instances, {static_cast<std::size_t>(v.num_envs()), v.slots(), v.features()});
+      })
+      .def_prop_ro("context", [](const V& v) {
+        return buffer_view(v, v.context, {static_cast<std::size_t>(v.num_envs()), v.context_size()});
+      })
+      .def_prop_ro("mask", [](const V& v) {
+        return buffer_view(v, v.mask, {static_cast<std::size_t>(v.num_envs()), v.slots()});
+      })
+      .def_prop_ro("valid", [](const V& v) {
+        return buffer_view(v, v.valid, {static_cast<std::size_t>(v.num_envs()), v.slots()});
+      })
+      .def_prop_ro("done", [](const V& v) { return buffer_view(v, v.done, {v.done.size()}); })
+      .def_prop_ro("invalid_action", [](const V& v) { return buffer_view(v, v.invalid_action, {v.done.size()}); })
+      .def_prop_ro("reward", [](const V& v) { return buffer_view(v, v.reward, {v.done.size()}); })
+      .def_prop_ro("time_s", [](const V& v) { return buffer_view(v, v.time_s, {v.done.size()}); })
+      .def_prop_ro("cost_usd", [](const V& v) { return buffer_view(v, v.cost_usd, {v.done.size()}); })
+      .def_prop_ro("finished", [](const V& v) { return buffer_view(v, v.finished, {v.done.size()}); })
+      .def_prop_ro("slo_met", [](const V& v) { return buffer_view(v, v.slo_met, {v.done.size()}); });
+}
+
+}  // namespace servegym_core

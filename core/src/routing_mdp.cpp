@@ -1,0 +1,528 @@
+#include "routing_mdp.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+namespace servegym_core {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kInfinityStandIn = 1e300;  // envs.schema.INFINITY_STAND_IN
+constexpr std::int64_t kStarting = 0, kServing = 1, kDraining = 2, kStopped = 3;  // LIFECYCLE_CODES
+constexpr std::int32_t kRolePrefill = 1, kRoleDecode = 2;                      // ROLE_CODES
+
+// envs.observation.INSTANCE_FIELDS, in order; the per-tier counts, the shares and the cache columns follow.
+const char* const kBaseColumns[] = {
+    "present", "starting", "serving", "draining", "role_aggregated", "role_prefill", "role_decode",
+    "gpu_tflops", "gpu_bandwidth", "cost_rate", "waiting", "running", "swapped", "kv_used_fraction",
+    "kv_capacity", "freeness", "reasoning", "answering", "fresh_answering", "pacer_behind",
+    "pending_prefill_tokens", "kv_footprint", "demoted", "service_time_ewma", "answers_overdue",
+    "freeness_full", "freeness_normal", "kv_blocks_per_request"};
+enum Column : std::size_t {
+  kPresent = 0, kStartingFlag, kServingFlag, kDrainingFlag, kRoleAggregated, kRolePrefillFlag, kRoleDecodeFlag,
+  kGpuTflops, kGpuBandwidth, kCostRate, kWaitingCol, kRunningCol, kSwappedCol, kKvUsedFraction, kKvCapacity,
+  kFreeness, kReasoningCol, kAnsweringCol, kFreshAnsweringCol, kPacerBehind, kPendingPrefill, kKvFootprint,
+  kDemotedCol, kServiceTimeEwma, kAnswersOverdueCol, kFreenessFull, kFreenessNormal, kKvBlocksPerRequest,
+  kBaseCount
+};
+// envs.observation.REQUEST_COUNT_FIELDS: Instance.request_counts' order.
+constexpr std::size_t kRequestCountColumns[5] = {kReasoningCol, kAnsweringCol, kFreshAnsweringCol, kDemotedCol,
+                                                 kAnswersOverdueCol};
+
+// ColumnEncoder.encode of one value: clipped to ±1e300, then x / (|x| k + c), rounded to float32.
+inline float encode(double x, double k, double c) {
+  if (x > kInfinityStandIn) x = kInfinityStandIn;
+  if (x < -kInfinityStandIn) x = -kInfinityStandIn;
+  const double denominator = std::fabs(x) * k + c;
+  return static_cast<float>(x / denominator);
+}
+
+}  // namespace
+
+RoutingMDP::RoutingMDP(RoutingSpec spec) : spec_(std::move(spec)) {
+  const std::size_t k = static_cast<std::size_t>(spec_.num_tiers);
+  if (spec_.num_tiers < 1 || spec_.max_instances < 1) throw std::invalid_argument("num_tiers and max_instances must be >= 1");
+  columns_ = instance_columns(spec_.num_tiers, spec_.prefix_caching, spec_.prefix_match).size();
+  if (spec_.instance_k.size() != columns_ || spec_.instance_c.size() != columns_) {
+    throw std::invalid_argument("instance encodings: " + std::to_string(spec_.instance_k.size()) + " for " +
+                                std::to_string(columns_) + " columns");
+  }
+  if (spec_.context_k.size() != spec_.context_c.size()) throw std::invalid_argument("context encodings differ in size");
+  if (spec_.ctx_tier.size() != k || spec_.ctx_source_slot.size() != static_cast<std::size_t>(spec_.max_instances)) {
+    throw std::invalid_argument("context one-hot groups: tier needs num_tiers positions, source_slot max_instances");
+  }
+  if (spec_.headroom_fractions.size() != k) throw std::invalid_argument("headroom_fractions needs num_tiers entries");
+  if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(RoutingReward::LatencyBalance)) {
+    throw std::invalid_argument("reward code " + std::to_string(spec_.reward) + " is not one the kernel computes");
+  }
+}
+
+std::vector<std::string> RoutingMDP::instance_columns(std::int32_t num_tiers, bool prefix_caching, bool prefix_match) {
+  std::vector<std::string> names(std::begin(kBaseColumns), std::end(kBaseColumns));
+  for (std::int32_t t = 0; t < num_tiers; ++t) names.push_back("tier_" + std::to_string(t));
+  names.push_back("request_share");
+  for (std::int32_t t = 0; t < num_tiers; ++t) names.push_back("tier_" + std::to_string(t) + "_share");
+  if (prefix_caching) {
+    names.push_back("cache_occupancy");
+    names.push_back("prefix_hit_rate");
+    if (prefix_match) names.push_back("prefix_match_tokens");
+  }
+  return names;
+}
+
+void RoutingMDP::attach(Engine* engine, RoutingEpisode episode, const RoutingRow& row) {
+  if (engine == nullptr || engine->arrays() == nullptr) throw std::invalid_argument("the engine keeps no instance arrays");
+  const std::size_t n = engine->num_instances();
+  if (n > static_cast<std::size_t>(spec_.max_instances)) {
+    throw std::invalid_argument(std::to_string(n) + " instance slots asked, more than the " +
+                                std::to_string(spec_.max_instances) + " available");
+  }
+  if (episode.static_features.size() != 6 * n) throw std::invalid_argument("static_features needs 6 values per instance");
+  const std::size_t rows = engine->requests().size();
+  for (const std::vector<double>* slo : {&episode.slo_ttft_s, &episode.slo_ttfat_s, &episode.slo_e2e_s,
+                                          &episode.slo_tbt_s}) {
+    if (slo->size() != rows) throw std::invalid_argument("SLO columns need one value per request row");
+  }
+  if (episode.held_gpus.size() != episode.held_since_s.size() ||
+      episode.held_usd_per_gpu_s.size() != episode.held_since_s.size()) {
+    throw std::invalid_argument("the held GPUs' columns differ in length");
+  }
+  if (episode.decision_kind < 0 || episode.decision_kind > 2) {
+    throw std::invalid_argument("decision kind " + std::to_string(episode.decision_kind) + ": not none, route or phase");
+  }
+  engine_ = engine;
+  episode_ = std::move(episode);
+  decision_ = Decision{static_cast<DecisionKind>(episode_.decision_kind), episode_.decision_row,
+                       episode_.decision_instance};
+  over_ = decision_.kind == DecisionKind::None;
+  seen_ = 0;
+  service_seen_ = 0;
+  service_ewma_s_.assign(n, 0.0);
+  service_measured_.assign(n, 0);
+  dense_seen_ = 0;
+  ended_.assign(rows, 0);
+  charged_.assign(rows, 0);
+  ttft_due_.clear();
+  tpot_due_.clear();
+  potential_ = episode_.potential;
+  if (episode_.latency_arrived < 0 || episode_.latency_ended < 0) throw std::invalid_argument("negative latency counts");
+  latency_last_s_ = episode_.latency_last_s;
+  latency_arrived_ = static_cast<std::size_t>(episode_.latency_arrived);
+  latency_ended_ = static_cast<std::size_t>(episode_.latency_ended);
+  fill(row);
+}
+
+RoutingStepResult RoutingMDP::step(std::int64_t action, const RoutingRow& row) {
+  if (engine_ == nullptr) throw std::logic_error("step() before the env was reset");
+  if (over_) throw std::logic_error("the episode has ended; reset it before step()");
+  RoutingStepResult result;
+  const std::size_t slots = static_cast<std::size_t>(spec_.max_instances);
+  if (action < 0 || static_cast<std::size_t>(action) >= slots) {
+    throw std::invalid_argument("action " + std::to_string(action) + " is outside Discrete(" + std::to_string(slots) + ")");
+  }
+  // ServingEnv.step: a masked-out action falls back to the first valid slot and costs the penalty.
+  const bool valid = row.valid[action] != 0;
+  if (!valid) {
+    std::size_t slot = 0;
+    while (slot < slots && row.valid[slot] == 0) ++slot;
+    if (slot == slots) throw std::runtime_error("no instance can take the request: every instance is masked out");
+    action = static_cast<std::int64_t>(slot);
+  }
+  const std::int32_t instance_id = static_cast<std::int32_t>(action);  // slot k holds instance k (deployment order)
+  if (decision_.kind == DecisionKind::Route) {
+    engine_->dispatch_decision(decision_.row, instance_id);
+  } else {
+    engine_->place_answering(decision_.row, instance_id);
+  }
+  decision_ = engine_->advance(kInf);
+  if (decision_.kind == DecisionKind::Callback || decision_.kind == DecisionKind::Completion) {
+    throw std::logic_error("a Python callback or completion hook stopped the engine: not a Routing-v0 decision");
+  }
+  const bool done = decision_.kind == DecisionKind::None;
+  // The requests finished during the step: envs.rewards.SLOReward and ServingEnv.step_info.
+  const OutcomeLog& log = engine_->outcome_log();
+  const RoutingReward kind = static_cast<RoutingReward>(spec_.reward);
+  double reward = 0.0;
+  if (kind == RoutingReward::Slo) {
+    const RequestTable& t = engine_->requests();
+    for (std::size_t o = seen_; o < log.size(); ++o) {
+      const bool met = meets_slo(o);
+      reward += tier_weight(t.tier[log.rows[o]]) * (met ? 1.0 : -1.0);
+    }
+  } else if (kind == RoutingReward::SloDense) {
+    reward = slo_misses();
+  } else if (kind == RoutingReward::LatencyDense) {
+    reward = dense_latency();
+  } else {  // LoadBalanceShaping: the potential first, then the dense reward plus the shaping
+    const double potential = load_potential();
+    const double shaping = potential - potential_;
+    potential_ = potential;
+    reward = (kind == RoutingReward::SloBalance ? slo_misses() : dense_latency()) + shaping;
+  }
+  for (std::size_t o = seen_; o < log.size(); ++o) result.slo_met += meets_slo(o) ? 1 : 0;
+  result.finished = static_cast<std::int64_t>(log.size() - seen_);
+  seen_ = log.size();
+  if (!valid) reward -= spec_.invalid_action_penalty;
+  result.reward = reward;
+  result.invalid_action = !valid;
+  result.time_s = engine_->now_s();
+  result.cost_usd = cost_usd();
+  result.done = done;
+  over_ = done;
+  fill(row);
+  return result;
+}
+
+bool RoutingMDP::meets_slo(std::size_t o) const {
+  // simulator.metrics.slo.meets_slo with tbt_slo="tpot", on the outcome's columns.
+  const OutcomeLog& log = engine_->outcome_log();
+  if (log.reasons[o] != static_cast<std::uint8_t>(RejectReason::None)) return false;
+  const Req r = log.rows[o];
+  const RequestTable& t = engine_->requests();
+  const double arrival_s = t.arrival_s[r];
+  const double finish_s = log.finish_s[o];
+  const double ttft = episode_.slo_ttft_s[r], ttfat = episode_.slo_ttfat_s[r], e2e = episode_.slo_e2e_s[r],
+               tbt = episode_.slo_tbt_s[r];
+  if (!std::isnan(ttft) && !(t.first_token_s[r] - arrival_s <= ttft)) return false;
+  if (!std::isnan(ttfat) && !(t.first_answer_token_s[r] - arrival_s <= ttfat)) return false;
+  if (!std::isnan(e2e) && !(finish_s - arrival_s <= e2e)) return false;
+  const std::int64_t output_tokens = t.output_tokens[r];
+  if (!std::isnan(tbt) && output_tokens > 1) {
+    const double tpot_s = (finish_s - t.first_token_s[r]) / static_cast<double>(output_tokens - 1);
+    if (!(tpot_s <= tbt)) return false;
+  }
+  return true;
+}
+
+double RoutingMDP::tier_weight(std::int64_t tier) const {
+  if (tier < 0 || static_cast<std::size_t>(tier) >= spec_.tier_weights.size()) {
+    throw std::out_of_range("tier " + std::to_string(tier) + " has no tier weight");
+  }
+  return spec_.tier_weights[static_cast<std::size_t>(tier)];
+}
+
+double RoutingMDP::load_potential() const {
+  // −Σ over instances of (requests / COUNT_SCALE)², the sum from 0 in instance order.
+  double sum = 0.0;
+  for (std::size_t i = 0; i < engine_->num_instances(); ++i) {
+    const double share = static_cast<double>(engine_->instance(static_cast<std::int32_t>(i)).num_requests()) /
+                         spec_.load_count_scale;
+    sum += std::pow(share, 2.0);
+  }
+  return -sum;
+}
+
+double RoutingMDP::slo_misses() {
+  // SLOMissReward.__call__: misses of the requests that ended, then the TTFT deadlines passed
+  // (<= now), then the TPOT deadlines passed (< now); each request charged once.
+  const auto later = [](const Due& a, const Due& b) {
+    return a.deadline_s > b.deadline_s || (a.deadline_s == b.deadline_s && a.order > b.order);
+  };
+  const RequestTable& t = engine_->requests();
+  const OutcomeLog& log = engine_->outcome_log();
+  const double now_s = engine_->now_s();
+  for (std::size_t order = dense_seen_; order < engine_->arrived(); ++order) {  // _admit: rows are arrivals
+    const Req r = static_cast<Req>(order);
+    const double target_s = episode_.slo_ttft_s[r];
+    ttft_due_.push_back(Due{t.arrival_s[r] + (std::isnan(target_s) ? kInf : target_s), static_cast<std::int64_t>(order), r});
+    std::push_heap(ttft_due_.begin(), ttft_due_.end(), later);
+  }
+  dense_seen_ = engine_->arrived();
+  double missed = 0.0;
+  for (std::size_t o = seen_; o < log.size(); ++o) {
+    const Req r = log.rows[o];
+    ended_[r] = 1;
+    if (!charged_[r] && !meets_slo(o)) {
+      charged_[r] = 1;
+      missed += tier_weight(t.tier[r]);
+    }
+  }
+  while (!ttft_due_.empty() && ttft_due_.front().deadline_s <= now_s) {
+    std::pop_heap(ttft_due_.begin(), ttft_due_.end(), later);
+    const Due due = ttft_due_.back();
+    ttft_due_.pop_back();
+    const Req r = due.row;
+    if (charged_[r]) continue;
+    if (!(t.first_token_s[r] <= due.deadline_s)) {
+      charged_[r] = 1;
+      missed += tier_weight(t.tier[r]);
+      continue;
+    }
+    const double tbt_s = episode_.slo_tbt_s[r];
+    const std::int64_t output_tokens = t.output_tokens[r];
+    if (!std::isnan(tbt_s) && output_tokens > 1 && !ended_[r]) {
+      tpot_due_.push_back(Due{t.first_token_s[r] + tbt_s * static_cast<double>(output_tokens - 1), due.order, r});
+      std::push_heap(tpot_due_.begin(), tpot_due_.end(), later);
+    }
+  }
+  while (!tpot_due_.empty() && tpot_due_.front().deadline_s < now_s) {
+    std::pop_heap(tpot_due_.begin(), tpot_due_.end(), later);
+    const Req r = tpot_due_.back().row;
+    tpot_due_.pop_back();
+    if (!ended_[r] && !charged_[r]) {
+      charged_[r] = 1;
+      missed += tier_weight(t.tier[r]);
+    }
+  }
+  return -missed;
+}
+
+double RoutingMDP::dense_latency() {
+  // ∫ requests in the system dt over the step: in_system · Δt + Σ (now − arrival) over the step's
+  // arrivals − Σ (now − end) over its ends, each sum from 0 in order; −that / E2E_SCALE_S.
+  const double now_s = engine_->now_s();
+  const std::int64_t in_system =
+      static_cast<std::int64_t>(latency_arrived_) - static_cast<std::int64_t>(latency_ended_);
+  double request_s = static_cast<double>(in_system) * (now_s - latency_last_s_);
+  const RequestTable& t = engine_->requests();
+  const std::size_t arrived = engine_->arrived();
+  double arrivals_s = 0.0;
+  for (std::size_t r = latency_arrived_; r < arrived; ++r) arrivals_s += now_s - t.arrival_s[r];
+  request_s += arrivals_s;
+  const OutcomeLog& log = engine_->outcome_log();
+  double ends_s = 0.0;
+  for (std::size_t o = latency_ended_; o < log.size(); ++o) ends_s += now_s - log.finish_s[o];
+  request_s -= ends_s;
+  latency_last_s_ = now_s;
+  latency_arrived_ = arrived;
+  latency_ended_ = log.size();
+  return -request_s / spec_.e2e_scale_s;
+}
+
+double RoutingMDP::cost_usd() const {
+  // Cluster.cost_usd: closed + Σ (now − since) · GPUs · USD per GPU-second, in the held order.
+  const double now = engine_->now_s();
+  double open_usd = 0.0;
+  for (std::size_t i = 0; i < episode_.held_since_s.size(); ++i) {
+    open_usd += (now - episode_.held_since_s[i]) * static_cast<double>(episode_.held_gpus[i]) *
+                episode_.held_usd_per_gpu_s[i];
+  }
+  return episode_.cost_closed_usd + open_usd;
+}
+
+void RoutingMDP::fill(const RoutingRow& row) {
+  fill_instances(row.instances);
+  fill_context(row.context);
+  fill_mask(row);
+}
+
+void RoutingMDP::update_service_time() {
+  // InstanceFeatures._update_service_time: ewma = w · newest + (1 − w) · ewma, the first taken as is.
+  const OutcomeLog& log = engine_->outcome_log();
+  const RequestTable& t = engine_->requests();
+  const double weight = spec_.service_time_ewma_weight;
+  for (std::size_t o = service_seen_; o < log.size(); ++o) {
+    if (log.reasons[o] != static_cast<std::uint8_t>(RejectReason::None)) continue;
+    const Req r = log.rows[o];
+    const double service_s = log.finish_s[o] - t.first_scheduled_s[r];
+    const std::size_t id = static_cast<std::size_t>(t.instance_id[r]);
+    if (!service_measured_[id]) {
+      service_ewma_s_[id] = service_s;
+      service_measured_[id] = 1;
+    } else {
+      service_ewma_s_[id] = weight * service_s + (1.0 - weight) * service_ewma_s_[id];
+    }
+  }
+  service_seen_ = log.size();
+}
+
+void RoutingMDP::fill_instances(float* out) {
+  // InstanceFeatures.fill with InstanceLoad, for slots 0 .. n − 1 holding instances 0 .. n − 1.
+  const InstanceArrays& arrays = *engine_->arrays();
+  const std::size_t n = engine_->num_instances();
+  const std::size_t k = static_cast<std::size_t>(spec_.num_tiers);
+  const std::size_t width = columns_;
+  if (service_ewma_s_.size() < n) {
+    service_ewma_s_.resize(n, 0.0);
+    service_measured_.resize(n, 0);
+  }
+  update_service_time();
+  std::vector<std::int32_t> ids;
+  ids.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (arrays.get(static_cast<std::int32_t>(i), kLifecycle) != kStopped) ids.push_back(static_cast<std::int32_t>(i));
+  }
+  const std::size_t live = ids.size();
+  // The table's rows as they are now (InstanceLoad's gather), before any instance syncs below.
+  snapshot_.resize(live * kArrayWidth);
+  for (std::size_t j = 0; j < live; ++j) {
+    for (std::int32_t c = 0; c < kArrayWidth; ++c) snapshot_[j * kArrayWidth + c] = arrays.get(ids[j], c);
+  }
+  raw_.assign(live * width, 0.0);
+  const std::size_t table_tiers = static_cast<std::size_t>(arrays.tiers);
+  std::vector<std::int64_t> used(live), hol(live, 0), requests(live), batch(live), tiers(live * k, 0);
+  for (std::size_t j = 0; j < live; ++j) {
+    const std::int64_t* row = &snapshot_[j * kArrayWidth];
+    const std::int64_t queued = row[kWaiting] + row[kSwapped];
+    requests[j] = queued + row[kRunning];
+    batch[j] = row[kRunning] + (queued > 0 ? 1 : 0);
+    used[j] = row[kKvUsedBlocks] + engine_->instance(ids[j]).unsynced_kv_blocks();
+    if (queued > 0) hol[j] = engine_->instance(ids[j]).head_of_line_demand_blocks();
+    const std::int64_t* tier_row = &arrays.tier_table[static_cast<std::size_t>(ids[j]) * table_tiers];
+    for (std::size_t t = 0; t < table_tiers; ++t) tiers[j * k + std::min(t, k - 1)] += tier_row[t];
+  }
+  for (std::size_t j = 0; j < live; ++j) {
+    const std::int64_t* row = &snapshot_[j * kArrayWidth];
+    double* raw = &raw_[j * width];
+    const std::int64_t total = row[kKvTotalBlocks];
+    const std::int64_t lifecycle = row[kLifecycle];
+    const bool occupied = batch[j] > 0;
+    raw[kPresent] = 1.0;
+    raw[kStartingFlag] = lifecycle == kStarting ? 1.0 : 0.0;
+    raw[kServingFlag] = lifecycle == kServing ? 1.0 : 0.0;
+    raw[kDrainingFlag] = lifecycle == kDraining ? 1.0 : 0.0;
+    for (std::size_t s = 0; s < 6; ++s) raw[kRoleAggregated + s] = episode_.static_features[6 * ids[j] + s];
+    raw[kKvCapacity] = static_cast<double>(total * row[kBlockSize]);
+    raw[kWaitingCol] = static_cast<double>(row[kWaiting]);
+    raw[kRunningCol] = static_cast<double>(row[kRunning]);
+    raw[kSwappedCol] = static_cast<double>(row[kSwapped]);
+    raw[kKvUsedFraction] = static_cast<double>(used[j]) / static_cast<double>(total);
+    const std::int64_t spare = (total - used[j]) - row[kWatermarkBlocks] - row[kWaitingPrefillBlocks];
+    raw[kFreeness] = occupied ? static_cast<double>(spare) / static_cast<double>(requests[j]) : kInf;
+  }
+  // InstanceFeatures._per_request: every instance's counts, then every instance's pacer flag.
+  if (!spec_.per_request_detail) {
+    for (std::size_t j = 0; j < live; ++j) {
+      const std::int64_t* row = &snapshot_[j * kArrayWidth];
+      raw_[j * width + kAnsweringCol] = static_cast<double>(row[kRunning] + row[kSwapped]);
+    }
+  } else {
+    const double now_s = engine_->now_s();
+    const double overdue_before_s = std::isnan(spec_.tpot_target_s) ? -kInf : now_s - spec_.tpot_target_s;
+    for (std::size_t j = 0; j < live; ++j) {
+      const std::array<std::int64_t, 5> counts =
+          engine_->instance(ids[j]).request_counts(overdue_before_s, spec_.fresh_quantum_tokens);
+      for (std::size_t c = 0; c < 5; ++c) raw_[j * width + kRequestCountColumns[c]] = static_cast<double>(counts[c]);
+    }
+  }
+  if (!std::isnan(spec_.tpot_target_s)) {
+    for (std::size_t j = 0; j < live; ++j) {
+      const bool behind = engine_->instance_mut(ids[j]).answering_behind_pace(spec_.tpot_target_s);
+      raw_[j * width + kPacerBehind] = behind ? 1.0 : 0.0;
+    }
+  }
+  bool any_headroom = false;
+  for (const double h : spec_.headroom_fractions) any_headroom = any_headroom || h != 0.0;
+  const std::size_t tier0 = kBaseCount, share0 = kBaseCount + k;
+  std::vector<double> totals(1 + k, 0.0);
+  for (std::size_t j = 0; j < live; ++j) {
+    const std::int64_t* row = &snapshot_[j * kArrayWidth];
+    double* raw = &raw_[j * width];
+    const std::int64_t total = row[kKvTotalBlocks];
+    const bool occupied = batch[j] > 0;
+    const double total_d = static_cast<double>(total);
+    const double batch_d = static_cast<double>(batch[j]);
+    raw[kPendingPrefill] = static_cast<double>(row[kPendingPrefillTokens]);
+    raw[kKvFootprint] = static_cast<double>(row[kBlockSize] * (used[j] + row[kSwappedKvBlocks]));
+    raw[kServiceTimeEwma] = service_ewma_s_[static_cast<std::size_t>(ids[j])];
+    // InstanceLoad._freeness of F_normal's usage, then headroom_charge.
+    const double usage = static_cast<double>(used[j] + hol[j]);
+    double f_normal = occupied ? (total_d - usage) / batch_d : kInf;
+    if (row[kLifecycle] == kDraining) f_normal = -kInf;
+    double f_full = f_normal;
+    if (any_headroom && std::isfinite(f_normal) && occupied) {
+      double present = 0.0;
+      for (std::size_t t = 0; t < k; ++t) present = present + (tiers[j * k + t] > 0 ? spec_.headroom_fractions[t] : 0.0);
+      f_full = f_normal - (total_d * present) / batch_d;
+    }
+    raw[kFreenessFull] = f_full;
+    raw[kFreenessNormal] = f_normal;
+    raw[kKvBlocksPerRequest] = occupied ? total_d / batch_d : kInf;
+    raw[share0] = static_cast<double>(requests[j]);
+    for (std::size_t t = 0; t < k; ++t) {
+      raw[tier0 + t] = static_cast<double>(tiers[j * k + t]);
+      raw[share0 + 1 + t] = static_cast<double>(tiers[j * k + t]);
+    }
+    // Integer-valued sums: exact in any order (np.add.reduce's pairwise one included).
+    for (std::size_t s = 0; s <= k; ++s) totals[s] += raw[share0 + s];
+  }
+  for (std::size_t j = 0; j < live; ++j) {
+    for (std::size_t s = 0; s <= k; ++s) {
+      if (totals[s] > 0) raw_[j * width + share0 + s] /= totals[s];
+    }
+  }
+  if (spec_.prefix_caching) {
+    // InstanceFeatures._prefix_cache.
+    const std::size_t occupancy = share0 + 1 + k, hit_rate = occupancy + 1, match = occupancy + 2;
+    const RequestTable& t = engine_->requests();
+    const Req r = decision_.row;
+    const bool matching = spec_.prefix_match && decision_.kind == DecisionKind::Route && t.block_tokens[r] > 0 &&
+                          t.kv_tokens[r] == 0;
+    for (std::size_t j = 0; j < live; ++j) {
+      const Instance& instance = engine_->instance(ids[j]);
+      const PrefixCache* cache = instance.cache.get();
+      if (cache == nullptr) continue;
+      double* raw = &raw_[j * width];
+      const std::int64_t total = snapshot_[j * kArrayWidth + kKvTotalBlocks];
+      raw[occupancy] = static_cast<double>(cache->entry_blocks) / static_cast<double>(total);
+      if (cache->query_tokens > 0) {
+        raw[hit_rate] = static_cast<double>(cache->hit_tokens + cache->host_hit_tokens) /
+                        static_cast<double>(cache->query_tokens);
+      }
+      if (matching) {
+        const PrefixMatch found = cache->match(t, r);
+        raw[match] = static_cast<double>((found.gpu + found.host) * t.block_tokens[r]);
+      }
+    }
+  }
+  const std::size_t slots = static_cast<std::size_t>(spec_.max_instances);
+  std::fill(out, out + slots * width, 0.0f);
+  for (std::size_t j = 0; j < live; ++j) {
+    float* dst = out + static_cast<std::size_t>(ids[j]) * width;
+    const double* raw = &raw_[j * width];
+    for (std::size_t c = 0; c < width; ++c) dst[c] = encode(raw[c], spec_.instance_k[c], spec_.instance_c[c]);
+  }
+}
+
+void RoutingMDP::fill_context(float* out) const {
+  // RoutingEnv.context through ObservationSchema.encode_context.
+  const std::size_t size = spec_.context_k.size();
+  std::vector<double> values(size, 0.0);
+  const bool route = decision_.kind == DecisionKind::Route;
+  const bool phase = decision_.kind == DecisionKind::Phase;
+  const RequestTable& t = engine_->requests();
+  values[spec_.ctx_is_arrival] = route ? 1.0 : 0.0;
+  values[spec_.ctx_is_phase_change] = phase ? 1.0 : 0.0;
+  if (route || phase) {
+    const Req r = decision_.row;
+    values[spec_.ctx_prompt_tokens] = static_cast<double>(t.prompt_tokens[r]);
+    values[spec_.ctx_generated_tokens] = static_cast<double>(t.generated_tokens[r]);
+    const std::int64_t tier = std::min<std::int64_t>(t.tier[r], spec_.num_tiers - 1);
+    if (tier < 0) throw std::invalid_argument("context: tier index " + std::to_string(tier) + " outside [-1, num_tiers)");
+    values[spec_.ctx_tier[static_cast<std::size_t>(tier)]] = 1.0;
+  }
+  // ServingEnv.recent_arrivals over the sorted arrival times, window 10 s.
+  const std::size_t arrived = engine_->arrived();
+  const auto begin = episode_.arrival_s.begin();
+  const std::size_t before = static_cast<std::size_t>(
+      std::upper_bound(begin, begin + static_cast<std::ptrdiff_t>(arrived), engine_->now_s() - spec_.recent_window_s) - begin);
+  values[spec_.ctx_recent_qps] = static_cast<double>(arrived - before) / spec_.recent_window_s;
+  values[spec_.ctx_cost_rate] = episode_.cost_rate_usd_per_s * 3600.0;
+  values[spec_.ctx_arrived] = static_cast<double>(arrived);
+  if (phase) values[spec_.ctx_source_slot[static_cast<std::size_t>(decision_.instance_id)]] = 1.0;
+  for (std::size_t p = 0; p < size; ++p) out[p] = encode(values[p], spec_.context_k[p], spec_.context_c[p]);
+}
+
+void RoutingMDP::fill_mask(const RoutingRow& row) {
+  // RoutingEnv.compute_action_mask: Cluster.accepting(seq, new_request=route).
+  const std::size_t slots = static_cast<std::size_t>(spec_.max_instances);
+  std::fill(row.valid, row.valid + slots, std::uint8_t{0});
+  if (decision_.kind == DecisionKind::Route || decision_.kind == DecisionKind::Phase) {
+    const InstanceArrays& arrays = *engine_->arrays();
+    const std::int32_t excluded = decision_.kind == DecisionKind::Route ? kRoleDecode : kRolePrefill;
+    const std::int32_t model = engine_->requests().model_index[decision_.row];
+    const std::size_t n = engine_->num_instances();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int32_t id = static_cast<std::int32_t>(i);
+      row.valid[i] = arrays.get(id, kLifecycle) == kServing && arrays.get(id, kRole) != excluded &&
+                     (model < 0 || engine_->instance(id).settings.model_index == model);
+    }
+  }
+  for (std::size_t i = 0; i < slots; ++i) row.mask[i] = row.valid[i] ? 1.0f : 0.0f;
+}
+
+}  // namespace servegym_core
