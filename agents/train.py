@@ -90,6 +90,7 @@ from agents.model_files import TRUST_FLAG, load_model, load_vecnormalize
 from agents.vec_env import NativeVecEnv, VecEpisodeMonitor, VecFlattenServingObservation
 from agents.training_log import ContinuedCSVOutputFormat, ContinuedLogger, StepProgressBar
 from baselines import make as make_policy
+from envs.vector import NotCoveredError, kernel_spec
 from envs.wrappers import FlattenServingObservation
 from simulator.cli import command
 
@@ -389,10 +390,16 @@ def _learn(model: BaseAlgorithm, config: TrainConfig, run_dir: Path, timesteps: 
 
 
 def _check_setup(config: TrainConfig) -> None:
-    """Fail before creating anything: env arguments, action space, baseline names, evaluation metric."""
+    """Fail before creating anything: env arguments, action space, the native vector env's
+    coverage, baseline names, evaluation metric."""
     probe = make_env(config.env_id, config.scenario, config.env_kwargs, flat=False)
     try:
         check_action_space(config.algo, probe.action_space)
+        if config.vec_env == "native":
+            try:
+                kernel_spec(probe.unwrapped)
+            except NotCoveredError as error:
+                raise NotCoveredError(f"{error} (here: --vec-env dummy, which trains the same, slower)") from None
         known = episode_metric_names(probe.unwrapped.scenario.num_tiers)
         if config.eval_metric not in known:
             raise ValueError(f"unknown evaluation metric {config.eval_metric!r}; known: {known}")

@@ -326,6 +326,8 @@ def test_bad_setups_fail_before_creating_a_run(tmp_path):
         train(tiny_config("ppo", extra=("env_kwargs.no_such_field=1",)), tmp_path)
     with pytest.raises(ValueError, match="unknown env 'servegym/Nope-v0'"):
         make_env("servegym/Nope-v0", "default", {}, flat=False)
+    with pytest.raises(ValueError, match="native vector env does not cover reward='cost'.*--vec-env dummy"):
+        train(tiny_config("maskable_ppo", vec_env="native", extra=("env_kwargs.reward=cost",)), tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
