@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from servegym_core import _core
 
 from experiments.benchmarks import simulator_speed
 from simulator.cluster import Cluster, MigrationConfig
@@ -723,6 +724,43 @@ def test_a_configuration_outside_the_subset_raises_naming_it(make, named):
     with pytest.raises(ValueError, match="the compiled engine does not support") as error:
         make()
     assert named in str(error.value)
+
+
+def test_the_engines_block_keys_are_set_once_between_submit_and_run_and_checked():
+    """The core's own guards, which ``CompiledCluster`` never trips: keys before the submit, twice,
+    after the run has started, or of blocks of no tokens raise naming the misuse."""
+    engine = _core.Engine(_core.RouterSpec(), False, ["Llama-3.1-8B"], False, False)
+    with pytest.raises(RuntimeError, match="once, after submit and before run"):
+        engine.set_block_keys([], [0], [])
+    cluster = CompiledCluster({"A100-80GB": 1})
+    cluster.deploy(_llama(), ready_now=True)
+    cluster.submit([Request(1, 0.0, 40, 5), Request(2, 0.5, 40, 5)])
+    with pytest.raises(ValueError, match="request 1: 1 keys of -16-token blocks"):
+        cluster._engine.set_block_keys([-16, 0], [0, 1, 1], [7])
+    fresh = CompiledCluster({"A100-80GB": 1})
+    fresh.deploy(_llama(), ready_now=True)
+    fresh.submit([Request(1, 0.0, 40, 5), Request(2, 0.5, 40, 5)])
+    fresh._engine.set_block_keys([16, 0], [0, 3, 3], [7, 8, 9])
+    with pytest.raises(RuntimeError, match="once, after submit and before run"):
+        fresh._engine.set_block_keys([16, 0], [0, 3, 3], [7, 8, 9])
+    started = CompiledCluster({"A100-80GB": 1})
+    started.deploy(_llama(), ready_now=True)
+    started.submit([Request(1, 0.0, 40, 5), Request(2, 0.5, 40, 5)])
+    started.advance(0.25)
+    with pytest.raises(RuntimeError, match="once, after submit and before run"):
+        started._engine.set_block_keys([0, 0], [0, 0, 0], [])
+
+
+def test_sarathi_with_one_token_chunks_gives_the_python_engines_outcomes():
+    """The smallest chunk Sarathi takes (1 token per prefill iteration), short prompts."""
+    rng = np.random.default_rng(61)
+    setup = Setup([(_config(rng, scheduler="sarathi", scheduler_options={"chunk_tokens": 1}), 2)], {},
+                  _requests(rng, 30, 10.0, (2, 40), (2, 30)))
+    python, expected = _serve(Cluster, setup)
+    compiled, got = _serve(CompiledCluster, setup)
+    assert not outcome_mismatches(expected, got)
+    assert counters(compiled) == counters(python)
+    assert all(o.completed for o in got)
 
 
 def test_a_scheduler_registered_in_place_of_a_built_in_one_is_not_compiled(monkeypatch):
