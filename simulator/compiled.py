@@ -15,7 +15,8 @@ by recompute and by swap, automatic prefix caching over ``block_hashes`` with it
 and KV-capacity rejections, reasoning requests (and their phase routers), the engine's frontend
 time, token curves, and the ``round_robin``, ``least_loaded``, ``session_affinity`` and ``llumnix``
 routers (the last as a ``FreestInstanceRouter``, its headroom fractions read when ``run``
-starts). Anything else raises a ``ValueError`` naming it, before anything runs.
+starts), and a model cascade given as ``**CascadeRouter.cluster_options()`` (its router and judge:
+``simulator.compiled_cascade``). Anything else raises a ``ValueError`` naming it, before anything runs.
 
 Decisions: with ``router=None`` every arrival stops ``advance`` with a ``"route"`` decision, as in
 ``Cluster``, answered with ``dispatch``; with ``external_phase_decisions=True`` every request that
@@ -47,6 +48,7 @@ import numpy as np
 from servegym_core import _core
 
 from simulator.cluster import Cluster, Decision, validate_request
+from simulator.compiled_cascade import CascadeSync, compiled_cascade
 from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
 from simulator.compiled_outcomes import build_outcomes, engine_outcomes
 from simulator.compiled_setup import check_instances, instance_settings, name_bad_integer
@@ -85,7 +87,10 @@ class CompiledCluster(Cluster):
         spec = _core.RouterSpec()
         if isinstance(router, str) and router not in COMPILED_ROUTERS:
             router = make_router(router)  # a registered router by name (Llumnix's), or an error naming it
-        if router is None:
+        cascade = compiled_cascade(router, options.get("completion_hook"))
+        if cascade is not None:  # a CascadeRouter's route and judge: the engine runs both
+            spec.name = "cascade"
+        elif router is None:
             spec.name = "external"
         elif type(router) is FreestInstanceRouter:
             spec.name = "llumnix"
@@ -119,9 +124,13 @@ class CompiledCluster(Cluster):
         """Each submitted request's chained block keys, when an instance caches prefixes."""
         self._phase_router: Any = None
         """The phase router the engine calls (``phase_router`` at the submit)."""
+        self._cascade_router = cascade
+        self._cascade: CascadeSync | None = None
+        """The engine's model cascade, kept equal to the router (once the workload is submitted)."""
         super().__init__(gpu_inventory, router=router, **options)
         self.events = CompiledClock(0.0, self._schedule_python)  # type: ignore[assignment]
         self._built_router = self.router
+        self._built_hook = self.completion_hook
         self.router_spec = spec
         """The compiled router (Llumnix's headroom fractions are read again whenever they change)."""
 
@@ -180,13 +189,17 @@ class CompiledCluster(Cluster):
         deployed = dict(self.instances)
         instances = list(deployed.values())
         check_instances(instances)
-        model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]))
+        cascade = self._cascade_router if self.router_spec.name == "cascade" else None
+        model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]
+                                         + list(cascade.models if cascade is not None else ())))
         model_index = {name: index for index, name in enumerate(model_names)}
         if isinstance(self.router, FreestInstanceRouter):
             self.router_spec.headroom_fractions = self.router.headroom_fractions.tolist()
         engine = _core.Engine(self.router_spec, self.record_token_curves, model_names, self.arrays is not None,
                               self.external_phase_decisions)
         self._engine_models = model_names
+        if cascade is not None:
+            self._cascade = CascadeSync(cascade, engine, model_names)
         for instance in instances:
             settings = instance_settings(instance, model_index[instance.model.name])
             settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
@@ -245,6 +258,9 @@ class CompiledCluster(Cluster):
                 raise not_compiled(f"{name}={getattr(self, name)!r}")
         if self.router is not self._built_router:
             raise not_compiled(f"a router replaced after construction ({self.router!r})")
+        if self.router_spec.name == "cascade" and self.completion_hook != self._built_hook:
+            raise not_compiled(f"a completion hook replaced after construction ({self.completion_hook!r}) with the "
+                               "cascade's router")
 
     @property
     def arrived_sequences(self) -> Any:
@@ -270,7 +286,8 @@ class CompiledCluster(Cluster):
         elif self._engine is None:
             raise ValueError("CompiledCluster.run needs the requests (give them to run() or submit())")
         self._push_headroom()
-        if self.router_spec.name == "external" or self._callbacks or self.completion_hook is not None:
+        self._push_cascade()
+        if self.router_spec.name == "external" or self._callbacks or self._python_hook() is not None:
             # Python runs at some events
             self.advance()
             if self.pending_requests():
@@ -290,14 +307,16 @@ class CompiledCluster(Cluster):
         if self._engine is None:
             return None
         self._push_headroom()
+        self._push_cascade()
         engine = self._engine
-        hook = self.completion_hook
+        hook = self._python_hook()
         engine.set_completion_hook(hook is not None)
         while True:
             kind, row, instance_id = engine.advance(until_s)
             if kind == 3:  # a timer or Python event: the callback sees the cluster as it is now
                 self._collect()
                 self._callbacks[row]()
+                self._push_cascade()  # a tick may have changed the cascade's thresholds
                 continue
             if kind == 4:  # a completion the hook takes over, or records (Cluster.on_complete)
                 self._collect()
@@ -349,7 +368,14 @@ class CompiledCluster(Cluster):
             raise ValueError(refusal)
         self._engine.dispatch_decision(seq.row, instance_id)
 
+    def _sync_rows(self) -> None:
+        """A compiled cascade: the request of each row the engine added when forwarding."""
+        if self._cascade is not None and self._engine.num_rows > len(self._row_requests):
+            self._row_requests += map(self._row_requests.__getitem__, self._engine.row_origins(len(self._row_requests)))
+
     def _sequence(self, row: int) -> CompiledSequence:
+        if row >= len(self._row_requests):  # a forwarded row, seen mid-boundary (a phase router)
+            self._sync_rows()
         keys = self._chained_keys[row] if self._chained_keys and row < len(self._chained_keys) else None
         return CompiledSequence(self._engine, row, self._row_requests[row], keys, self._outcome_of)
 
@@ -429,6 +455,15 @@ class CompiledCluster(Cluster):
         else:
             self._engine.schedule_callback(time_s, slot)
 
+    def _python_hook(self) -> Callable[..., bool] | None:
+        """The completion hook Python runs (None: none, or the engine runs the cascade's)."""
+        return None if self._cascade is not None else self.completion_hook
+
+    def _push_cascade(self) -> None:
+        """A compiled cascade: give the engine the router's changes since it last ran."""
+        if self._cascade is not None:
+            self._cascade.push(self._row_requests)
+
     def _push_headroom(self) -> None:
         """Llumnix dispatch: give the engine the router's headroom fractions when they changed
         since it last read them (Tier-v0 sets them between steps)."""
@@ -444,6 +479,7 @@ class CompiledCluster(Cluster):
         engine = self._engine
         self.events.now_s = engine.now_s
         self.arrived = engine.arrived
+        self._sync_rows()
         for instance_id, stopped_s in engine.take_stops():  # drained instances that emptied
             self._release(self.instances[instance_id], stopped_s)
         self.migrations_started, self.migrations_done, self.migrations_aborted = engine.migrations
@@ -494,5 +530,7 @@ class CompiledCluster(Cluster):
             name_bad_integer({name: [getattr(request, name)] for name in INTEGER_COLUMNS}, [request])
             raise
         self._row_requests.append(request)
+        if self._cascade is not None:
+            self._cascade.add_row(len(self._row_requests) - 1, request)
         self._scheduled += 1
 

@@ -49,5 +49,5 @@ def build_outcomes(table: _core.OutcomeTable, requests: SequenceOf[Request], cur
         request_field["arrival_s"], request_field["prompt_tokens"], rows.output_tokens, rows.reasoning_tokens,
         rows.first_scheduled_s, rows.first_token_s, rows.first_answer_token_s, rows.reasoning_end_s,
         table.finish_s, rows.max_tbt_s, rows.preempted_s, rows.num_preemptions, rows.num_migrations,
-        token_curves, request_field["slo"], map(REJECT_REASONS.__getitem__, table.reasons),
+        token_curves, request_field["slo"], map(REJECT_REASONS.__getitem__, table.reasons), table.quality,
     ))

@@ -141,7 +141,8 @@ void bind_engine(nb::module_& m) {
       .def_ro("rows", &OutcomeTable::rows)
       .def_ro("requests", &OutcomeTable::requests, nb::rv_policy::reference_internal)
       .def_ro("finish_s", &OutcomeTable::finish_s)
-      .def_ro("reasons", &OutcomeTable::reasons);
+      .def_ro("reasons", &OutcomeTable::reasons)
+      .def_ro("quality", &OutcomeTable::quality);
 
   nb::class_<Engine>(m, "Engine", "The compiled event loop of aggregated instances (simulator.compiled).")
       .def(nb::init<RouterSpec, bool, std::vector<std::string>, bool, bool>(), "router"_a, "record_token_curves"_a,
@@ -215,6 +216,28 @@ void bind_engine(nb::module_& m) {
           return nb::cast<std::int32_t>(router(r, instance_id));
         });
       }, "router"_a, "router(row, instance_id) -> instance id (-1: stay), called where a request finishes reasoning.")
+      .def("set_cascade", &Engine::set_cascade, "stage_models"_a, "judge_latency_s"_a)
+      .def("set_cascade_thresholds", [](Engine& e, std::vector<double> thresholds) {
+        e.cascade().set_thresholds(std::move(thresholds));
+      }, "thresholds"_a)
+      .def("set_cascade_entry_stage", [](Engine& e, std::int32_t stage) { e.cascade().set_entry_stage(stage); },
+           "stage"_a)
+      .def("set_cascade_scores", [](Engine& e, const std::vector<std::int32_t>& rows, const std::vector<double>& values,
+                                    const std::vector<std::uint8_t>& present) {
+        e.cascade().set_scores(rows, values, present);
+      }, "rows"_a, "values"_a, "present"_a, "Quality scores of rows x stages (present 0: none).")
+      .def("set_cascade_signals", [](Engine& e, const std::vector<std::int32_t>& rows, const std::vector<double>& values,
+                                     const std::vector<std::uint8_t>& present) {
+        e.cascade().set_signals(rows, values, present);
+      }, "rows"_a, "values"_a, "present"_a, "Judge signals of rows x stages (present 0: none).")
+      .def("clear_cascade_signals", [](Engine& e) { e.cascade().clear_signals(); },
+           "The judge compares the quality scores.")
+      .def_prop_ro("num_rows", [](const Engine& e) { return e.requests().size(); })
+      .def("row_origins", [](Engine& e, std::size_t first) {
+        std::vector<Req> origins;
+        for (std::size_t r = first; r < e.requests().size(); ++r) origins.push_back(e.cascade().origin(static_cast<Req>(r)));
+        return origins;
+      }, "first"_a, "The cascade's origin row of each row from `first` on (a forwarded row's first row).")
       .def("add_arrival", [](Engine& e, std::int64_t request_id, double arrival_s, std::int64_t prompt_tokens,
                              std::int64_t output_tokens, std::int64_t reasoning_tokens, std::int64_t tier,
                              std::int32_t model_index) {

@@ -16,9 +16,22 @@ Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::str
       model_names_(std::move(model_names)),
       requests_(record_token_curves),
       external_router_(router_spec_.name == "external"),
+      cascade_router_(router_spec_.name == "cascade"),
       external_phase_decisions_(external_phase_decisions),
       arrays_(track_arrays ? std::make_unique<InstanceArrays>() : nullptr) {
-  if (!external_router_) make_router(router_spec_);  // an unknown name fails here, before anything is deployed
+  if (!external_router_ && !cascade_router_) make_router(router_spec_);  // an unknown name fails here
+}
+
+void Engine::set_cascade(std::vector<std::int32_t> stage_models, double judge_latency_s) {
+  if (!cascade_router_ || cascade_ || submitted_) {
+    throw std::logic_error("Engine.set_cascade: once, before submit, with the router 'cascade'");
+  }
+  cascade_ = std::make_unique<Cascade>(std::move(stage_models), judge_latency_s, model_names_);
+}
+
+Cascade& Engine::cascade() {
+  if (!cascade_) throw std::logic_error("this engine has no cascade (router 'cascade' and set_cascade)");
+  return *cascade_;
 }
 
 std::int32_t Engine::add_instance(const InstanceSettings& settings, const LatencyEvaluator& latency) {
@@ -87,7 +100,8 @@ void Engine::submit(const std::vector<std::int64_t>& request_id, const std::vect
   }
   submitted_rows_ = n;
   router_spec_.session_targets = std::move(session_targets);
-  if (!external_router_) router_ = make_router(router_spec_);
+  if (cascade_router_ && !cascade_) throw std::logic_error("Engine.submit: the router 'cascade' needs set_cascade first");
+  if (!external_router_ && !cascade_router_) router_ = make_router(router_spec_);
   submitted_ = true;
   schedule_next_arrival();
 }
@@ -116,7 +130,7 @@ void Engine::set_block_keys(const std::vector<std::int64_t>& block_tokens, const
 void Engine::run() {
   if (external_router_) throw std::logic_error("Engine.run needs an internal router; use advance with an external one");
   advance(std::numeric_limits<double>::infinity());
-  const std::size_t pending = requests_.size() - outcomes_.size();
+  const std::size_t pending = requests_.size() - redispatched_rows_ - outcomes_.size();
   if (pending != 0) throw std::runtime_error(std::to_string(pending) + " requests neither completed nor rejected");
 }
 
@@ -161,6 +175,9 @@ void Engine::step(const Event& event) {
       break;
     case EventKind::AddedArrival:
       admit(static_cast<Req>(event.b));
+      break;
+    case EventKind::Judge:
+      on_judged(event.b);
       break;
     case EventKind::MigrationStage:
       on_migration_stage(event.b);
@@ -331,6 +348,10 @@ void Engine::admit(Req r) {
     decisions_.push_back(Decision{DecisionKind::Route, r, -1});
     return;
   }
+  if (cascade_) {  // CascadeRouter.route
+    dispatch(r, cascade_->instance_for(instances_, cascade_->entry_stage()));
+    return;
+  }
   dispatch(r, router_->route(instances_, requests_, r));
 }
 
@@ -402,7 +423,9 @@ OutcomeTable Engine::outcome_table(std::size_t first, std::size_t count) const {
   std::vector<double> finish_s(outcomes_.finish_s.begin() + from, outcomes_.finish_s.begin() + to);
   std::vector<std::uint8_t> reasons(outcomes_.reasons.begin() + from, outcomes_.reasons.begin() + to);
   RequestTable gathered = requests_.gather(rows);
-  return OutcomeTable{std::move(rows), std::move(gathered), std::move(finish_s), std::move(reasons)};
+  std::vector<double> quality(outcomes_.quality.begin() + from, outcomes_.quality.begin() + to);
+  return OutcomeTable{std::move(rows), std::move(gathered), std::move(finish_s), std::move(reasons),
+                      std::move(quality)};
 }
 
 void Engine::on_complete(std::int32_t instance_id, Req r) {
@@ -410,7 +433,36 @@ void Engine::on_complete(std::int32_t instance_id, Req r) {
     decisions_.push_back(Decision{DecisionKind::Completion, r, instance_id});
     return;
   }
+  if (cascade_) {
+    cascade_complete(instance_id, r);
+    return;
+  }
   outcomes_.add(r, events_.now_s, RejectReason::None);
+}
+
+void Engine::cascade_complete(std::int32_t instance_id, Req r) {
+  Cascade& cascade = *cascade_;
+  const std::int32_t stage = cascade.stage_of(instance_at(instance_id));
+  const double score = cascade.score(requests_, r, stage);
+  if (stage == cascade.stages() - 1) {  // the last stage accepts without a judge
+    outcomes_.add(r, events_.now_s, RejectReason::None, score);
+    return;
+  }
+  const double signal = cascade.signal(requests_, r, stage);
+  const std::int64_t j = cascade.add_judgement(Judgement{r, stage, score, signal});
+  events_.schedule(events_.now_s + cascade.judge_latency_s(), EventKind::Judge, -1, j);
+}
+
+void Engine::on_judged(std::int64_t j) {
+  const Judgement judged = cascade_->judgement(j);
+  if (judged.signal >= cascade_->threshold(judged.stage)) {
+    outcomes_.add(judged.r, events_.now_s, RejectReason::None, judged.score);
+    return;
+  }
+  const RequestTable& t = requests_;
+  const Req r = judged.r;
+  redispatch(r, cascade_->instance_for(instances_, judged.stage + 1), t.first_scheduled_s[r], t.preempted_s[r],
+             t.num_preemptions[r], t.num_migrations[r]);
 }
 
 Req Engine::redispatch(Req r, std::int32_t instance_id, double first_scheduled_s, double preempted_s,
@@ -425,6 +477,8 @@ Req Engine::redispatch(Req r, std::int32_t instance_id, double first_scheduled_s
   t.preempted_s[row] = preempted_s;
   t.num_preemptions[row] = num_preemptions;
   t.num_migrations[row] = num_migrations;
+  ++redispatched_rows_;
+  if (cascade_) cascade_->forwarded(row, r);
   dispatch(row, instance_id);
   return row;
 }
@@ -442,7 +496,8 @@ Req Engine::add_arrival(const RequestRow& row) {
 
 OutcomeTable Engine::outcome_of(Req r, double finish_s) const {
   const std::vector<Req> rows{r};
-  return OutcomeTable{rows, requests_.gather(rows), {finish_s}, {static_cast<std::uint8_t>(RejectReason::None)}};
+  return OutcomeTable{rows, requests_.gather(rows), {finish_s}, {static_cast<std::uint8_t>(RejectReason::None)},
+                      {std::numeric_limits<double>::quiet_NaN()}};
 }
 
 void Engine::on_phase_change(std::int32_t instance_id, Req r) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cascade.hpp"
 #include "event_queue.hpp"
 #include "instance.hpp"
 #include "instance_arrays.hpp"
@@ -54,9 +55,9 @@ struct Migration {
 
 class Engine : public InstanceHost {
  public:
-  // `router`: as make_router takes it (its session_targets come with the requests), or
+  // `router`: as make_router takes it (its session_targets come with the requests),
   // "external": every arrival stops `advance` for a route decision, answered with
-  // dispatch_decision. `model_names[i]` names model index i (for messages). With
+  // dispatch_decision, or "cascade": a model cascade routes and judges (set_cascade). `model_names[i]` names model index i (for messages). With
   // `track_arrays` the instances keep the observation arrays (arrays()).
   Engine(RouterSpec router, bool record_token_curves, std::vector<std::string> model_names,
          bool track_arrays = false, bool external_phase_decisions = false);
@@ -104,6 +105,13 @@ class Engine : public InstanceHost {
   // with its row and instance; it returns the instance to answer on (-1 or the same one: stay).
   using PhaseRouter = std::function<std::int32_t(Req, std::int32_t)>;
   void set_phase_router(PhaseRouter router) { phase_router_ = std::move(router); }
+  // The router "cascade"'s stages (the engine's model index of each) and judge latency: arrivals
+  // enter the entry stage, completions are judged (Cascade, simulator.routers.cascade). Once,
+  // before submit.
+  void set_cascade(std::vector<std::int32_t> stage_models, double judge_latency_s);
+  // The cascade, to set its thresholds, entry stage, scores and signals between steps; throws
+  // std::logic_error without one.
+  Cascade& cascade();
   // A new row for row r's request, state fresh but for the given carried-over fields, sent to
   // instance_id now (a model cascade's next stage, simulator.routers.cascade); returns the row.
   Req redispatch(Req r, std::int32_t instance_id, double first_scheduled_s, double preempted_s,
@@ -163,6 +171,11 @@ class Engine : public InstanceHost {
   // Start copying migration m's KV not copied yet (Cluster._migration_stage).
   void migration_stage(std::int64_t m);
   void on_migration_stage(std::int64_t m);
+  // A cascade stage's answer completed on instance_id: accept it (the last stage) or judge it
+  // (CascadeRouter.on_complete).
+  void cascade_complete(std::int32_t instance_id, Req r);
+  // The judgement ended: accept, or forward to the next stage (CascadeRouter._judged).
+  void on_judged(std::int64_t j);
   // The decision due first (a Completion stop is removed as it is returned).
   Decision next_decision();
   // The pending decision, checked to be of `kind` for row r; removed.
@@ -175,8 +188,10 @@ class Engine : public InstanceHost {
   RequestTable requests_;
   OutcomeLog outcomes_;
   std::vector<std::unique_ptr<Instance>> instances_;
-  std::unique_ptr<Router> router_;  // null for an external router
+  std::unique_ptr<Router> router_;  // null for an external router or a cascade
+  std::unique_ptr<Cascade> cascade_;
   bool external_router_ = false;
+  bool cascade_router_ = false;
   bool external_phase_decisions_ = false;
   bool completion_hook_ = false;
   PhaseRouter phase_router_;
@@ -196,6 +211,7 @@ class Engine : public InstanceHost {
   std::unique_ptr<InstanceArrays> arrays_;
   std::size_t next_arrival_ = 0;
   std::size_t submitted_rows_ = 0;  // the workload's rows, which arrive; rows added later do not
+  std::size_t redispatched_rows_ = 0;  // rows that continue another row's request: no outcome of their own
   bool submitted_ = false;
 };
 

@@ -20,6 +20,7 @@ enum class EventKind : std::uint8_t {
   PythonCallback,   // b: the slot of a Python callback (Cluster.every's ticks): advance stops for it
   GateDeadline,     // a: instance, b: the bits of its queue gate's deadline (QueueGate._on_deadline)
   AddedArrival,     // b: the row of a request added while serving (Cluster.add_arrival)
+  Judge,            // b: the model cascade's judgement that ends (CascadeRouter._judged)
 };
 
 struct Event {
