@@ -8,9 +8,10 @@ Comments, preprocessor lines and string literals are left alone. For each mutant
 rebuilt (``cmake --build build/core``, one translation unit and the link) and the tests that
 compare the compiled engine with the Python reference engine run (``TESTS``: side-by-side
 stepping, seeded families, the per-request simulator goldens, the env goldens on the compiled
-engine, the latency values' digests, the compiled cascade, the native vector env). A mutant is *killed* when a test fails, *timeout* when the
-tests run past ``--timeout-factor`` times their time on the unmutated core, *uncompilable* when
-the build fails (not counted), and *survived* otherwise.
+engine, the latency values' digests, the compiled cascade, the native vector env). A mutant is
+*killed* when a test fails, *timeout* when the tests run past ``--timeout-factor`` times their
+time on the unmutated core, *uncompilable* when the build fails (not counted), and *survived*
+otherwise.
 
 It edits ``core/src`` in place and puts every file back (and rebuilds) at the end, also when
 interrupted; it refuses to start if ``core/src`` has uncommitted changes. Run it in a worktree of
