@@ -6,8 +6,8 @@ arrivals with that trace's rate, lengths and difficulty mean exactly as
 ``experiments.cascadia_reproduction.TRACES`` defines them (imported, not copied).
 
 Systems (all on exactly 32 GPUs, same requests). Cascade-v0 keeps its deployment fixed, so the
-systems drive ``simulator.cluster.Cluster`` directly (deploy / drain / migrate) with
-``simulator.cascade.CascadeRouter``, as the reproduction's ``serve`` does. Every system is
+systems drive their cluster (``simulator.backends.make_cluster``) directly (deploy / drain /
+migrate) with ``simulator.cascade.CascadeRouter``, as the reproduction's ``serve`` does. Every system is
 planned from what trace 1 shows (its profile requests, rate and latency tables):
 
 - ``Cascadia (re-scheduling)``: Alg. 1's plan for trace 1, then §4.4's loop
@@ -100,7 +100,6 @@ from experiments.headlines import Headline
 from simulator.routers.cascade import CascadeRouter
 from simulator.cli import command
 from simulator.backends import make_cluster
-from simulator.cluster import Cluster
 from simulator.fanout import iter_fan_out
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
