@@ -50,7 +50,7 @@ from servegym_core import _core
 from simulator.cluster import Cluster, Decision, validate_request
 from simulator.compiled_cascade import CascadeSync, compiled_cascade
 from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
-from simulator.compiled_outcomes import build_outcomes, engine_outcomes
+from simulator.compiled_outcomes import RequestColumns, build_outcomes, engine_outcomes
 from simulator.compiled_setup import check_instances, instance_settings, name_bad_integer
 from simulator.compiled_views import not_ported as not_compiled
 from simulator.instance import InstanceConfig, Lifecycle
@@ -293,6 +293,8 @@ class CompiledCluster(Cluster):
             if self.pending_requests():
                 raise RuntimeError(f"{self.pending_requests()} requests neither completed nor rejected")
         else:
+            if not self.keep_sequences and self._cascade is None:  # nothing reads a request until the outcomes
+                self._row_requests = RequestColumns(self._row_requests)  # type: ignore[assignment]
             self._engine.run()
             self._collect()
         return self.outcomes
@@ -374,10 +376,18 @@ class CompiledCluster(Cluster):
             self._row_requests += map(self._row_requests.__getitem__, self._engine.row_origins(len(self._row_requests)))
 
     def _sequence(self, row: int) -> CompiledSequence:
+        self._check_requests_kept()
         if row >= len(self._row_requests):  # a forwarded row, seen mid-boundary (a phase router)
             self._sync_rows()
         keys = self._chained_keys[row] if self._chained_keys and row < len(self._chained_keys) else None
         return CompiledSequence(self._engine, row, self._row_requests[row], keys, self._outcome_of)
+
+    def _check_requests_kept(self) -> None:
+        """After a ``run`` with ``keep_sequences=False`` the engine keeps only what the outcomes
+        copy from the requests (``RequestColumns``): no request to show or add to."""
+        if isinstance(self._row_requests, RequestColumns):
+            raise ValueError("this compiled cluster kept no requests after its run (keep_sequences=False); "
+                             "build it with keep_sequences=True to read or add requests after run()")
 
     def _outcome_of(self, row: int, finish_s: float) -> RequestOutcome:
         """``Sequence.outcome`` of an engine row."""
@@ -518,6 +528,7 @@ class CompiledCluster(Cluster):
         if self._requests is not None:
             raise ValueError("add_arrival needs a stream of requests (submit an iterator, not a list)")
         validate_request(request)
+        self._check_requests_kept()
         if request.block_hashes is not None and self._chained_keys:
             raise not_compiled(f"add_arrival() of request {request.request_id}, which carries block hashes")
         if request.model is not None and request.model not in self._engine_models:

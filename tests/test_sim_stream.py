@@ -10,6 +10,7 @@ from dataclasses import astuple, replace
 import numpy as np
 import pytest
 
+from simulator.backends import make_cluster
 from simulator.cluster import Cluster
 from simulator.instance import InstanceConfig
 from simulator.request import MAX_ARRIVAL_S, SLO, Request
@@ -151,3 +152,29 @@ def test_an_unsorted_stream_fails_when_the_late_request_is_read():
         cluster.advance()
     with pytest.raises(ValueError, match="request 0: output_tokens must be a positive integer, got 0"):
         _cluster().submit(itertools.chain([Request(0, 1.0, 100, 0)]))
+
+
+def test_a_compiled_run_keeping_no_sequences_gives_the_python_engines_outcomes():
+    """With ``keep_sequences=False`` the compiled engine drops the ``Request`` objects for the run
+    and keeps only the fields outcomes copy (``RequestColumns``): every outcome as the Python
+    engine's, with tiers, reasoning, an integer arrival time, shared SLOs and a rejection; after
+    the run no request can be read or added, and the error says why."""
+    slo = SLO(ttft_s=2.0, tbt_s=0.2)
+    requests = [Request(i, 0.05 * i, 200 + 37 * i, 40 + 11 * (i % 7), reasoning_tokens=(i % 3) * 5, tier=i % 2, slo=slo)
+                for i in range(60)]
+    requests[20] = Request(20, 1, 300, 50, tier=1)  # an integer arrival time (the outcome keeps the float)
+    requests[30] = Request(30, 1.5, 10_000_000, 5)  # rejected: longer than any instance's KV
+
+    def outcomes(backend: str, keep: bool) -> list[str]:
+        cluster = make_cluster({GPU: 2}, backend=backend, keep_sequences=keep)
+        for _ in range(2):
+            cluster.deploy(InstanceConfig(gpu=GPU, model=MODEL), ready_now=True)
+        done = cluster.run(iter(requests))
+        if backend == "compiled" and not keep:
+            with pytest.raises(ValueError, match=r"kept no requests after its run \(keep_sequences=False\)"):
+                cluster.add_arrival(Request(99, 9.0, 100, 5))
+        return [repr(astuple(o)) for o in done]
+
+    reference = outcomes("python", False)
+    assert sum("exceeds" in row or "context" in row for row in reference) == 1
+    assert outcomes("compiled", False) == reference == outcomes("compiled", True)
