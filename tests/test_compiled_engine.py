@@ -253,8 +253,9 @@ def _shared_prefixes(rng: np.random.Generator, scheduler: str) -> Setup:
 
 def _mixed_caching(rng: np.random.Generator) -> Setup:
     """Requests with block hashes over two prefix-caching instances and one without a cache, which
-    serves them without looking their prefixes up."""
-    setup = _shared_prefixes(rng, str(rng.choice(["fcfs", "priority", "sarathi"])))
+    serves them without looking their prefixes up; every scheduler (``rr`` and ``pascal`` plan
+    each admission through the cache check, the others only on a caching instance)."""
+    setup = _shared_prefixes(rng, str(rng.choice(["fcfs", "priority", "sarathi", "rr", "pascal"])))
     config = setup.pools[0][0]
     plain = dataclasses.replace(config, prefix_caching=False, host_cache_gb=0.0)
     return dataclasses.replace(setup, pools=[*setup.pools, (plain, 1)],
@@ -605,17 +606,24 @@ def test_deploying_and_draining_while_serving_follow_the_python_engine(router, s
     assert Lifecycle.STOPPED in {i.lifecycle for i in compiled.instances.values()}
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(6))
 def test_live_migrations_follow_the_python_engine(seed):
     """Both engines stepped to random times; now and then the most loaded instance's migration
     candidate (queued: moved at once; running: copied in stages while it decodes, then handed
     off at an iteration boundary) goes to the least loaded one. At every stop: the clock, the
-    arrays, the candidates and the migration counters are equal; at the end, the outcomes."""
+    arrays, the candidates and the migration counters are equal; at the end, the outcomes.
+    Seeds 4 and 5 run pipelined instances (2 to 4 stages, 2 to pp microbatches in flight), where
+    the hand-off waits for the pipeline's next wake-up, not for a full pipeline to empty."""
     rng = np.random.default_rng([seed, 88])
-    config = _config(rng, scheduler="priority", kv_blocks=int(rng.integers(200, 400)), preemption="swap")
+    pipelined: dict[str, int] = {}
+    if seed >= 4:
+        pipelined["pp"] = pp = int(rng.integers(2, 5))
+        pipelined["microbatches_in_flight"] = int(rng.integers(2, pp + 1))
+    config = _config(rng, scheduler="priority", kv_blocks=int(rng.integers(200, 400)), preemption="swap", **pipelined)
     requests = _requests(rng, 150, 30.0, (20, 800), (50, 400))
     migration = MigrationConfig(last_stage_max_blocks=int(rng.integers(2, 8)), max_stages=3)
-    clusters = _side_by_side(lambda cls: cls({"A100-80GB": 4}, router="round_robin", track_arrays=True,
+    gpus = 4 * pipelined.get("pp", 1)
+    clusters = _side_by_side(lambda cls: cls({"A100-80GB": gpus}, router="round_robin", track_arrays=True,
                                              migration=migration), config, 4, requests)
     python, compiled = clusters
     steps = live = queued = 0
