@@ -10,6 +10,7 @@ placement at ``</think>``, PASCAL §IV-B).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Sequence as SequenceOf
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,13 @@ class MigrationConfig:
 
     last_stage_max_blocks: int = 16
     max_stages: int = 3
+
+    def __post_init__(self) -> None:
+        """Integers, ``last_stage_max_blocks`` >= 0 and ``max_stages`` >= 1 (raises naming the bad one)."""
+        for name, minimum in (("last_stage_max_blocks", 0), ("max_stages", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+                raise ValueError(f"MigrationConfig.{name} must be an integer >= {minimum}, got {value!r}")
 
 
 class Cluster:

@@ -202,3 +202,11 @@ def test_add_arrival_extends_a_stream_and_refuses_a_fixed_list():
     fixed.submit([Request(0, 0.0, 50, 3)])
     with pytest.raises(ValueError, match="add_arrival needs a stream"):
         fixed.add_arrival(Request(1, 0.5, 50, 3))
+
+
+@pytest.mark.parametrize(("field", "value"), [("last_stage_max_blocks", -1), ("max_stages", 0), ("max_stages", 2.5),
+                                              ("last_stage_max_blocks", True), ("max_stages", "3")])
+def test_a_migration_config_refuses_a_bad_setting_naming_it(field, value):
+    """A negative last stage or no stage at all would loop over stages with nothing to copy."""
+    with pytest.raises(ValueError, match=rf"MigrationConfig\.{field} must be an integer >= [01], got {value!r}"):
+        MigrationConfig(**{field: value})
