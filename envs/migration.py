@@ -33,6 +33,7 @@ from envs.schema import (
 from simulator.cluster import Decision
 from simulator.headroom import default_headroom_fractions
 from simulator.instance import Instance, Lifecycle, Role
+from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.request import Phase
 from simulator.routers import Router, make_router
@@ -42,6 +43,9 @@ LLUMNIX_POLLING_INTERVAL_S = 0.05  # Llumnix's migration polling interval (Llumn
 MIGRATION_INTERVAL_BY_SCENARIO_S = {"default": 0.5}  # coarser where 0.05 s would make ~20k steps
 MODES = ("periodic", "phase")
 ROUTERS = ("round_robin", "least_loaded", "llumnix")
+SERVING_CODE = LIFECYCLE_CODES["serving"]
+CANDIDATE_LIFECYCLES = (SERVING_CODE, LIFECYCLE_CODES["draining"])
+"""An instance gives up a request only while serving or draining."""
 
 
 def migration_context(max_instances: int, num_tiers: int, episode_requests: int) -> tuple[Entry, ...]:
@@ -179,7 +183,8 @@ class MigrationEnv(ServingEnv):
         self._decision: Decision | None = None
         self._next_tick_s = 0.0
         self._in_flight: dict[int, tuple[Sequence, int]] = {}
-        self._candidates: list[Sequence | None] | None = None
+        self._candidates: np.ndarray | None = None
+        self._models: tuple[Any, np.ndarray] = (None, np.zeros(0, dtype=np.int64))
         self._candidates_version = -1
 
     # ----------------------------------------------------------------- ServingEnv interface
@@ -194,8 +199,10 @@ class MigrationEnv(ServingEnv):
         self._candidates = None
 
     def cluster_options(self) -> dict[str, Any]:
-        options = {"headroom_fractions": self._default_headroom} if self.router_name == "llumnix" else {}
-        router: Router = make_router(self.router_name, **options)
+        # By name where it takes no options: the compiled engine then routes in C++, not in Python per arrival.
+        router: Router | str = self.router_name
+        if self.router_name == "llumnix":
+            router = make_router(self.router_name, headroom_fractions=self._default_headroom)
         return {"router": router, "external_phase_decisions": self.mode == "phase"}
 
     def on_reset(self) -> None:
@@ -240,14 +247,27 @@ class MigrationEnv(ServingEnv):
         its phase change, for its source slot only)."""
         return self._candidate_of(self._slot_instance(slot))
 
-    def observed_candidates(self) -> list[Sequence | None]:
-        """``candidate(slot)`` for every slot, computed once per observation."""
+    def observed_candidates(self) -> np.ndarray:
+        """``candidate(slot)`` of every slot as ``Cluster.migration_candidates`` gives it, one row
+        per slot: (queued: 1 waiting / 0 running or phase mode, prompt + generated tokens, KV
+        tokens, tier), -1s for none; computed once per observation, in one engine call."""
         assert self.cluster is not None
-        if self._candidates is None or self._candidates_version != self.cluster.version:
-            self._candidates_version = self.cluster.version
-            instances = list(self.cluster.instances.values())
-            slots = self.scenario.max_instances
-            self._candidates = [self._candidate_of(instances[s] if s < len(instances) else None) for s in range(slots)]
+        cluster = self.cluster
+        if self._candidates is None or self._candidates_version != cluster.version:
+            self._candidates_version = cluster.version
+            table = np.full((self.scenario.max_instances, 4), -1, dtype=np.int64)
+            ids = list(cluster.instances)[:self.scenario.max_instances]
+            assert cluster.arrays is not None
+            lifecycles = cluster.arrays.table[:, LIFECYCLE].tolist()  # by instance id
+            slots = [slot for slot, i in enumerate(ids) if lifecycles[i] in CANDIDATE_LIFECYCLES]
+            if self.mode == "phase":
+                decision = self._decision
+                if decision is not None and decision.instance_id in ids and ids.index(decision.instance_id) in slots:
+                    seq = decision.seq
+                    table[ids.index(decision.instance_id)] = 0, seq.prefill_target_tokens, seq.kv_tokens, seq.tier
+            elif slots:
+                table[slots] = cluster.migration_candidates([ids[s] for s in slots], set(self.live_migrations_in_flight()))
+            self._candidates = table
         return self._candidates
 
     def _candidate_of(self, instance: Instance | None) -> Sequence | None:
@@ -289,15 +309,25 @@ class MigrationEnv(ServingEnv):
         sources[slots] = destinations[slots] = True
         if self.cluster is None:
             return np.concatenate([sources, destinations])
-        instances = list(self.cluster.instances.values())
-        source_models: set[str] = set()
-        for slot, seq in enumerate(self.observed_candidates()):
-            if seq is not None:
-                sources[slot] = True
-                source_models.add(instances[slot].model.name)
-        for slot, instance in enumerate(instances):
-            destinations[slot] = instance.lifecycle == Lifecycle.SERVING and instance.model.name in source_models
+        assert self.cluster.arrays is not None
+        sources[:slots] = self.observed_candidates()[:, 0] >= 0
+        models = self._model_codes()
+        count = len(models)
+        serving = self.cluster.arrays.table[:count, LIFECYCLE] == SERVING_CODE
+        source_models = np.zeros(count, dtype=bool)  # by model code (codes are below count)
+        source_models[models[sources[:count]]] = True
+        destinations[:count] = serving & source_models[models]
         return np.concatenate([sources, destinations])
+
+    def _model_codes(self) -> np.ndarray:
+        """Each instance's model as a code (equal codes: the same model), by slot; made again
+        when the cluster or its instances change."""
+        assert self.cluster is not None
+        cluster, instances = self.cluster, self.cluster.instances
+        if self._models[0] is not cluster or len(self._models[1]) != len(instances):
+            names = [instance.model.name for instance in instances.values()]
+            self._models = (cluster, np.array([names.index(name) for name in names], dtype=np.int64))
+        return self._models[1]
 
     def is_noop(self, action: Any) -> bool:
         source_slot, destination_slot = (int(a) for a in action)
@@ -348,17 +378,13 @@ class MigrationEnv(ServingEnv):
     def context(self) -> np.ndarray:
         assert self.cluster is not None
         slots = self.scenario.max_instances
-        queued = np.zeros(slots, dtype=bool)
-        running = np.zeros(slots, dtype=bool)
-        kv_tokens = np.zeros(slots)
-        tiers = np.zeros(slots)
         last_tier = max(self.scenario.num_tiers - 1, 1)
-        for slot, seq in enumerate(self.observed_candidates()):
-            if seq is not None:
-                queued[slot] = self.mode == "periodic" and seq.residency == Residency.QUEUED
-                running[slot] = not queued[slot]
-                kv_tokens[slot] = seq.prefill_target_tokens if queued[slot] else seq.kv_tokens
-                tiers[slot] = min(seq.tier, last_tier)
+        table = self.observed_candidates()
+        present = table[:, 0] >= 0
+        queued = table[:, 0] == 1
+        running = present & ~queued
+        kv_tokens = np.where(queued, table[:, 1], np.where(present, table[:, 2], 0)).astype(np.float64)
+        tiers = np.where(present, np.minimum(table[:, 3], last_tier), 0).astype(np.float64)
         freeness = np.zeros(slots)
         load = self.features.load
         assert load is not None

@@ -24,11 +24,15 @@ from envs.schema import (
     with_observation_tables,
 )
 from simulator.instance import Lifecycle
-from simulator.instance_arrays import RUNNING, SWAPPED, WAITING
+from simulator.instance_arrays import LIFECYCLE, LIFECYCLE_CODES, RUNNING, SWAPPED, WAITING
 from simulator.routers.units import WeightedUnitRouter
 
 REMOVE, HOLD, ADD = 0, 1, 2
 KIND_FEATURES = ("serving", "starting", "draining")
+SERVING_CODE, DRAINING_CODE, STOPPED_CODE = (LIFECYCLE_CODES[state] for state in ("serving", "draining", "stopped"))
+KIND_FEATURE_OF_CODE = np.array([KIND_FEATURES.index(lifecycle) if lifecycle in KIND_FEATURES else -1
+                                 for lifecycle, _ in sorted(LIFECYCLE_CODES.items(), key=lambda item: item[1])])
+"""The ``KIND_FEATURES`` column counting a unit of each lifecycle code (-1: stopped, not counted)."""
 ACTION_MODES = ("per_kind", "one_unit")
 
 
@@ -170,6 +174,8 @@ class ScalingEnv(ServingEnv):
         self.action_space = spaces.MultiDiscrete([3] * kinds) if action == "per_kind" else spaces.Discrete(1 + 2 * kinds)
         self._slots: list[int | None] = []
         self._deployed: list[DeployedUnit] = []
+        self._unit_kinds = self._unit_members = self._unit_starts = np.zeros(0, dtype=np.int64)
+        self._counts: tuple[Any, int, np.ndarray] = (None, -1, np.zeros(0, dtype=np.int64))
         self._until_s = 0.0
         self._window_first_outcome = 0
 
@@ -193,6 +199,7 @@ class ScalingEnv(ServingEnv):
         self._deployed = [DeployedUnit(kind, ids) for kind, ids in self.scenario.deployed_units(self.cluster)]
         for slot, instance_id in enumerate(self.cluster.instances):
             self._slots[slot] = instance_id
+        self._index_units()
         self._until_s = 0.0
         self._window_first_outcome = 0
 
@@ -214,23 +221,44 @@ class ScalingEnv(ServingEnv):
             return Lifecycle.STOPPED
         return Lifecycle.DRAINING
 
-    def _units_in(self, kind: int, lifecycle: Lifecycle) -> list[DeployedUnit]:
-        return [u for u in self._deployed if u.kind == kind and self.unit_lifecycle(u) == lifecycle]
+    def _index_units(self) -> None:
+        """Index the deployed units for the vector queries: their kinds, their instances (flat,
+        unit by unit) and where each unit's instances start; after every change of ``_deployed``."""
+        self._unit_kinds = np.array([u.kind for u in self._deployed], dtype=np.int64)
+        self._unit_members = np.array([i for u in self._deployed for i in u.instance_ids], dtype=np.int64)
+        sizes = [len(u.instance_ids) for u in self._deployed]
+        self._unit_starts = np.cumsum([0] + sizes[:-1], dtype=np.int64) if sizes else np.zeros(0, dtype=np.int64)
+        self._counts = (None, -1, self._counts[2])
+
+    def unit_lifecycle_codes(self) -> np.ndarray:
+        """``unit_lifecycle`` of every deployed unit as its code (``LIFECYCLE_CODES``), read from
+        the cluster's instance arrays in a few vector operations."""
+        assert self.cluster is not None and self.cluster.arrays is not None
+        if not self._deployed:
+            return np.zeros(0, dtype=np.int64)
+        member_codes = self.cluster.arrays.table[self._unit_members, LIFECYCLE]
+        entry_codes = member_codes[self._unit_starts]
+        all_stopped = np.logical_and.reduceat(member_codes == STOPPED_CODE, self._unit_starts)
+        return np.where(entry_codes != STOPPED_CODE, entry_codes, np.where(all_stopped, STOPPED_CODE, DRAINING_CODE))
 
     def _lifecycle_counts(self) -> np.ndarray:
-        """(kinds x 3) units serving, starting and draining, in one pass over the units."""
-        counts = np.zeros((len(self.units), len(KIND_FEATURES)), dtype=np.int64)
-        columns = {Lifecycle.SERVING: 0, Lifecycle.STARTING: 1, Lifecycle.DRAINING: 2}
-        for unit in self._deployed:
-            column = columns.get(self.unit_lifecycle(unit))
-            if column is not None:
-                counts[unit.kind, column] += 1
+        """(kinds x 3) units serving, starting and draining (read-only; counted once per state)."""
+        assert self.cluster is not None
+        cluster, version, counts = self._counts
+        if cluster is not self.cluster or version != self.cluster.version:
+            columns = KIND_FEATURE_OF_CODE[self.unit_lifecycle_codes()]
+            counted = columns >= 0
+            kinds = len(self.units)
+            counts = np.bincount(self._unit_kinds[counted] * len(KIND_FEATURES) + columns[counted],
+                                 minlength=kinds * len(KIND_FEATURES)).reshape(kinds, len(KIND_FEATURES))
+            counts.flags.writeable = False
+            self._counts = (self.cluster, self.cluster.version, counts)
         return counts
 
     def _free_slots(self) -> list[int]:
-        assert self.cluster is not None
-        instances = self.cluster.instances
-        return [s for s, i in enumerate(self._slots) if i is None or instances[i].lifecycle == Lifecycle.STOPPED]
+        assert self.cluster is not None and self.cluster.arrays is not None
+        codes = self.cluster.arrays.table[:, LIFECYCLE].tolist()  # by instance id
+        return [s for s, i in enumerate(self._slots) if i is None or codes[i] == STOPPED_CODE]
 
     def _free_gpus(self) -> dict[str, int]:
         assert self.cluster is not None
@@ -297,7 +325,8 @@ class ScalingEnv(ServingEnv):
         assert self.cluster is not None
         for kind, choice in enumerate(self.per_kind_choices(action)):
             if choice == REMOVE:
-                unit = self._units_in(kind, Lifecycle.SERVING)[-1]
+                serving = np.flatnonzero((self._unit_kinds == kind) & (self.unit_lifecycle_codes() == SERVING_CODE))
+                unit = self._deployed[serving[-1]]
                 for instance_id in unit.instance_ids:
                     if self.cluster.instances[instance_id].lifecycle in (Lifecycle.SERVING, Lifecycle.STARTING):
                         self.cluster.drain(instance_id)
@@ -306,7 +335,10 @@ class ScalingEnv(ServingEnv):
                 for instance_id, slot in zip(instance_ids, self._free_slots()):
                     self._slots[slot] = instance_id
                 self._deployed.append(DeployedUnit(kind, instance_ids))
-        self._deployed = [u for u in self._deployed if self.unit_lifecycle(u) != Lifecycle.STOPPED]
+                self._index_units()
+        codes = self.unit_lifecycle_codes()
+        self._deployed = [u for u, code in zip(self._deployed, codes.tolist()) if code != STOPPED_CODE]
+        self._index_units()
         self._until_s = self.cluster.events.now_s + self.scaling_window_s
 
     # ----------------------------------------------------------------- observation

@@ -11,7 +11,7 @@ placement at ``</think>``, PASCAL §IV-B).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterable, Iterator, Sequence as SequenceOf
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence as SequenceOf
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,6 +282,17 @@ class Cluster:
             if cache is not None:
                 counters[row] = cache.entry_blocks, cache.query_tokens, cache.hit_tokens, cache.host_hit_tokens
         return counters
+
+    def migration_candidates(self, ids: list[int], excluded: Collection[int] = ()) -> np.ndarray:
+        """Per instance of ``ids``: the request it would migrate out (``Instance.migration_candidate``,
+        skipping request ids in ``excluded``) as (queued: 1 waiting / 0 running, prompt + generated
+        tokens, KV tokens, tier), or -1s where there is none (int64, ``len(ids)`` x 4)."""
+        table = np.full((len(ids), 4), -1, dtype=np.int64)
+        for row, instance_id in enumerate(ids):
+            seq = self.instances[instance_id].migration_candidate(excluded)
+            if seq is not None:
+                table[row] = seq.residency == Residency.QUEUED, seq.prefill_target_tokens, seq.kv_tokens, seq.tier
+        return table
 
     def cost_usd(self) -> float:
         """Σ GPUs × price × time held, starting and draining included, up to now."""

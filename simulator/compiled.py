@@ -40,7 +40,7 @@ written in Python (``phase_router``) is called by the engine inside the iteratio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence as SequenceOf
+from collections.abc import Callable, Collection, Iterable, Sequence as SequenceOf
 from operator import attrgetter
 from typing import Any
 
@@ -60,6 +60,7 @@ from simulator.request import Request
 from simulator.sequence import Sequence
 from simulator.routers import Router, make_router
 from simulator.routers.freeness import FreestInstanceRouter
+from simulator.routers.units import WeightedUnitRouter
 from simulator.schedulers import SCHEDULERS
 from simulator.schedulers.fcfs import FCFSScheduler
 from simulator.schedulers.pascal import PascalScheduler
@@ -94,6 +95,8 @@ class CompiledCluster(Cluster):
             spec.name = "external"
         elif type(router) is FreestInstanceRouter:
             spec.name = "llumnix"
+        elif type(router) is WeightedUnitRouter:  # its units are read again whenever they change
+            spec.name = "units"
         elif isinstance(router, str) and router in COMPILED_ROUTERS:
             spec.name = router
         elif callable(router):  # written in Python: called at each arrival, between the engine's events
@@ -127,6 +130,8 @@ class CompiledCluster(Cluster):
         self._cascade_router = cascade
         self._cascade: CascadeSync | None = None
         """The engine's model cascade, kept equal to the router (once the workload is submitted)."""
+        self._units: list[tuple[tuple[int, ...], float]] | None = None
+        """``units``: the units the engine routes to, as the router last gave them."""
         super().__init__(gpu_inventory, router=router, **options)
         self.events = CompiledClock(0.0, self._schedule_python)  # type: ignore[assignment]
         self._built_router = self.router
@@ -285,8 +290,7 @@ class CompiledCluster(Cluster):
             self.submit(requests)
         elif self._engine is None:
             raise ValueError("CompiledCluster.run needs the requests (give them to run() or submit())")
-        self._push_headroom()
-        self._push_cascade()
+        self._push_router()
         if self.router_spec.name == "external" or self._callbacks or self._python_hook() is not None:
             # Python runs at some events
             self.advance()
@@ -308,8 +312,7 @@ class CompiledCluster(Cluster):
             return self._decision
         if self._engine is None:
             return None
-        self._push_headroom()
-        self._push_cascade()
+        self._push_router()
         engine = self._engine
         hook = self._python_hook()
         engine.set_completion_hook(hook is not None)
@@ -318,7 +321,7 @@ class CompiledCluster(Cluster):
             if kind == 3:  # a timer or Python event: the callback sees the cluster as it is now
                 self._collect()
                 self._callbacks[row]()
-                self._push_cascade()  # a tick may have changed the cascade's thresholds
+                self._push_router()  # a tick may have changed the cascade's thresholds or the units
                 continue
             if kind == 4:  # a completion the hook takes over, or records (Cluster.on_complete)
                 self._collect()
@@ -431,6 +434,11 @@ class CompiledCluster(Cluster):
             return super().prefix_cache_counters(ids)
         return np.array(self._engine.prefix_cache_counters(ids), dtype=np.int64).reshape(len(ids), 4)
 
+    def migration_candidates(self, ids: list[int], excluded: Collection[int] = ()) -> np.ndarray:
+        if self._engine is None:
+            return super().migration_candidates(ids, excluded)
+        return np.array(self._engine.migration_candidates(ids, list(excluded)), dtype=np.int64).reshape(len(ids), 4)
+
     def migrate(self, seq: Any, target_id: int) -> bool:
         """``Cluster.migrate``: live-migrate a request (Llumnix-K §3.5) in the engine; False (nothing
         happens) when the target cannot take it now."""
@@ -473,6 +481,26 @@ class CompiledCluster(Cluster):
         """A compiled cascade: give the engine the router's changes since it last ran."""
         if self._cascade is not None:
             self._cascade.push(self._row_requests)
+
+    def _push_router(self) -> None:
+        """Give the engine's router what changed on the Python one since it last ran."""
+        self._push_headroom()
+        self._push_cascade()
+        self._push_units()
+
+    def _push_units(self) -> None:
+        """``units`` (Scaling-v0's ``WeightedUnitRouter``): give the engine the router's units
+        when they changed since it last read them (the env adds and removes units between steps)."""
+        if self.router_spec.name != "units":
+            return
+        units = [(tuple(ids), weight) for ids, weight in self.router.units()]  # type: ignore[union-attr]
+        if units != self._units:
+            offsets, members = [0], []
+            for ids, _ in units:
+                members += ids
+                offsets.append(len(members))
+            self._engine.set_units(offsets, members, [float(weight) for _, weight in units])
+            self._units = units
 
     def _push_headroom(self) -> None:
         """Llumnix dispatch: give the engine the router's headroom fractions when they changed

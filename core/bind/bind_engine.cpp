@@ -257,6 +257,12 @@ void bind_engine(nb::module_& m) {
         return std::make_tuple(e.migrations_started, e.migrations_done, e.migrations_aborted);
       }, "(started, done, aborted) live migrations so far.")
       .def("set_headroom_fractions", &Engine::set_headroom_fractions, "fractions"_a)
+      .def("set_units", &Engine::set_units, "offsets"_a, "members"_a, "weights"_a,
+           "Route to these units from now on (router 'units'): unit u is members[offsets[u]:offsets[u + 1]], "
+           "entry first, with routing weight weights[u].")
+      .def("migration_candidates", &Engine::migration_candidates, "ids"_a, "excluded"_a,
+           "Per instance of ids: its migration candidate as (queued, prompt + generated tokens, KV tokens, tier), "
+           "-1s for none; flat, 4 values an instance.")
       .def_prop_ro("num_outcomes", &Engine::num_outcomes)
       .def_prop_ro("num_instances", &Engine::num_instances)
       .def_prop_ro("arrived", &Engine::arrived)

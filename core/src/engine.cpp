@@ -17,6 +17,7 @@ Engine::Engine(RouterSpec router, bool record_token_curves, std::vector<std::str
       requests_(record_token_curves),
       external_router_(router_spec_.name == "external"),
       cascade_router_(router_spec_.name == "cascade"),
+      units_router_(router_spec_.name == "units"),
       external_phase_decisions_(external_phase_decisions),
       arrays_(track_arrays ? std::make_unique<InstanceArrays>() : nullptr) {
   if (!external_router_ && !cascade_router_) make_router(router_spec_);  // an unknown name fails here
@@ -209,6 +210,43 @@ void Engine::set_headroom_fractions(std::vector<double> fractions) {
   router_->set_headroom_fractions(std::move(fractions));
 }
 
+void Engine::set_units(std::vector<std::int32_t> offsets, std::vector<std::int32_t> members,
+                       std::vector<double> weights) {
+  if (!router_) throw std::logic_error("Engine.set_units: no router yet (call submit first)");
+  if (offsets.size() != weights.size() + 1 || offsets.front() != 0 ||
+      offsets.back() != static_cast<std::int32_t>(members.size())) {
+    throw std::invalid_argument("units: " + std::to_string(offsets.size()) + " offsets for " +
+                                std::to_string(weights.size()) + " units of " + std::to_string(members.size()) +
+                                " instances");
+  }
+  for (std::size_t u = 0; u < weights.size(); ++u) {
+    if (offsets[u + 1] <= offsets[u]) throw std::invalid_argument("unit " + std::to_string(u) + " has no instance");
+    if (!(weights[u] > 0.0 && weights[u] < std::numeric_limits<double>::infinity())) {
+      throw std::invalid_argument("unit " + std::to_string(u) + ": routing weight " + std::to_string(weights[u]) +
+                                  " is not positive and finite");
+    }
+  }
+  for (const std::int32_t id : members) instance_at(id);
+  router_->set_units(std::move(offsets), std::move(members), std::move(weights));
+}
+
+std::vector<std::int64_t> Engine::migration_candidates(const std::vector<std::int32_t>& ids,
+                                                       const std::vector<std::int64_t>& excluded) const {
+  std::vector<std::int64_t> table;
+  table.reserve(4 * ids.size());
+  const RequestTable& t = requests_;
+  for (const std::int32_t id : ids) {
+    const Req r = instance(id).migration_candidate(excluded);
+    if (r < 0) {
+      table.insert(table.end(), {-1, -1, -1, -1});
+    } else {
+      table.insert(table.end(), {t.residency[r] == Residency::Queued ? 1 : 0, t.prefill_target_tokens(r),
+                                 t.kv_tokens[r], t.tier[r]});
+    }
+  }
+  return table;
+}
+
 Decision Engine::take_decision(DecisionKind kind, Req r) {
   if (decisions_.empty() || decisions_.front().kind != kind || decisions_.front().row != r || r < 0) {
     const std::string id = r >= 0 && static_cast<std::size_t>(r) < requests_.size()
@@ -352,7 +390,15 @@ void Engine::admit(Req r) {
     dispatch(r, cascade_->instance_for(instances_, cascade_->entry_stage()));
     return;
   }
-  dispatch(r, router_->route(instances_, requests_, r));
+  const std::int32_t target = router_->route(instances_, requests_, r);
+  const std::int32_t model = requests_.model_index[r];
+  const Instance& chosen = *instances_[static_cast<std::size_t>(target)];
+  if (units_router_ && model >= 0 && chosen.settings.model_index != model) {  // a Python router's dispatch refuses it
+    throw std::invalid_argument("instance " + std::to_string(target) + " serves " +
+                                model_names_[static_cast<std::size_t>(chosen.settings.model_index)] +
+                                ", request needs " + model_names_[static_cast<std::size_t>(model)]);
+  }
+  dispatch(r, target);
 }
 
 void Engine::add_combo(std::int32_t entry_id, std::vector<std::int32_t> decode_ids, bool basic_rr) {

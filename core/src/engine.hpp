@@ -139,6 +139,16 @@ class Engine : public InstanceHost {
   const InstanceArrays* arrays() const { return arrays_.get(); }
   // llumnix: route with these headroom fractions from now on (after submit).
   void set_headroom_fractions(std::vector<double> fractions);
+  // units: route to these units from now on (after submit): unit u is the instances
+  // members[offsets[u]..offsets[u + 1]), its entry first, with routing weight weights[u].
+  // Throws std::invalid_argument for an unknown instance, an empty unit or a weight that is not
+  // positive and finite.
+  void set_units(std::vector<std::int32_t> offsets, std::vector<std::int32_t> members, std::vector<double> weights);
+  // Per instance of ids: the request it would migrate out (Instance::migration_candidate,
+  // skipping request ids in excluded) as (queued 1 / running 0, prompt + generated tokens, KV
+  // tokens, tier), or four -1s where there is none; flat, 4 values an instance.
+  std::vector<std::int64_t> migration_candidates(const std::vector<std::int32_t>& ids,
+                                                 const std::vector<std::int64_t>& excluded) const;
   std::size_t num_outcomes() const { return outcomes_.size(); }
   // The outcome log itself (rows, finish times, reasons in the order recorded): the MDP kernels read it.
   const OutcomeLog& outcome_log() const { return outcomes_; }
@@ -192,6 +202,7 @@ class Engine : public InstanceHost {
   std::unique_ptr<Cascade> cascade_;
   bool external_router_ = false;
   bool cascade_router_ = false;
+  bool units_router_ = false;  // its choice is checked to serve the request's model (Cluster._refusal)
   bool external_phase_decisions_ = false;
   bool completion_hook_ = false;
   PhaseRouter phase_router_;

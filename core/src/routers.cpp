@@ -98,6 +98,45 @@ class FreestInstanceRouter : public Router {
   std::vector<double> fractions_;
 };
 
+class WeightedUnitRouter : public Router {
+ public:
+  std::int32_t route(const std::vector<std::unique_ptr<Instance>>& instances, const RequestTable& requests,
+                     Req r) override {
+    std::int32_t best_id = -1;
+    double best_load = 0.0;
+    for (std::size_t u = 0; u < weights_.size(); ++u) {
+      const Instance& entry = *instances[static_cast<std::size_t>(members_[offsets_[u]])];
+      if (entry.lifecycle() != Lifecycle::Serving) continue;
+      std::size_t outstanding = 0;
+      for (std::int32_t k = offsets_[u]; k < offsets_[u + 1]; ++k) {
+        outstanding += instances[static_cast<std::size_t>(members_[k])]->num_requests();
+      }
+      // Python's (outstanding + 1) / weight: both exact doubles, one correctly rounded division.
+      const double load = static_cast<double>(outstanding + 1) / weights_[u];
+      if (best_id < 0 || load < best_load) {
+        best_id = entry.instance_id;
+        best_load = load;
+      }
+    }
+    if (best_id < 0) {
+      throw std::runtime_error("no serving unit can take request " + std::to_string(requests.request_id[r]));
+    }
+    return best_id;
+  }
+
+  void set_units(std::vector<std::int32_t> offsets, std::vector<std::int32_t> members,
+                 std::vector<double> weights) override {
+    offsets_ = std::move(offsets);
+    members_ = std::move(members);
+    weights_ = std::move(weights);
+  }
+
+ private:
+  std::vector<std::int32_t> offsets_{0};
+  std::vector<std::int32_t> members_;
+  std::vector<double> weights_;
+};
+
 }  // namespace
 
 double freeness_full(const Instance& instance, const std::vector<double>& headroom_fractions) {
@@ -132,14 +171,19 @@ void Router::set_headroom_fractions(std::vector<double>) {
   throw std::logic_error("this router has no headroom fractions");
 }
 
+void Router::set_units(std::vector<std::int32_t>, std::vector<std::int32_t>, std::vector<double>) {
+  throw std::logic_error("this router routes to no units");
+}
+
 std::unique_ptr<Router> make_router(const RouterSpec& spec) {
   const std::string& name = spec.name;
   if (name == "round_robin") return std::make_unique<RoundRobinRouter>();
   if (name == "least_loaded") return std::make_unique<LeastLoadedRouter>();
   if (name == "session_affinity") return std::make_unique<SessionAffinityRouter>(spec.session_targets);
   if (name == "llumnix") return std::make_unique<FreestInstanceRouter>(spec.headroom_fractions);
+  if (name == "units") return std::make_unique<WeightedUnitRouter>();
   throw std::invalid_argument("router '" + name +
-                              "' is not compiled; compiled: round_robin, least_loaded, session_affinity, llumnix");
+                              "' is not compiled; compiled: round_robin, least_loaded, session_affinity, llumnix, units");
 }
 
 }  // namespace servegym_core

@@ -21,6 +21,11 @@ class Router {
   // llumnix: the headroom fractions from now on (Tier-v0 sets them every step); throws
   // std::logic_error for a router that has none.
   virtual void set_headroom_fractions(std::vector<double> fractions);
+  // units: the deployed units from now on, unit u being members[offsets[u]..offsets[u + 1])
+  // (its entry first) with routing weight weights[u] (checked by Engine::set_units); throws
+  // std::logic_error for another router.
+  virtual void set_units(std::vector<std::int32_t> offsets, std::vector<std::int32_t> members,
+                         std::vector<double> weights);
 };
 
 // What a router is built from: its name, and what some of them take.
@@ -36,7 +41,9 @@ struct RouterSpec {
 // round_robin: the i-th arrival goes to the (i mod n)-th routable instance; least_loaded: the
 // fewest requests (lowest id on ties); session_affinity: the instance the request's session maps
 // to, else least loaded; llumnix: the instance of the request's model with the highest F_full
-// (simulator.routers.freeness, instance by instance; the first on ties). Throws
+// (simulator.routers.freeness, instance by instance; the first on ties); units: the entry of the
+// unit whose entry serves and whose (requests on its instances + 1) / weight is lowest, the first
+// unit on ties (simulator.routers.units, Scaling-v0; no unit until set_units). Throws
 // std::invalid_argument for another name.
 std::unique_ptr<Router> make_router(const RouterSpec& spec);
 
