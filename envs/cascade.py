@@ -265,6 +265,9 @@ class CascadeEnv(ServingEnv):
         self._score_sum = 0.0
         self._stages_cluster: Any = None
         self._stage_of = np.zeros(0, dtype=np.int64)
+        self._stage_matrix = np.zeros((0, 0), dtype=np.int64)
+        self._mask_key: tuple[Any, int] = (None, -1)
+        self._serving_mask = np.zeros(0, dtype=bool)
 
     def _check_cascade(self) -> None:
         models, name = self.models, self.scenario.name
@@ -357,6 +360,15 @@ class CascadeEnv(ServingEnv):
         return [self.models[stage + 1] in serving for stage in range(len(self.models) - 1)]
 
     def compute_action_mask(self) -> np.ndarray:
+        """The mask of the serving instances' models: made again only when an instance was added
+        or changed lifecycle (the instance arrays' ``layout_version``)."""
+        assert self.cluster is not None and self.cluster.arrays is not None
+        key = (self.cluster, self.cluster.arrays.layout_version)
+        if self._mask_key[0] is not key[0] or self._mask_key[1] != key[1]:
+            self._mask_key, self._serving_mask = key, self._serving_action_mask()
+        return self._serving_mask.copy()
+
+    def _serving_action_mask(self) -> np.ndarray:
         allowed = self._forwarding_allowed()
         if self.action_mode == "gear":
             serving = self._serving_models()
@@ -417,7 +429,7 @@ class CascadeEnv(ServingEnv):
         accepted = np.zeros(stages)
         for outcome in completed:
             accepted[stage_of[outcome.instance_id]] += 1
-        counts = cluster.arrays.table[:len(stage_of)]
+        queues = self._stage_matrix @ cluster.arrays.table[:len(stage_of), WAITING:RUNNING + 1]  # stages x 2, exact
         raw: dict[str, Any] = {
             "arrivals_per_s": self.recent_qps(self.scenario.control_interval_s),
             "burst_arrivals_per_s": self.recent_qps(BURST_WINDOW_S),
@@ -426,8 +438,8 @@ class CascadeEnv(ServingEnv):
             "finished": len(finished),
             "p95_e2e_s": percentile_linear([o.e2e_s for o in completed], 95) if completed else 0.0,
             "mean_score": mean_float64([o.quality if o.completed else 0.0 for o in finished]) if finished else 0.0,
-            "waiting": np.bincount(stage_of, weights=counts[:, WAITING], minlength=stages),
-            "running": np.bincount(stage_of, weights=counts[:, RUNNING], minlength=stages),
+            "waiting": queues[:, 0],
+            "running": queues[:, 1],
             "accepted_share": accepted / len(finished) if finished else 0.0,
             "threshold": self.thresholds(),
         }
@@ -454,6 +466,7 @@ class CascadeEnv(ServingEnv):
         if self._stages_cluster is not self.cluster:
             self._stages_cluster = self.cluster
             self._stage_of = np.array([self.router.stage_of(i) for i in self.cluster.instances.values()], dtype=np.int64)
+            self._stage_matrix = (np.arange(len(self.models))[:, None] == self._stage_of[None, :]).astype(np.int64)
         return self._stage_of
 
 

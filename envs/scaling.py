@@ -323,10 +323,10 @@ class ScalingEnv(ServingEnv):
 
     def apply(self, action: Any, valid: bool) -> None:
         assert self.cluster is not None
+        codes = self.unit_lifecycle_codes()  # units added below start up; a removal drains one kind's units only
         for kind, choice in enumerate(self.per_kind_choices(action)):
             if choice == REMOVE:
-                serving = np.flatnonzero((self._unit_kinds == kind) & (self.unit_lifecycle_codes() == SERVING_CODE))
-                unit = self._deployed[serving[-1]]
+                unit = self._deployed[np.flatnonzero((self._unit_kinds == kind) & (codes == SERVING_CODE))[-1]]
                 for instance_id in unit.instance_ids:
                     if self.cluster.instances[instance_id].lifecycle in (Lifecycle.SERVING, Lifecycle.STARTING):
                         self.cluster.drain(instance_id)
@@ -335,10 +335,11 @@ class ScalingEnv(ServingEnv):
                 for instance_id, slot in zip(instance_ids, self._free_slots()):
                     self._slots[slot] = instance_id
                 self._deployed.append(DeployedUnit(kind, instance_ids))
-                self._index_units()
-        codes = self.unit_lifecycle_codes()
-        self._deployed = [u for u, code in zip(self._deployed, codes.tolist()) if code != STOPPED_CODE]
         self._index_units()
+        stopped = self.unit_lifecycle_codes() == STOPPED_CODE
+        if stopped.any():
+            self._deployed = [u for u, gone in zip(self._deployed, stopped.tolist()) if not gone]
+            self._index_units()
         self._until_s = self.cluster.events.now_s + self.scaling_window_s
 
     # ----------------------------------------------------------------- observation

@@ -145,7 +145,7 @@ class Cluster:
         (immediately with ``ready_now``, for the initial deployment). GPUs are held (and paid)
         from now on."""
         self.version += 1
-        config.resolved()
+        self._check_config(config)
         free = self.gpu_inventory.get(config.gpu, 0) - self.gpus_in_use.get(config.gpu, 0)
         if config.num_gpus > free:
             raise ValueError(
@@ -163,6 +163,10 @@ class Cluster:
         startup_s = weight_load_time_s(instance.model, instance.gpu, config.tp, config.pp, config.dtype)
         self._start_at(instance, self.events.now_s + startup_s + self.provisioning_s)
         return instance_id
+
+    def _check_config(self, config: InstanceConfig) -> None:
+        """Raise on a config ``deploy`` cannot deploy (``InstanceConfig.resolved`` validates it)."""
+        config.resolved()
 
     def _add_instance(self, instance_id: int, config: InstanceConfig) -> Instance:
         """Create the instance ``instance_id`` of ``deploy``, serving, in ``instances`` (and the arrays)."""

@@ -40,6 +40,7 @@ written in Python (``phase_router``) is called by the engine inside the iteratio
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Collection, Iterable, Sequence as SequenceOf
 from operator import attrgetter
 from typing import Any
@@ -130,6 +131,9 @@ class CompiledCluster(Cluster):
         self._cascade_router = cascade
         self._cascade: CascadeSync | None = None
         """The engine's model cascade, kept equal to the router (once the workload is submitted)."""
+        self._templates: dict[int, tuple[InstanceConfig, dict[str, Any], Any, _core.InstanceSettings]] = {}
+        """By ``id`` of a config deployed after the submit: the config, its scheduler options then,
+        the ``Instance`` made for it (read for its static attributes) and its engine settings."""
         self._units: list[tuple[tuple[int, ...], float]] | None = None
         """``units``: the units the engine routes to, as the router last gave them."""
         super().__init__(gpu_inventory, router=router, **options)
@@ -144,11 +148,25 @@ class CompiledCluster(Cluster):
         once the workload is submitted, after its start-up time (scaling)."""
         if self._engine is not None and self.router_spec.name == "session_affinity":
             raise not_compiled("deploy() after the workload was submitted with session_affinity (its ring is read once)")
-        settings = config.resolved()
-        scheduler = settings.scheduler
+        return super().deploy(config, ready_now=ready_now)
+
+    def _check_config(self, config: InstanceConfig) -> None:
+        """``Cluster._check_config``, and a scheduler the engine runs; a config deployed before
+        after the submit (``_deployed_template``) was checked then."""
+        if self._deployed_template(config) is not None:
+            return
+        scheduler = config.resolved().scheduler
         if scheduler not in COMPILED_SCHEDULERS or SCHEDULERS.get(scheduler) is not COMPILED_SCHEDULERS[scheduler]:
             raise not_compiled(f"scheduler={scheduler!r} (compiled schedulers: {', '.join(COMPILED_SCHEDULERS)})")
-        return super().deploy(config, ready_now=ready_now)
+
+    def _deployed_template(self, config: InstanceConfig) -> tuple[Any, _core.InstanceSettings] | None:
+        """The instance deployed after the submit from this very ``config`` before, and its engine
+        settings; None if there is none, or if the config's scheduler options (the one part of a
+        frozen config that could change in place) differ from then."""
+        cached = self._templates.get(id(config))
+        if cached is None or cached[0] is not config or cached[1] != config.scheduler_options:
+            return None
+        return cached[2], cached[3]
 
     def drain(self, instance_id: int) -> None:
         """``Cluster.drain``: the instance stops taking requests and stops once they are done."""
@@ -161,13 +179,19 @@ class CompiledCluster(Cluster):
         seen through its ``CompiledInstance`` view."""
         if self._engine is None:
             return super()._add_instance(instance_id, config)
-        instance = create_instance(instance_id, config, self.events, self, coalesce=self.coalesce)
-        model_names = self._engine_models
-        if instance.model.name not in model_names:
-            raise not_compiled(f"deploying {instance.model.name} after the workload was submitted (the engine serves "
-                               f"{', '.join(model_names)})")
-        settings = instance_settings(instance, model_names.index(instance.model.name))
-        settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
+        template = self._deployed_template(config)
+        if template is None:
+            instance = create_instance(instance_id, config, self.events, self, coalesce=self.coalesce)
+            model_names = self._engine_models
+            if instance.model.name not in model_names:
+                raise not_compiled(f"deploying {instance.model.name} after the workload was submitted (the engine "
+                                   f"serves {', '.join(model_names)})")
+            settings = instance_settings(instance, model_names.index(instance.model.name))
+            settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
+            self._templates[id(config)] = (config, dict(config.scheduler_options), instance, settings)
+        else:  # the same config again (scaling): its static attributes are the template's, the engine keeps the state
+            instance, settings = copy.copy(template[0]), template[1]
+            instance.instance_id = instance_id
         if self._engine.add_instance(settings, instance.latency._evaluator) != instance_id:
             raise RuntimeError(f"the engine numbered instance {instance_id} differently")
         view = self.instances[instance_id] = CompiledInstance(instance, self._engine, self._sequence)
