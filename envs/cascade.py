@@ -266,6 +266,7 @@ class CascadeEnv(ServingEnv):
         self._stages_cluster: Any = None
         self._stage_of = np.zeros(0, dtype=np.int64)
         self._stage_matrix = np.zeros((0, 0), dtype=np.int64)
+        self._stage_list: list[int] = []
         self._mask_key: tuple[Any, int] = (None, -1)
         self._serving_mask = np.zeros(0, dtype=bool)
 
@@ -324,7 +325,7 @@ class CascadeEnv(ServingEnv):
             return list(self.gears[self._gear])
         if self.action_mode == "continuous":
             return list(self._continuous_thresholds)
-        return [SCORE_MAX * int(k) / (self.threshold_levels - 1) for k in self._levels]
+        return [SCORE_MAX * k / (self.threshold_levels - 1) for k in self._levels.tolist()]
 
     def entry_stage(self) -> int:
         """The stage arrivals enter now (0 but in gear mode with ``entry_stages``)."""
@@ -426,9 +427,10 @@ class CascadeEnv(ServingEnv):
         finished = cluster.outcomes[self._window_first_outcome:]
         completed = [o for o in finished if o.completed]
         stage_of = self._stage_of_instances()
-        accepted = np.zeros(stages)
+        stage_list = self._stage_list
+        accepted = [0] * stages
         for outcome in completed:
-            accepted[stage_of[outcome.instance_id]] += 1
+            accepted[stage_list[outcome.instance_id]] += 1
         queues = self._stage_matrix @ cluster.arrays.table[:len(stage_of), WAITING:RUNNING + 1]  # stages x 2, exact
         raw: dict[str, Any] = {
             "arrivals_per_s": self.recent_qps(self.scenario.control_interval_s),
@@ -440,7 +442,7 @@ class CascadeEnv(ServingEnv):
             "mean_score": mean_float64([o.quality if o.completed else 0.0 for o in finished]) if finished else 0.0,
             "waiting": queues[:, 0],
             "running": queues[:, 1],
-            "accepted_share": accepted / len(finished) if finished else 0.0,
+            "accepted_share": np.array(accepted, dtype=np.float64) / len(finished) if finished else 0.0,
             "threshold": self.thresholds(),
         }
         if self.action_mode == "gear":
@@ -467,6 +469,7 @@ class CascadeEnv(ServingEnv):
             self._stages_cluster = self.cluster
             self._stage_of = np.array([self.router.stage_of(i) for i in self.cluster.instances.values()], dtype=np.int64)
             self._stage_matrix = (np.arange(len(self.models))[:, None] == self._stage_of[None, :]).astype(np.int64)
+            self._stage_list = self._stage_of.tolist()
         return self._stage_of
 
 
