@@ -19,6 +19,7 @@ from envs.scenario import InstanceGroup, Scenario
 from simulator.instance import InstanceConfig
 from simulator.kv_blocks import blocks_for_tokens
 from simulator.request import SLO, Request
+from simulator.sequence import Residency
 
 ENGINE = "vidur-2024"  # the hand-computed expectations here use its latency model and batching
 
@@ -276,3 +277,34 @@ def test_phase_mode_decides_each_think_end_and_moves_only_when_asked():
 def test_maskable_ppo_trains_briefly():
     env = MigrationEnv(**SMALL)
     MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu").learn(1024)
+
+
+@pytest.mark.parametrize("backend", ["compiled", "python"])
+@pytest.mark.parametrize("mode", ["periodic", "phase"])
+def test_the_candidate_table_is_each_slots_candidate(mode, backend):
+    """``observed_candidates`` (one engine call per observation) holds, slot by slot, what
+    ``candidate(slot)`` gives: queued or not, prompt + generated tokens, KV tokens and tier, -1s
+    where none; the mask's sources are its rows with a candidate. Over a random masked episode
+    with live migrations in flight (excluded from the table) on either engine."""
+    options = (dict(episode_requests=120, num_tiers=3, priorities="uniform", tier_weights=(4.0, 2.0, 1.0),
+                    migration_interval_s=0.05)
+               if mode == "periodic" else REASONING)
+    env = MigrationEnv(mode=mode, backend=backend, **options)
+    env.reset(seed=2)
+    rng = np.random.default_rng(2)
+    split, seen, in_flight = env.noop_index + 1, set(), 0
+    done = False
+    while not done:
+        table = env.observed_candidates()
+        for slot, row in enumerate(table.tolist()):
+            seq = env.candidate(slot)
+            queued = mode == "periodic" and seq is not None and seq.residency == Residency.QUEUED
+            assert row == ([-1] * 4 if seq is None else [int(queued), seq.prefill_target_tokens, seq.kv_tokens, seq.tier])
+            seen.add(row[0])
+        mask = env.action_masks()
+        assert mask[:split - 1].tolist() == (table[:, 0] >= 0).tolist()
+        in_flight += len(env.live_migrations_in_flight())
+        action = np.array([rng.choice(np.flatnonzero(mask[:split])), rng.choice(np.flatnonzero(mask[split:]))])
+        _, _, _, done, _ = env.step(action)
+    assert seen == ({-1, 0, 1} if mode == "periodic" else {-1, 0})
+    assert in_flight > 0 or mode == "phase"

@@ -347,3 +347,34 @@ def test_one_unit_mask_never_allows_an_invalid_action():
 def test_unknown_action_mode_raises():
     with pytest.raises(ValueError, match="unknown action mode 'one'"):
         make(action="one")
+
+
+@pytest.mark.parametrize("backend", ["compiled", "python"])
+def test_unit_lifecycle_codes_and_counts_are_each_units_lifecycle(backend):
+    """``unit_lifecycle_codes`` (vector operations on the instance arrays) is ``unit_lifecycle``
+    of every unit, and ``_lifecycle_counts`` counts them per kind: over random masked windows of
+    GPU-combo units (an entry and decode instances), through starting, serving, draining (also
+    with the entry stopped and a decode instance still busy) and stopped, on either engine."""
+    from envs.random_policy import random_masked_action
+    from simulator.instance_arrays import LIFECYCLE_CODES
+
+    env = gym.make("servegym/Scaling-v0", scenario="cauchy_autoscaling", backend=backend).unwrapped
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    states, entry_stopped = set(), 0
+    for _ in range(60):
+        codes = env.unit_lifecycle_codes().tolist()
+        lifecycles = [env.unit_lifecycle(u) for u in env._deployed]
+        assert codes == [LIFECYCLE_CODES[lifecycle.value] for lifecycle in lifecycles]
+        expected = np.zeros((len(env.units), 3), dtype=np.int64)
+        for unit, lifecycle in zip(env._deployed, lifecycles):
+            if lifecycle != Lifecycle.STOPPED:
+                expected[unit.kind, ("serving", "starting", "draining").index(lifecycle.value)] += 1
+        np.testing.assert_array_equal(env._lifecycle_counts(), expected)
+        states |= set(codes)
+        entry_stopped += sum(lifecycle == Lifecycle.DRAINING and env.cluster.instances[u.instance_ids[0]].lifecycle
+                             == Lifecycle.STOPPED for u, lifecycle in zip(env._deployed, lifecycles))
+        _, _, _, truncated, _ = env.step(random_masked_action(env.action_space, env.action_masks(), rng))
+        if truncated:
+            break
+    assert states == set(LIFECYCLE_CODES.values()) and entry_stopped > 0
