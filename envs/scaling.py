@@ -175,7 +175,11 @@ class ScalingEnv(ServingEnv):
         self._slots: list[int | None] = []
         self._deployed: list[DeployedUnit] = []
         self._unit_kinds = self._unit_members = self._unit_starts = np.zeros(0, dtype=np.int64)
-        self._counts: tuple[Any, int, np.ndarray] = (None, -1, np.zeros(0, dtype=np.int64))
+        empty = np.zeros(0, dtype=np.int64)
+        self._unit_cache: tuple[Any, int, np.ndarray, np.ndarray] = (None, -1, empty, empty)
+        """The units' lifecycle codes and counts (``_unit_state``), with the cluster and version they are of."""
+        self._window_met: tuple[int, int, int] = (-1, -1, 0)
+        """The last step's (outcomes then, outcomes finished in the window, of them meeting their SLO)."""
         self._until_s = 0.0
         self._window_first_outcome = 0
 
@@ -228,32 +232,40 @@ class ScalingEnv(ServingEnv):
         self._unit_members = np.array([i for u in self._deployed for i in u.instance_ids], dtype=np.int64)
         sizes = [len(u.instance_ids) for u in self._deployed]
         self._unit_starts = np.cumsum([0] + sizes[:-1], dtype=np.int64) if sizes else np.zeros(0, dtype=np.int64)
-        self._counts = (None, -1, self._counts[2])
+        self._unit_cache = (None, -1, self._unit_cache[2], self._unit_cache[3])
 
     def unit_lifecycle_codes(self) -> np.ndarray:
         """``unit_lifecycle`` of every deployed unit as its code (``LIFECYCLE_CODES``), read from
-        the cluster's instance arrays in a few vector operations."""
-        assert self.cluster is not None and self.cluster.arrays is not None
-        if not self._deployed:
-            return np.zeros(0, dtype=np.int64)
-        member_codes = self.cluster.arrays.table[self._unit_members, LIFECYCLE]
-        entry_codes = member_codes[self._unit_starts]
-        all_stopped = np.logical_and.reduceat(member_codes == STOPPED_CODE, self._unit_starts)
-        return np.where(entry_codes != STOPPED_CODE, entry_codes, np.where(all_stopped, STOPPED_CODE, DRAINING_CODE))
+        the cluster's instance arrays in a few vector operations (read-only; once per state)."""
+        return self._unit_state()[0]
 
     def _lifecycle_counts(self) -> np.ndarray:
-        """(kinds x 3) units serving, starting and draining (read-only; counted once per state)."""
-        assert self.cluster is not None
-        cluster, version, counts = self._counts
-        if cluster is not self.cluster or version != self.cluster.version:
-            columns = KIND_FEATURE_OF_CODE[self.unit_lifecycle_codes()]
-            counted = columns >= 0
-            kinds = len(self.units)
-            counts = np.bincount(self._unit_kinds[counted] * len(KIND_FEATURES) + columns[counted],
-                                 minlength=kinds * len(KIND_FEATURES)).reshape(kinds, len(KIND_FEATURES))
-            counts.flags.writeable = False
-            self._counts = (self.cluster, self.cluster.version, counts)
-        return counts
+        """(kinds x 3) units serving, starting and draining (read-only; once per state)."""
+        return self._unit_state()[1]
+
+    def _unit_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """The units' lifecycle codes and their counts per kind, worked out again when the
+        cluster's state (``version``) or the deployed units changed."""
+        assert self.cluster is not None and self.cluster.arrays is not None
+        cluster, version, codes, counts = self._unit_cache
+        if cluster is self.cluster and version == self.cluster.version:
+            return codes, counts
+        kinds = len(self.units)
+        if self._deployed:
+            member_codes = self.cluster.arrays.table[self._unit_members, LIFECYCLE]
+            entry_codes = member_codes[self._unit_starts]
+            all_stopped = np.logical_and.reduceat(member_codes == STOPPED_CODE, self._unit_starts)
+            codes = np.where(entry_codes != STOPPED_CODE, entry_codes,
+                             np.where(all_stopped, STOPPED_CODE, DRAINING_CODE))
+        else:
+            codes = np.zeros(0, dtype=np.int64)
+        columns = KIND_FEATURE_OF_CODE[codes]
+        counted = columns >= 0
+        counts = np.bincount(self._unit_kinds[counted] * len(KIND_FEATURES) + columns[counted],
+                             minlength=kinds * len(KIND_FEATURES)).reshape(kinds, len(KIND_FEATURES))
+        codes.flags.writeable = counts.flags.writeable = False
+        self._unit_cache = (self.cluster, self.cluster.version, codes, counts)
+        return codes, counts
 
     def _free_slots(self) -> list[int]:
         assert self.cluster is not None and self.cluster.arrays is not None
@@ -324,6 +336,7 @@ class ScalingEnv(ServingEnv):
     def apply(self, action: Any, valid: bool) -> None:
         assert self.cluster is not None
         codes = self.unit_lifecycle_codes()  # units added below start up; a removal drains one kind's units only
+        added = False
         for kind, choice in enumerate(self.per_kind_choices(action)):
             if choice == REMOVE:
                 unit = self._deployed[np.flatnonzero((self._unit_kinds == kind) & (codes == SERVING_CODE))[-1]]
@@ -335,7 +348,9 @@ class ScalingEnv(ServingEnv):
                 for instance_id, slot in zip(instance_ids, self._free_slots()):
                     self._slots[slot] = instance_id
                 self._deployed.append(DeployedUnit(kind, instance_ids))
-        self._index_units()
+                added = True
+        if added:
+            self._index_units()
         stopped = self.unit_lifecycle_codes() == STOPPED_CODE
         if stopped.any():
             self._deployed = [u for u, gone in zip(self._deployed, stopped.tolist()) if not gone]
@@ -343,6 +358,12 @@ class ScalingEnv(ServingEnv):
         self._until_s = self.cluster.events.now_s + self.scaling_window_s
 
     # ----------------------------------------------------------------- observation
+    def step_info(self, finished: list | None = None) -> dict[str, Any]:
+        info = super().step_info(finished)
+        assert self.cluster is not None
+        self._window_met = (len(self.cluster.outcomes), info["finished"], info["slo_met"])
+        return info
+
     def slot_instance_ids(self) -> list[int | None]:
         """Rows follow this env's slots: an instance keeps its slot for life; a stopped
         instance's slot is reused by the next one added."""
@@ -352,7 +373,10 @@ class ScalingEnv(ServingEnv):
         assert self.cluster is not None and self.cluster.arrays is not None
         cluster = self.cluster
         finished = cluster.outcomes[self._window_first_outcome:]
-        met = sum(o.completed and self.reward_fn.met(o) for o in finished)
+        if self._window_met[:2] == (len(cluster.outcomes), len(finished)):  # the window step_info counted
+            met = self._window_met[2]
+        else:
+            met = sum(o.completed and self.reward_fn.met(o) for o in finished)
         queues = cluster.arrays.table[:len(cluster.instances), WAITING:SWAPPED + 1].sum(axis=0)
         units = self._lifecycle_counts()
         return self.schema.encode_context({
