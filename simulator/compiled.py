@@ -15,7 +15,8 @@ by recompute and by swap, automatic prefix caching over ``block_hashes`` with it
 and KV-capacity rejections, reasoning requests (and their phase routers), the engine's frontend
 time, token curves, and the ``round_robin``, ``least_loaded``, ``session_affinity`` and ``llumnix``
 routers (the last as a ``FreestInstanceRouter``, its headroom fractions read when ``run``
-starts), and a model cascade given as ``**CascadeRouter.cluster_options()`` (its router and judge:
+starts), Scaling-v0's ``WeightedUnitRouter`` (``simulator.routers.units``: its units read again
+whenever they change), and a model cascade given as ``**CascadeRouter.cluster_options()`` (its router and judge:
 ``simulator.compiled_cascade``). Anything else raises a ``ValueError`` naming it, before anything runs.
 
 Decisions: with ``router=None`` every arrival stops ``advance`` with a ``"route"`` decision, as in
@@ -104,7 +105,7 @@ class CompiledCluster(Cluster):
             spec.name = "external"
         else:
             raise not_compiled(f"router={router!r} (compiled routers: {', '.join(COMPILED_ROUTERS)}, a "
-                               "FreestInstanceRouter for llumnix, or a Python callable)")
+                               "FreestInstanceRouter for llumnix, a WeightedUnitRouter, or a Python callable)")
         for name in NOT_COMPILED_OPTIONS:
             if options.get(name) and not self._compiled_hook(name, options[name]):
                 raise not_compiled(f"{name}={options[name]!r}")
