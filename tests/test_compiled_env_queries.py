@@ -14,6 +14,7 @@ import pytest
 from simulator.cluster import Cluster, MigrationConfig
 from simulator.compiled import CompiledCluster
 from simulator.instance import InstanceConfig, Lifecycle
+from simulator.request import Request
 from simulator.routers.units import WeightedUnitRouter
 from simulator.sequence import Residency
 from tests.test_compiled_engine import _arrays, _config, _requests, _side_by_side, counters, outcome_mismatches
@@ -133,6 +134,21 @@ def test_no_serving_unit_raises_naming_the_request_on_both_engines():
     for cls in (Cluster, CompiledCluster):
         with pytest.raises(RuntimeError, match="no serving unit can take request 100"):
             _units_cluster(cls, 1.0, "drained").advance()
+
+
+@pytest.mark.parametrize("case", ["decode-only entry", "entry of another model"])
+def test_a_unit_entry_that_cannot_take_the_request_raises_as_in_python(case):
+    """The Python engine's dispatch refuses what a unit router picks wrongly; so does the engine."""
+    message = ("instance 0 is decode-only and cannot take new requests" if case == "decode-only entry"
+               else "instance 0 serves Llama-3.1-8B, request needs Llama-2-7B")
+    for cls in (Cluster, CompiledCluster):
+        cluster = cls({"A100-80GB": 1}, router=WeightedUnitRouter(lambda: [((0,), 1.0)]), track_arrays=True)
+        cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024",
+                                      role="decode" if case == "decode-only entry" else "aggregated"), ready_now=True)
+        model = None if case == "decode-only entry" else "Llama-2-7B"
+        cluster.submit([Request(1, 0.0, 10, 5, model=model)])
+        with pytest.raises(ValueError, match=message):
+            cluster.advance()
 
 
 @pytest.mark.parametrize("weight", [0.0, -1.0, float("inf"), float("nan")])

@@ -393,10 +393,15 @@ void Engine::admit(Req r) {
   const std::int32_t target = router_->route(instances_, requests_, r);
   const std::int32_t model = requests_.model_index[r];
   const Instance& chosen = *instances_[static_cast<std::size_t>(target)];
-  if (units_router_ && model >= 0 && chosen.settings.model_index != model) {  // a Python router's dispatch refuses it
-    throw std::invalid_argument("instance " + std::to_string(target) + " serves " +
-                                model_names_[static_cast<std::size_t>(chosen.settings.model_index)] +
-                                ", request needs " + model_names_[static_cast<std::size_t>(model)]);
+  if (units_router_) {  // the entry a unit router picks serves; Cluster.dispatch refuses a role or model it cannot take
+    if (chosen.settings.role == 2) {
+      throw std::invalid_argument("instance " + std::to_string(target) + " is decode-only and cannot take new requests");
+    }
+    if (model >= 0 && chosen.settings.model_index != model) {
+      throw std::invalid_argument("instance " + std::to_string(target) + " serves " +
+                                  model_names_[static_cast<std::size_t>(chosen.settings.model_index)] +
+                                  ", request needs " + model_names_[static_cast<std::size_t>(model)]);
+    }
   }
   dispatch(r, target);
 }
