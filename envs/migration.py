@@ -360,9 +360,7 @@ class MigrationEnv(ServingEnv):
                 kv_tokens[slot] = seq.prefill_target_tokens if queued[slot] else seq.kv_tokens
                 tiers[slot] = min(seq.tier, last_tier)
         freeness = np.zeros(slots)
-        load = self.features.load
-        assert load is not None
-        freeness[self.features.slots] = load.freeness_full(self._default_headroom)
+        freeness[self.features.slots] = self.features.freeness_full(self._default_headroom)
         decision = self._decision
         return self.schema.encode_context({
             "phase_mode": self.mode == "phase",

@@ -339,6 +339,15 @@ class InstanceFeatures:
             self._slots.flags.writeable = False
         return self._slots
 
+    def freeness_full(self, headroom_fractions: np.ndarray) -> np.ndarray:
+        """``load.freeness_full(headroom_fractions)``: F_full of the last fill's live slots (the
+        kernel's numbers after a kernel fill, without building ``load``)."""
+        if self._kernel_filled:
+            return self._kernel.freeness_full(headroom_fractions.tolist())
+        if self._load is None:
+            raise ValueError("freeness_full() before any fill")
+        return self._load.freeness_full(headroom_fractions)
+
     def observation_spec(self, spec: _core.ObservationSpec) -> _core.ObservationSpec:
         """Write what the core's kernel needs of these features into ``spec`` (an
         ``ObservationSpec``, or a ``RoutingSpec`` built on one) and return it."""

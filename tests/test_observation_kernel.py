@@ -23,6 +23,7 @@ SEED = 2026  # not the golden trajectories' seed: other states
 STEPS = {"servegym/Routing-v0": 150, "servegym/Tier-v0": 80, "servegym/Migration-v0": 100,
          "servegym/Scaling-v0": 100, "servegym/Cascade-v0": 100}
 VARIANTS = {"servegym/Migration-v0": ({}, {"mode": "phase"})}
+HEADROOM = np.array([0.0, 0.05, 0.1, 0.3])  # per tier: F_full's charge (Llumnix-K eq. 1-4)
 LOAD_FIELDS = ("ids", "table", "lifecycle", "total_blocks", "block_size", "requests", "batch", "occupied",
                "used_blocks", "head_of_line_blocks", "tier_requests")
 
@@ -67,6 +68,10 @@ def test_kernel_matrix_equals_the_numpy_path(env_id, scenario, options):
         assert np.array_equal(kernel_matrix, numpy_matrix), (
             f"{where}: columns {sorted({kernel_env.features.names[c] for c in np.argwhere(kernel_matrix != numpy_matrix)[:, 1]})}")
         np.testing.assert_array_equal(kernel_env.features.slots, numpy_env.features.slots, err_msg=where)
+        for headroom in (kernel_env.features.default_headroom, HEADROOM[:kernel_env.features.num_tiers]):
+            freeness = kernel_env.features.freeness_full(headroom)
+            assert np.array_equal(freeness, numpy_env.features.freeness_full(headroom)), where
+            assert np.array_equal(freeness, numpy_env.features.load.freeness_full(headroom)), where
         assert_same_load(kernel_env.features.load, numpy_env.features.load, where)
         seen_rows.update(np.flatnonzero(kernel_matrix[:, 0]).tolist())
         mask = np.asarray(kernel_env.action_masks()).reshape(-1)
@@ -131,7 +136,8 @@ def compiled_cluster():
 
 
 def test_kernel_slots_leave_empty_and_stopped_rows_empty():
-    """Row k describes slots[k]; None rows and rows of stopped instances stay all zeros, as numpy's."""
+    """Row k describes slots[k]; None rows and rows of stopped instances stay all zeros, as numpy's;
+    requests of a tier beyond the features' tiers count in the last one, and F_full refuses them."""
     from simulator.request import Request
 
     kernel_cluster, numpy_cluster = compiled_cluster(), compiled_cluster()
@@ -139,7 +145,8 @@ def test_kernel_slots_leave_empty_and_stopped_rows_empty():
                                                                               use_kernel=False)]
     matrices = []
     for cluster, feature in zip((kernel_cluster, numpy_cluster), features):
-        cluster.submit([Request(request_id=i, arrival_s=0.1 * i, prompt_tokens=300 + 10 * i, output_tokens=20)
+        cluster.submit([Request(request_id=i, arrival_s=0.1 * i, prompt_tokens=300 + 10 * i, output_tokens=20,
+                                tier=i % 2)
                         for i in range(6)])
         for _ in range(4):
             decision = cluster.advance()
@@ -151,6 +158,13 @@ def test_kernel_slots_leave_empty_and_stopped_rows_empty():
     assert not matrices[0][[0, 3]].any() and matrices[0][[1, 2, 4], 0].tolist() == [1.0, 1.0, 1.0]
     assert matrices[0][1, features[0].column["draining"]] == 1.0
     assert features[0].slots.tolist() == [1, 2, 4]
+    requests = features[0].load.requests  # every tier's, folded into tier 0
+    assert requests.sum() == 4 and features[0].load.tier_requests[:, 0].tolist() == requests.tolist()
+    assert matrices[0][[1, 2, 4], features[0].column["tier_0"]].tolist() == (requests / (requests + 16.0)).astype(
+        np.float32).tolist()
+    for feature in features:
+        with pytest.raises(ValueError, match="requests of a tier beyond the 1 headroom fractions"):
+            feature.freeness_full(np.zeros(1))
     with pytest.raises(ValueError, match="6 instance slots asked, more than the 5"):
         features[0].fill(kernel_cluster, [0, 1, 2, None, None, None])
     with pytest.raises(ValueError, match="instance 7 does not exist"):

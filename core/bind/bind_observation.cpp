@@ -76,6 +76,10 @@ void bind_observation(nb::module_& m) {
         return copy_of(o.tier_requests(), o.ids().size(), static_cast<std::size_t>(o.spec().num_tiers));
       }, nb::rv_policy::move)
       .def_prop_ro("beyond_tiers", &O::beyond_tiers)
+      .def("freeness_full", [](const O& o, const std::vector<double>& headroom_fractions) {
+        const std::vector<double> value = o.freeness_full(headroom_fractions);
+        return copy_of(value, value.size());
+      }, "headroom_fractions"_a, nb::rv_policy::move, "InstanceLoad.freeness_full of the last fill's load.")
       .def_prop_ro("service_ewma_s", [](const O& o) { return copy_of(o.service_ewma_s(), o.service_ewma_s().size()); }, nb::rv_policy::move);
 }
 

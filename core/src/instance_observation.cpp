@@ -277,4 +277,35 @@ void InstanceObservation::fill(Engine& engine, const std::int32_t* slots, std::s
   }
 }
 
+std::vector<double> InstanceObservation::freeness_full(const std::vector<double>& headroom_fractions) const {
+  const std::size_t k = static_cast<std::size_t>(spec_.num_tiers);
+  if (headroom_fractions.size() > k) {
+    throw std::invalid_argument(std::to_string(headroom_fractions.size()) + " headroom fractions for " +
+                                std::to_string(k) + " tiers");
+  }
+  if (beyond_tiers_) {
+    throw std::invalid_argument("requests of a tier beyond the " + std::to_string(headroom_fractions.size()) +
+                                " headroom fractions");
+  }
+  bool any_headroom = false;
+  for (const double h : headroom_fractions) any_headroom = any_headroom || h != 0.0;
+  const std::size_t live = ids_.size();
+  std::vector<double> value(live);
+  for (std::size_t j = 0; j < live; ++j) {
+    const std::int64_t* row = &snapshot_[j * kArrayWidth];
+    const double total_d = static_cast<double>(row[kKvTotalBlocks]);
+    double usage = static_cast<double>(used_[j] + hol_[j]);
+    if (any_headroom) {  // usage + M · Σ h_p over the tiers present, added in tier order
+      double present = 0.0;
+      for (std::size_t t = 0; t < headroom_fractions.size(); ++t) {
+        present = present + (tiers_[j * k + t] > 0 ? headroom_fractions[t] : 0.0);
+      }
+      usage = usage + total_d * present;
+    }
+    value[j] = batch_[j] > 0 ? (total_d - usage) / static_cast<double>(batch_[j]) : kInf;
+    if (row[kLifecycle] == kDraining) value[j] = -kInf;
+  }
+  return value;
+}
+
 }  // namespace servegym_core

@@ -75,6 +75,9 @@ class InstanceObservation {
   const std::vector<std::int64_t>& tier_requests() const { return tiers_; }
   bool beyond_tiers() const { return beyond_tiers_; }
   const std::vector<double>& service_ewma_s() const { return service_ewma_s_; }
+  // InstanceLoad.freeness_full of the last fill's load under `headroom_fractions` (at most
+  // num_tiers): F_full per live slot, −∞ draining, +∞ with B = 0.
+  std::vector<double> freeness_full(const std::vector<double>& headroom_fractions) const;
 
  private:
   void update_service_time(const Engine& engine);
