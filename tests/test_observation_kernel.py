@@ -128,8 +128,8 @@ def test_the_side_by_side_runs_reach_empty_and_stopped_slots():
     assert empty and stopped
 
 
-def compiled_cluster():
-    cluster = make_cluster({"A100-80GB": 3}, router=None, track_arrays=True, backend="compiled")
+def compiled_cluster(**options):
+    cluster = make_cluster({"A100-80GB": 3}, router=None, track_arrays=True, backend="compiled", **options)
     for _ in range(3):
         cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024"), ready_now=True)
     return cluster
@@ -169,3 +169,23 @@ def test_kernel_slots_leave_empty_and_stopped_rows_empty():
         features[0].fill(kernel_cluster, [0, 1, 2, None, None, None])
     with pytest.raises(ValueError, match="instance 7 does not exist"):
         features[0].fill(kernel_cluster, [7])
+
+
+def test_a_python_completion_hook_keeps_the_numpy_path():
+    """Outcomes a Python hook records are not in the engine's log, which the kernel folds into the
+    service-time EWMAs: such a cluster is observed with numpy; a hook set after the kernel took
+    over a cluster raises, naming it."""
+    from simulator.request import Request
+
+    hooked = compiled_cluster(completion_hook=lambda cluster, instance, seq: True)
+    hooked.submit([Request(request_id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=5)])
+    features = InstanceFeatures(3, 1, None, reasoning=False)
+    features.fill(hooked, None, hooked.advance().seq)
+    assert not features._kernel_filled
+    plain = compiled_cluster()
+    plain.submit([Request(request_id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=5)])
+    features.fill(plain)
+    assert features._kernel_filled
+    plain.completion_hook = lambda cluster, instance, seq: True
+    with pytest.raises(ValueError, match="a Python completion hook was set after the observation kernel took over"):
+        features.fill(plain)
