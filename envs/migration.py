@@ -386,9 +386,7 @@ class MigrationEnv(ServingEnv):
         kv_tokens = np.where(queued, table[:, 1], np.where(present, table[:, 2], 0)).astype(np.float64)
         tiers = np.where(present, np.minimum(table[:, 3], last_tier), 0).astype(np.float64)
         freeness = np.zeros(slots)
-        load = self.features.load
-        assert load is not None
-        freeness[self.features.slots] = load.freeness_full(self._default_headroom)
+        freeness[self.features.slots] = self.features.freeness_full(self._default_headroom)
         decision = self._decision
         return self.schema.encode_context({
             "phase_mode": self.mode == "phase",

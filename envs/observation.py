@@ -9,6 +9,10 @@ which can be negative or infinite, with ``x / (|x| + scale)``. An empty slot is 
 encoded count saturates under a burst (200 and 250 waiting requests are 0.926 and 0.940), so
 the load is also given scale-free: each instance's share of the cluster's requests and of
 each tier's requests.
+
+On the compiled engine the matrix is written by the core (``servegym_core``'s
+``InstanceObservation``, ``core/src/instance_observation.cpp``) in one call per step, the same
+float32 values bit for bit; the numpy path below is the reference and serves the Python engine.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from servegym_core import _core
 
 from envs.schema import IDENTITY, ColumnEncoder, Field, linear, ratio, signed_ratio
 from simulator.cluster import Cluster
@@ -202,6 +207,26 @@ class InstanceLoad:
             tiers = np.concatenate([tiers[:, :num_tiers - 1], tiers[:, num_tiers - 1:].sum(axis=1, keepdims=True)], axis=1)
         self.tier_requests = tiers
 
+    @classmethod
+    def from_kernel(cls, kernel: _core.InstanceObservation) -> InstanceLoad:
+        """The load the core's ``InstanceObservation`` gathered at its last fill (the same numbers
+        ``__init__`` gathers, taken before the fill synced any instance)."""
+        load = cls.__new__(cls)
+        load.ids = kernel.ids
+        load.table = table = kernel.table
+        load.lifecycle = table[:, LIFECYCLE]
+        load.total_blocks = table[:, KV_TOTAL_BLOCKS]
+        load.block_size = table[:, BLOCK_SIZE]
+        queued_requests = table[:, WAITING] + table[:, SWAPPED]
+        load.requests = queued_requests + table[:, RUNNING]
+        load.batch = table[:, RUNNING] + (queued_requests > 0)
+        load.occupied = load.batch > 0
+        load.used_blocks = kernel.used_blocks
+        load.head_of_line_blocks = kernel.head_of_line_blocks
+        load.beyond_tiers = kernel.beyond_tiers
+        load.tier_requests = kernel.tier_requests
+        return load
+
     def freeness(self) -> np.ndarray:
         """Llumnix dispatch freeness (``freeness``): (free − watermark − Σ waiting blocks) /
         requests, +∞ with no request."""
@@ -251,7 +276,8 @@ REQUEST_COUNT_FIELDS = ("reasoning", "answering", "fresh_answering", "demoted", 
 
 
 class InstanceFeatures:
-    """Fills the ``(max_instances, n_features)`` matrix from a cluster's arrays."""
+    """Fills the ``(max_instances, n_features)`` matrix from a cluster's arrays: on a compiled
+    cluster through the core's kernel (module docstring), on the Python engine with numpy."""
 
     def __init__(
         self,
@@ -262,11 +288,15 @@ class InstanceFeatures:
         fresh_quantum_tokens: int = 500,
         prefix_caching: bool = False,
         prefix_match: bool = False,
+        use_kernel: bool = True,
     ) -> None:
         """``reasoning`` (or several tiers) turns on the per-request counts; without them
         ``answering`` is simply the running + swapped requests and ``tier_0`` all requests.
-        ``prefix_caching`` / ``prefix_match`` add the prefix-cache columns (``instance_fields``)."""
+        ``prefix_caching`` / ``prefix_match`` add the prefix-cache columns (``instance_fields``).
+        ``use_kernel=False`` fills with numpy on compiled clusters too (the reference the
+        kernel is tested against)."""
         self.per_request_detail = reasoning or num_tiers > 1
+        self.use_kernel = use_kernel
         self.max_instances = max_instances
         self.num_tiers = num_tiers
         self.prefix_caching = prefix_caching
@@ -279,8 +309,13 @@ class InstanceFeatures:
         self.fresh_quantum_tokens = fresh_quantum_tokens
         self.matrix = np.zeros((max_instances, len(self.names)), dtype=np.float32)
         self._encoder = ColumnEncoder([f.encoding for f in self.fields])
-        self.load: InstanceLoad | None = None  # the last fill's load, one row per live slot (``slots``)
-        self.slots = np.zeros(0, dtype=np.int64)  # the slots the last fill found a live instance in (read-only)
+        self._load: InstanceLoad | None = None  # the last fill's load (``load``), made when read after a kernel fill
+        self._slots: np.ndarray | None = np.zeros(0, dtype=np.int64)  # ``slots``; None: read it from the kernel
+        self._kernel: _core.InstanceObservation | None = None  # the core's matrix, for the cluster in ``_cluster``
+        self._kernel_filled = False  # the last fill was the kernel's: ``load`` comes from it
+        self._kernel_owns = False  # the kernel holds ``_cluster``'s service-time EWMAs
+        self._kernel_static = 0  # instances whose static features the kernel holds
+        self._kernel_slots: tuple[tuple[int | None, ...], np.ndarray] | None = None  # slots and their int32 array
         self._cluster: Cluster | None = None  # the caches below belong to this cluster
         self._static = np.zeros((6, 0))
         self._service_seen = 0
@@ -288,6 +323,45 @@ class InstanceFeatures:
         self._service_measured = np.zeros(0, dtype=bool)
         self._layout_key: tuple[int, tuple[int | None, ...]] | None = None  # layout version and slots of _layout
         self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # ``_slot_layout``'s answer
+
+    @property
+    def load(self) -> InstanceLoad | None:
+        """The last fill's load, one row per live slot (``slots``); None before any fill."""
+        if self._kernel_filled and self._load is None:
+            self._load = InstanceLoad.from_kernel(self._kernel)
+        return self._load
+
+    @property
+    def slots(self) -> np.ndarray:
+        """The slots the last fill found a live instance in (read-only)."""
+        if self._slots is None:
+            self._slots = self._kernel.rows
+            self._slots.flags.writeable = False
+        return self._slots
+
+    def freeness_full(self, headroom_fractions: np.ndarray) -> np.ndarray:
+        """``load.freeness_full(headroom_fractions)``: F_full of the last fill's live slots (the
+        kernel's numbers after a kernel fill, without building ``load``)."""
+        if self._kernel_filled:
+            return self._kernel.freeness_full(headroom_fractions.tolist())
+        if self._load is None:
+            raise ValueError("freeness_full() before any fill")
+        return self._load.freeness_full(headroom_fractions)
+
+    def observation_spec(self, spec: _core.ObservationSpec) -> _core.ObservationSpec:
+        """Write what the core's kernel needs of these features into ``spec`` (an
+        ``ObservationSpec``, or a ``RoutingSpec`` built on one) and return it."""
+        spec.max_instances = self.max_instances
+        spec.num_tiers = self.num_tiers
+        spec.per_request_detail = self.per_request_detail
+        spec.tpot_target_s = math.nan if self.tpot_target_s is None else float(self.tpot_target_s)
+        spec.fresh_quantum_tokens = self.fresh_quantum_tokens
+        spec.prefix_caching = self.prefix_caching
+        spec.prefix_match = self.prefix_match
+        spec.service_time_ewma_weight = SERVICE_TIME_EWMA_WEIGHT
+        spec.headroom_fractions = self.default_headroom.tolist()
+        spec.instance_k, spec.instance_c = (a.tolist() for a in self._encoder.coefficients)
+        return spec
 
     @property
     def static_features(self) -> np.ndarray:
@@ -312,7 +386,14 @@ class InstanceFeatures:
             self._static, self._service_ewma_s = np.zeros((6, 0)), np.zeros(0)
             self._service_measured = np.zeros(0, dtype=bool)
             self._layout_key = None
+            if self._kernel is not None:
+                self._kernel.reset()
+            self._kernel_owns, self._kernel_static = False, 0
         self._grow_caches(cluster)
+        engine = self._kernel_engine(cluster)
+        if engine is not None:
+            return self._kernel_fill(engine, slots, request)
+        self._kernel_filled = False
         self._update_service_time(cluster)
         layout_key = (arrays.layout_version, tuple(slots))
         if self._layout is None or layout_key != self._layout_key:
@@ -341,7 +422,7 @@ class InstanceFeatures:
         np.divide(requests, totals, out=requests, where=totals > 0)
         if self.prefix_caching:
             self._prefix_cache(cluster, ids, raw, load.total_blocks, request)
-        self.load, self.slots = load, rows
+        self._load, self._slots = load, rows
         matrix = self.matrix
         matrix.fill(0.0)
         count = len(rows)
@@ -350,6 +431,39 @@ class InstanceFeatures:
         elif count:
             matrix[rows] = self._encoder.encode(raw.T, np.empty((count, len(self.names)), dtype=np.float32))
         return matrix
+
+    def _kernel_engine(self, cluster: Cluster) -> _core.Engine | None:
+        """The compiled engine whose matrix the core's kernel writes, or None for the numpy path:
+        a cluster on the Python engine (or not submitted yet), or one whose outcomes a Python
+        completion hook records (the kernel folds the engine's outcome log into the EWMAs)."""
+        engine = getattr(cluster, "_engine", None) if self.use_kernel else None
+        if engine is None or (not self._kernel_owns and (cluster._python_hook() is not None or self._service_seen)):
+            return None
+        if cluster._python_hook() is not None:
+            raise ValueError("a Python completion hook was set after the observation kernel took over the cluster")
+        if len(cluster.outcomes) != engine.num_outcomes:
+            raise ValueError(f"{len(cluster.outcomes)} outcomes in the cluster, {engine.num_outcomes} in the engine's "
+                             "log: the observation kernel's service-time EWMAs would differ")
+        return engine
+
+    def _kernel_fill(self, engine: _core.Engine, slots: Sequence[int | None], request: SimSequence | None,
+                     ) -> np.ndarray:
+        """``fill`` by the core's kernel, straight into ``matrix``."""
+        kernel = self._kernel
+        if kernel is None:
+            kernel = self._kernel = _core.InstanceObservation(self.observation_spec(_core.ObservationSpec()))
+        known = self._static.shape[1]
+        if self._kernel_static != known:
+            kernel.set_static(self._static.T.ravel().tolist())
+            self._kernel_static = known
+        key = tuple(slots)
+        if self._kernel_slots is None or self._kernel_slots[0] != key:
+            self._kernel_slots = key, np.array([-1 if i is None else i for i in key], dtype=np.int32)
+        row = request.row if self.prefix_match and request is not None else -1
+        kernel.fill(engine, self._kernel_slots[1], row, self.matrix)
+        self._kernel_owns = self._kernel_filled = True
+        self._load, self._slots = None, None
+        return self.matrix
 
     def _prefix_cache(self, cluster: Cluster, ids: np.ndarray, raw: np.ndarray, total_blocks: np.ndarray,
                       request: SimSequence | None) -> None:

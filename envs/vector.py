@@ -30,7 +30,6 @@ from gymnasium.vector.utils import batch_space
 from servegym_core import _core
 
 from envs.base import InvalidActionError
-from envs.observation import SERVICE_TIME_EWMA_WEIGHT
 from envs.rewards import (
     BalancedDenseLatencyReward,
     BalancedSLOMissReward,
@@ -75,7 +74,7 @@ def kernel_spec(env: gym.Env) -> Any:
     if type(env.scenario) is not Scenario:
         raise _not_covered(f"scenario type {type(env.scenario).__name__}")
     schema, features = env.schema, env.features
-    columns = _core.routing_instance_columns(features.num_tiers, features.prefix_caching, features.prefix_match)
+    columns = _core.instance_columns(features.num_tiers, features.prefix_caching, features.prefix_match)
     if list(schema.instance_feature_names) != columns:
         differ = next((a, b) for a, b in zip(list(schema.instance_feature_names) + [None] * len(columns),
                                              columns + [None] * len(schema.instance_feature_names)) if a != b)
@@ -84,17 +83,7 @@ def kernel_spec(env: gym.Env) -> Any:
         raise _not_covered(f"context fields {schema.context_names} (the kernel writes {ROUTING_CONTEXT})")
     if [part.name for part in schema.mask_parts] != ["instance"]:
         raise _not_covered(f"mask parts {[part.name for part in schema.mask_parts]}")
-    spec = _core.RoutingSpec()
-    spec.max_instances = env.scenario.max_instances
-    spec.num_tiers = features.num_tiers
-    spec.per_request_detail = features.per_request_detail
-    spec.tpot_target_s = math.nan if features.tpot_target_s is None else float(features.tpot_target_s)
-    spec.fresh_quantum_tokens = features.fresh_quantum_tokens
-    spec.prefix_caching = features.prefix_caching
-    spec.prefix_match = features.prefix_match
-    spec.service_time_ewma_weight = SERVICE_TIME_EWMA_WEIGHT
-    spec.headroom_fractions = features.default_headroom.tolist()
-    spec.instance_k, spec.instance_c = (a.tolist() for a in schema.instance_encoder.coefficients)
+    spec = features.observation_spec(_core.RoutingSpec())
     spec.context_k, spec.context_c = (a.tolist() for a in schema.context_encoder.coefficients)
     for name in ("is_arrival", "is_phase_change", "prompt_tokens", "generated_tokens", "recent_qps", "cost_rate",
                  "arrived"):

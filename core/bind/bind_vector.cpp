@@ -1,4 +1,5 @@
 // Bindings of core/src/routing_mdp.hpp and vector_engine.hpp (the native vector env): no logic.
+// RoutingSpec's instance-matrix fields are ObservationSpec's (bind_observation.cpp).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -24,19 +25,10 @@ nb::ndarray<nb::numpy, const T, nb::c_contig> buffer_view(const VectorEngine& ve
 
 void bind_vector(nb::module_& m) {
   using S = RoutingSpec;
-  nb::class_<S>(m, "RoutingSpec", "What the Routing-v0 kernel needs of an env's configuration (envs.vector).")
+  nb::class_<S, ObservationSpec>(m, "RoutingSpec",
+                                 "What the Routing-v0 kernel needs of an env's configuration (envs.vector): the "
+                                 "instance matrix's ObservationSpec, then the context's and the reward's.")
       .def(nb::init<>())
-      .def_rw("max_instances", &S::max_instances)
-      .def_rw("num_tiers", &S::num_tiers)
-      .def_rw("per_request_detail", &S::per_request_detail)
-      .def_rw("tpot_target_s", &S::tpot_target_s)
-      .def_rw("fresh_quantum_tokens", &S::fresh_quantum_tokens)
-      .def_rw("prefix_caching", &S::prefix_caching)
-      .def_rw("prefix_match", &S::prefix_match)
-      .def_rw("service_time_ewma_weight", &S::service_time_ewma_weight)
-      .def_rw("headroom_fractions", &S::headroom_fractions)
-      .def_rw("instance_k", &S::instance_k)
-      .def_rw("instance_c", &S::instance_c)
       .def_rw("context_k", &S::context_k)
       .def_rw("context_c", &S::context_c)
       .def_rw("ctx_is_arrival", &S::ctx_is_arrival)
@@ -76,9 +68,6 @@ void bind_vector(nb::module_& m) {
       .def_rw("decision_kind", &E::decision_kind)
       .def_rw("decision_row", &E::decision_row)
       .def_rw("decision_instance", &E::decision_instance);
-
-  m.def("routing_instance_columns", &RoutingMDP::instance_columns, "num_tiers"_a, "prefix_caching"_a, "prefix_match"_a,
-        "The instance columns the Routing-v0 kernel writes, in order.");
 
   using V = VectorEngine;
   nb::class_<V>(m, "VectorEngine", "N Routing-v0 envs stepped by one call on a pool of threads (envs.vector).")

@@ -6,6 +6,7 @@ const char* source_hash();
 void bind_kernels(nanobind::module_& m);
 void bind_latency(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);
+void bind_observation(nanobind::module_& m);
 void bind_vector(nanobind::module_& m);
 }
 
@@ -20,5 +21,6 @@ NB_MODULE(_core, m) {
   servegym_core::bind_kernels(m);
   servegym_core::bind_latency(m);
   servegym_core::bind_engine(m);
+  servegym_core::bind_observation(m);
   servegym_core::bind_vector(m);
 }

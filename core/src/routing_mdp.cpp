@@ -11,67 +11,20 @@ namespace servegym_core {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kInfinityStandIn = 1e300;  // envs.schema.INFINITY_STAND_IN
-constexpr std::int64_t kStarting = 0, kServing = 1, kDraining = 2, kStopped = 3;  // LIFECYCLE_CODES
-constexpr std::int32_t kRolePrefill = 1, kRoleDecode = 2;                      // ROLE_CODES
-
-// envs.observation.INSTANCE_FIELDS, in order; the per-tier counts, the shares and the cache columns follow.
-const char* const kBaseColumns[] = {
-    "present", "starting", "serving", "draining", "role_aggregated", "role_prefill", "role_decode",
-    "gpu_tflops", "gpu_bandwidth", "cost_rate", "waiting", "running", "swapped", "kv_used_fraction",
-    "kv_capacity", "freeness", "reasoning", "answering", "fresh_answering", "pacer_behind",
-    "pending_prefill_tokens", "kv_footprint", "demoted", "service_time_ewma", "answers_overdue",
-    "freeness_full", "freeness_normal", "kv_blocks_per_request"};
-enum Column : std::size_t {
-  kPresent = 0, kStartingFlag, kServingFlag, kDrainingFlag, kRoleAggregated, kRolePrefillFlag, kRoleDecodeFlag,
-  kGpuTflops, kGpuBandwidth, kCostRate, kWaitingCol, kRunningCol, kSwappedCol, kKvUsedFraction, kKvCapacity,
-  kFreeness, kReasoningCol, kAnsweringCol, kFreshAnsweringCol, kPacerBehind, kPendingPrefill, kKvFootprint,
-  kDemotedCol, kServiceTimeEwma, kAnswersOverdueCol, kFreenessFull, kFreenessNormal, kKvBlocksPerRequest,
-  kBaseCount
-};
-// envs.observation.REQUEST_COUNT_FIELDS: Instance.request_counts' order.
-constexpr std::size_t kRequestCountColumns[5] = {kReasoningCol, kAnsweringCol, kFreshAnsweringCol, kDemotedCol,
-                                                 kAnswersOverdueCol};
-
-// ColumnEncoder.encode of one value: clipped to ±1e300, then x / (|x| k + c), rounded to float32.
-inline float encode(double x, double k, double c) {
-  if (x > kInfinityStandIn) x = kInfinityStandIn;
-  if (x < -kInfinityStandIn) x = -kInfinityStandIn;
-  const double denominator = std::fabs(x) * k + c;
-  return static_cast<float>(x / denominator);
-}
+constexpr std::int32_t kRolePrefill = 1, kRoleDecode = 2;  // ROLE_CODES
 
 }  // namespace
 
-RoutingMDP::RoutingMDP(RoutingSpec spec) : spec_(std::move(spec)) {
+RoutingMDP::RoutingMDP(RoutingSpec spec) : spec_(std::move(spec)), observation_(spec_) {
   const std::size_t k = static_cast<std::size_t>(spec_.num_tiers);
-  if (spec_.num_tiers < 1 || spec_.max_instances < 1) throw std::invalid_argument("num_tiers and max_instances must be >= 1");
-  columns_ = instance_columns(spec_.num_tiers, spec_.prefix_caching, spec_.prefix_match).size();
-  if (spec_.instance_k.size() != columns_ || spec_.instance_c.size() != columns_) {
-    throw std::invalid_argument("instance encodings: " + std::to_string(spec_.instance_k.size()) + " for " +
-                                std::to_string(columns_) + " columns");
-  }
+  columns_ = observation_.features();
   if (spec_.context_k.size() != spec_.context_c.size()) throw std::invalid_argument("context encodings differ in size");
   if (spec_.ctx_tier.size() != k || spec_.ctx_source_slot.size() != static_cast<std::size_t>(spec_.max_instances)) {
     throw std::invalid_argument("context one-hot groups: tier needs num_tiers positions, source_slot max_instances");
   }
-  if (spec_.headroom_fractions.size() != k) throw std::invalid_argument("headroom_fractions needs num_tiers entries");
   if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(RoutingReward::LatencyBalance)) {
     throw std::invalid_argument("reward code " + std::to_string(spec_.reward) + " is not one the kernel computes");
   }
-}
-
-std::vector<std::string> RoutingMDP::instance_columns(std::int32_t num_tiers, bool prefix_caching, bool prefix_match) {
-  std::vector<std::string> names(std::begin(kBaseColumns), std::end(kBaseColumns));
-  for (std::int32_t t = 0; t < num_tiers; ++t) names.push_back("tier_" + std::to_string(t));
-  names.push_back("request_share");
-  for (std::int32_t t = 0; t < num_tiers; ++t) names.push_back("tier_" + std::to_string(t) + "_share");
-  if (prefix_caching) {
-    names.push_back("cache_occupancy");
-    names.push_back("prefix_hit_rate");
-    if (prefix_match) names.push_back("prefix_match_tokens");
-  }
-  return names;
 }
 
 void RoutingMDP::attach(Engine* engine, RoutingEpisode episode, const RoutingRow& row) {
@@ -100,9 +53,8 @@ void RoutingMDP::attach(Engine* engine, RoutingEpisode episode, const RoutingRow
                        episode_.decision_instance};
   over_ = decision_.kind == DecisionKind::None;
   seen_ = 0;
-  service_seen_ = 0;
-  service_ewma_s_.assign(n, 0.0);
-  service_measured_.assign(n, 0);
+  observation_.reset();
+  observation_.set_static(episode_.static_features);
   dense_seen_ = 0;
   ended_.assign(rows, 0);
   charged_.assign(rows, 0);
@@ -310,172 +262,12 @@ void RoutingMDP::fill(const RoutingRow& row) {
   fill_mask(row);
 }
 
-void RoutingMDP::update_service_time() {
-  // InstanceFeatures._update_service_time: ewma = w · newest + (1 − w) · ewma, the first taken as is.
-  const OutcomeLog& log = engine_->outcome_log();
-  const RequestTable& t = engine_->requests();
-  const double weight = spec_.service_time_ewma_weight;
-  for (std::size_t o = service_seen_; o < log.size(); ++o) {
-    if (log.reasons[o] != static_cast<std::uint8_t>(RejectReason::None)) continue;
-    const Req r = log.rows[o];
-    const double service_s = log.finish_s[o] - t.first_scheduled_s[r];
-    const std::size_t id = static_cast<std::size_t>(t.instance_id[r]);
-    if (!service_measured_[id]) {
-      service_ewma_s_[id] = service_s;
-      service_measured_[id] = 1;
-    } else {
-      service_ewma_s_[id] = weight * service_s + (1.0 - weight) * service_ewma_s_[id];
-    }
-  }
-  service_seen_ = log.size();
-}
-
 void RoutingMDP::fill_instances(float* out) {
-  // InstanceFeatures.fill with InstanceLoad, for slots 0 .. n − 1 holding instances 0 .. n − 1.
-  const InstanceArrays& arrays = *engine_->arrays();
+  // InstanceFeatures.fill for slots 0 .. n − 1 holding instances 0 .. n − 1.
   const std::size_t n = engine_->num_instances();
-  const std::size_t k = static_cast<std::size_t>(spec_.num_tiers);
-  const std::size_t width = columns_;
-  if (service_ewma_s_.size() < n) {
-    service_ewma_s_.resize(n, 0.0);
-    service_measured_.resize(n, 0);
-  }
-  update_service_time();
-  std::vector<std::int32_t> ids;
-  ids.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (arrays.get(static_cast<std::int32_t>(i), kLifecycle) != kStopped) ids.push_back(static_cast<std::int32_t>(i));
-  }
-  const std::size_t live = ids.size();
-  // The table's rows as they are now (InstanceLoad's gather), before any instance syncs below.
-  snapshot_.resize(live * kArrayWidth);
-  for (std::size_t j = 0; j < live; ++j) {
-    for (std::int32_t c = 0; c < kArrayWidth; ++c) snapshot_[j * kArrayWidth + c] = arrays.get(ids[j], c);
-  }
-  raw_.assign(live * width, 0.0);
-  const std::size_t table_tiers = static_cast<std::size_t>(arrays.tiers);
-  std::vector<std::int64_t> used(live), hol(live, 0), requests(live), batch(live), tiers(live * k, 0);
-  for (std::size_t j = 0; j < live; ++j) {
-    const std::int64_t* row = &snapshot_[j * kArrayWidth];
-    const std::int64_t queued = row[kWaiting] + row[kSwapped];
-    requests[j] = queued + row[kRunning];
-    batch[j] = row[kRunning] + (queued > 0 ? 1 : 0);
-    used[j] = row[kKvUsedBlocks] + engine_->instance(ids[j]).unsynced_kv_blocks();
-    if (queued > 0) hol[j] = engine_->instance(ids[j]).head_of_line_demand_blocks();
-    const std::int64_t* tier_row = &arrays.tier_table[static_cast<std::size_t>(ids[j]) * table_tiers];
-    for (std::size_t t = 0; t < table_tiers; ++t) tiers[j * k + std::min(t, k - 1)] += tier_row[t];
-  }
-  for (std::size_t j = 0; j < live; ++j) {
-    const std::int64_t* row = &snapshot_[j * kArrayWidth];
-    double* raw = &raw_[j * width];
-    const std::int64_t total = row[kKvTotalBlocks];
-    const std::int64_t lifecycle = row[kLifecycle];
-    const bool occupied = batch[j] > 0;
-    raw[kPresent] = 1.0;
-    raw[kStartingFlag] = lifecycle == kStarting ? 1.0 : 0.0;
-    raw[kServingFlag] = lifecycle == kServing ? 1.0 : 0.0;
-    raw[kDrainingFlag] = lifecycle == kDraining ? 1.0 : 0.0;
-    for (std::size_t s = 0; s < 6; ++s) raw[kRoleAggregated + s] = episode_.static_features[6 * ids[j] + s];
-    raw[kKvCapacity] = static_cast<double>(total * row[kBlockSize]);
-    raw[kWaitingCol] = static_cast<double>(row[kWaiting]);
-    raw[kRunningCol] = static_cast<double>(row[kRunning]);
-    raw[kSwappedCol] = static_cast<double>(row[kSwapped]);
-    raw[kKvUsedFraction] = static_cast<double>(used[j]) / static_cast<double>(total);
-    const std::int64_t spare = (total - used[j]) - row[kWatermarkBlocks] - row[kWaitingPrefillBlocks];
-    raw[kFreeness] = occupied ? static_cast<double>(spare) / static_cast<double>(requests[j]) : kInf;
-  }
-  // InstanceFeatures._per_request: every instance's counts, then every instance's pacer flag.
-  if (!spec_.per_request_detail) {
-    for (std::size_t j = 0; j < live; ++j) {
-      const std::int64_t* row = &snapshot_[j * kArrayWidth];
-      raw_[j * width + kAnsweringCol] = static_cast<double>(row[kRunning] + row[kSwapped]);
-    }
-  } else {
-    const double now_s = engine_->now_s();
-    const double overdue_before_s = std::isnan(spec_.tpot_target_s) ? -kInf : now_s - spec_.tpot_target_s;
-    for (std::size_t j = 0; j < live; ++j) {
-      const std::array<std::int64_t, 5> counts =
-          engine_->instance(ids[j]).request_counts(overdue_before_s, spec_.fresh_quantum_tokens);
-      for (std::size_t c = 0; c < 5; ++c) raw_[j * width + kRequestCountColumns[c]] = static_cast<double>(counts[c]);
-    }
-  }
-  if (!std::isnan(spec_.tpot_target_s)) {
-    for (std::size_t j = 0; j < live; ++j) {
-      const bool behind = engine_->instance_mut(ids[j]).answering_behind_pace(spec_.tpot_target_s);
-      raw_[j * width + kPacerBehind] = behind ? 1.0 : 0.0;
-    }
-  }
-  bool any_headroom = false;
-  for (const double h : spec_.headroom_fractions) any_headroom = any_headroom || h != 0.0;
-  const std::size_t tier0 = kBaseCount, share0 = kBaseCount + k;
-  std::vector<double> totals(1 + k, 0.0);
-  for (std::size_t j = 0; j < live; ++j) {
-    const std::int64_t* row = &snapshot_[j * kArrayWidth];
-    double* raw = &raw_[j * width];
-    const std::int64_t total = row[kKvTotalBlocks];
-    const bool occupied = batch[j] > 0;
-    const double total_d = static_cast<double>(total);
-    const double batch_d = static_cast<double>(batch[j]);
-    raw[kPendingPrefill] = static_cast<double>(row[kPendingPrefillTokens]);
-    raw[kKvFootprint] = static_cast<double>(row[kBlockSize] * (used[j] + row[kSwappedKvBlocks]));
-    raw[kServiceTimeEwma] = service_ewma_s_[static_cast<std::size_t>(ids[j])];
-    // InstanceLoad._freeness of F_normal's usage, then headroom_charge.
-    const double usage = static_cast<double>(used[j] + hol[j]);
-    double f_normal = occupied ? (total_d - usage) / batch_d : kInf;
-    if (row[kLifecycle] == kDraining) f_normal = -kInf;
-    double f_full = f_normal;
-    if (any_headroom && std::isfinite(f_normal) && occupied) {
-      double present = 0.0;
-      for (std::size_t t = 0; t < k; ++t) present = present + (tiers[j * k + t] > 0 ? spec_.headroom_fractions[t] : 0.0);
-      f_full = f_normal - (total_d * present) / batch_d;
-    }
-    raw[kFreenessFull] = f_full;
-    raw[kFreenessNormal] = f_normal;
-    raw[kKvBlocksPerRequest] = occupied ? total_d / batch_d : kInf;
-    raw[share0] = static_cast<double>(requests[j]);
-    for (std::size_t t = 0; t < k; ++t) {
-      raw[tier0 + t] = static_cast<double>(tiers[j * k + t]);
-      raw[share0 + 1 + t] = static_cast<double>(tiers[j * k + t]);
-    }
-    // Integer-valued sums: exact in any order (np.add.reduce's pairwise one included).
-    for (std::size_t s = 0; s <= k; ++s) totals[s] += raw[share0 + s];
-  }
-  for (std::size_t j = 0; j < live; ++j) {
-    for (std::size_t s = 0; s <= k; ++s) {
-      if (totals[s] > 0) raw_[j * width + share0 + s] /= totals[s];
-    }
-  }
-  if (spec_.prefix_caching) {
-    // InstanceFeatures._prefix_cache.
-    const std::size_t occupancy = share0 + 1 + k, hit_rate = occupancy + 1, match = occupancy + 2;
-    const RequestTable& t = engine_->requests();
-    const Req r = decision_.row;
-    const bool matching = spec_.prefix_match && decision_.kind == DecisionKind::Route && t.block_tokens[r] > 0 &&
-                          t.kv_tokens[r] == 0;
-    for (std::size_t j = 0; j < live; ++j) {
-      const Instance& instance = engine_->instance(ids[j]);
-      const PrefixCache* cache = instance.cache.get();
-      if (cache == nullptr) continue;
-      double* raw = &raw_[j * width];
-      const std::int64_t total = snapshot_[j * kArrayWidth + kKvTotalBlocks];
-      raw[occupancy] = static_cast<double>(cache->entry_blocks) / static_cast<double>(total);
-      if (cache->query_tokens > 0) {
-        raw[hit_rate] = static_cast<double>(cache->hit_tokens + cache->host_hit_tokens) /
-                        static_cast<double>(cache->query_tokens);
-      }
-      if (matching) {
-        const PrefixMatch found = cache->match(t, r);
-        raw[match] = static_cast<double>((found.gpu + found.host) * t.block_tokens[r]);
-      }
-    }
-  }
-  const std::size_t slots = static_cast<std::size_t>(spec_.max_instances);
-  std::fill(out, out + slots * width, 0.0f);
-  for (std::size_t j = 0; j < live; ++j) {
-    float* dst = out + static_cast<std::size_t>(ids[j]) * width;
-    const double* raw = &raw_[j * width];
-    for (std::size_t c = 0; c < width; ++c) dst[c] = encode(raw[c], spec_.instance_k[c], spec_.instance_c[c]);
-  }
+  while (slots_.size() < n) slots_.push_back(static_cast<std::int32_t>(slots_.size()));
+  const Req request = decision_.kind == DecisionKind::Route ? decision_.row : -1;
+  observation_.fill(*engine_, slots_.data(), n, request, out);
 }
 
 void RoutingMDP::fill_context(float* out) const {
@@ -504,7 +296,7 @@ void RoutingMDP::fill_context(float* out) const {
   values[spec_.ctx_cost_rate] = episode_.cost_rate_usd_per_s * 3600.0;
   values[spec_.ctx_arrived] = static_cast<double>(arrived);
   if (phase) values[spec_.ctx_source_slot[static_cast<std::size_t>(decision_.instance_id)]] = 1.0;
-  for (std::size_t p = 0; p < size; ++p) out[p] = encode(values[p], spec_.context_k[p], spec_.context_c[p]);
+  for (std::size_t p = 0; p < size; ++p) out[p] = encode_column(values[p], spec_.context_k[p], spec_.context_c[p]);
 }
 
 void RoutingMDP::fill_mask(const RoutingRow& row) {
@@ -518,7 +310,7 @@ void RoutingMDP::fill_mask(const RoutingRow& row) {
     const std::size_t n = engine_->num_instances();
     for (std::size_t i = 0; i < n; ++i) {
       const std::int32_t id = static_cast<std::int32_t>(i);
-      row.valid[i] = arrays.get(id, kLifecycle) == kServing && arrays.get(id, kRole) != excluded &&
+      row.valid[i] = arrays.get(id, kLifecycle) == kLifecycleServing && arrays.get(id, kRole) != excluded &&
                      (model < 0 || engine_->instance(id).settings.model_index == model);
     }
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "instance_observation.hpp"
 
 namespace servegym_core {
 
@@ -20,19 +21,11 @@ namespace servegym_core {
 // latency_dense, latency_balance.
 enum class RoutingReward : std::int32_t { Slo = 0, SloDense = 1, SloBalance = 2, LatencyDense = 3, LatencyBalance = 4 };
 
-// What is fixed for every episode of one env configuration, given by envs/vector.py from the env.
-struct RoutingSpec {
-  std::int32_t max_instances = 0;
-  std::int32_t num_tiers = 1;
-  bool per_request_detail = false;    // InstanceFeatures.per_request_detail (reasoning or several tiers)
-  double tpot_target_s = 0.0;         // the scenario's QoE TPOT target; NaN: none
-  std::int64_t fresh_quantum_tokens = 500;
-  bool prefix_caching = false;        // the cache columns
-  bool prefix_match = false;          // the routed request's cached prefix column
-  double service_time_ewma_weight = 0.6;
-  std::vector<double> headroom_fractions;  // default_headroom_fractions(num_tiers)
-  // ColumnEncoder's k and c per instance column and per context position: x / (k |x| + c).
-  std::vector<double> instance_k, instance_c, context_k, context_c;
+// What is fixed for every episode of one env configuration, given by envs/vector.py from the env:
+// the instance matrix's (ObservationSpec), then the context's, the reward's and the penalty.
+struct RoutingSpec : ObservationSpec {
+  // ColumnEncoder's k and c per context position: x / (k |x| + c).
+  std::vector<double> context_k, context_c;
   // Positions of routing_context's fields in the context vector (one-hot groups: every position).
   std::int32_t ctx_is_arrival = 0, ctx_is_phase_change = 0, ctx_prompt_tokens = 0, ctx_generated_tokens = 0,
                ctx_recent_qps = 0, ctx_cost_rate = 0, ctx_arrived = 0;
@@ -91,9 +84,6 @@ class RoutingMDP {
  public:
   explicit RoutingMDP(RoutingSpec spec);
 
-  // The instance columns this kernel writes, in order (envs.observation.instance_fields' names).
-  static std::vector<std::string> instance_columns(std::int32_t num_tiers, bool prefix_caching, bool prefix_match);
-
   // Take over `engine` at the decision Python's reset left it at, and write the observation.
   void attach(Engine* engine, RoutingEpisode episode, const RoutingRow& row);
   // ServingEnv.step(action) after its checks (action in [0, max_instances), not strict).
@@ -106,7 +96,6 @@ class RoutingMDP {
   void fill_instances(float* out);
   void fill_context(float* out) const;
   void fill_mask(const RoutingRow& row);
-  void update_service_time();
   bool meets_slo(std::size_t outcome) const;
   // envs.rewards.SLOMissReward.__call__ (slo_dense) and LoadBalanceShaping.potential.
   double slo_misses();
@@ -121,11 +110,9 @@ class RoutingMDP {
   RoutingEpisode episode_;
   Decision decision_;
   bool over_ = false;
-  std::size_t seen_ = 0;          // outcomes the rewards have seen
-  std::size_t service_seen_ = 0;  // outcomes folded into the service-time EWMAs
-  std::vector<double> service_ewma_s_;
-  std::vector<std::uint8_t> service_measured_;
-  // Scratch of fill_instances: raw features, one row per live instance.
+  std::size_t seen_ = 0;  // outcomes the rewards have seen
+  InstanceObservation observation_;
+  std::vector<std::int32_t> slots_;  // 0 .. n − 1: slot k holds instance k
   // slo_dense's state (SLOMissReward): arrivals admitted, requests ended and charged (by row), and
   // the TTFT and TPOT deadlines due as min-heaps of (deadline, arrival order, row).
   struct Due {
@@ -139,8 +126,6 @@ class RoutingMDP {
   double potential_ = 0.0;
   double latency_last_s_ = 0.0;
   std::size_t latency_arrived_ = 0, latency_ended_ = 0;
-  std::vector<double> raw_;
-  std::vector<std::int64_t> snapshot_;
 };
 
 }  // namespace servegym_core

@@ -1,0 +1,191 @@
+"""The core's instance-observation kernel (``servegym_core``'s ``InstanceObservation``) against
+the numpy path of ``envs.observation.InstanceFeatures``, side by side: two envs on the compiled
+engine, seeded alike and driven by the same random masked actions, one filling its matrix in the
+kernel and one with numpy (``use_kernel=False``), give the same float32 matrix bit for bit at every
+step, the same live slots and the same load (``InstanceLoad``) that the envs' contexts read. Every
+env ID on every scenario it supports: prefix caching and the routed request's cached prefix
+(mooncake; default and cascadia cache with no shared prefixes), tiers (multitier), reasoning and a TPOT target (pascal), a PD split
+on GPU combos (cauchy_autoscaling), deploys and drains (Scaling-v0)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs
+from envs.observation import InstanceFeatures, InstanceLoad
+from envs.random_policy import random_masked_action
+from simulator.backends import make_cluster
+from simulator.instance import InstanceConfig
+
+SEED = 2026  # not the golden trajectories' seed: other states
+STEPS = {"servegym/Routing-v0": 150, "servegym/Tier-v0": 80, "servegym/Migration-v0": 100,
+         "servegym/Scaling-v0": 100, "servegym/Cascade-v0": 100}
+VARIANTS = {"servegym/Migration-v0": ({}, {"mode": "phase"})}
+HEADROOM = np.array([0.0, 0.05, 0.1, 0.3])  # per tier: F_full's charge (Llumnix-K eq. 1-4)
+LOAD_FIELDS = ("ids", "table", "lifecycle", "total_blocks", "block_size", "requests", "batch", "occupied",
+               "used_blocks", "head_of_line_blocks", "tier_requests")
+
+
+def supported_cases() -> list[tuple[str, str, dict]]:
+    found = []
+    for env_id in envs.ENV_IDS:
+        for scenario in envs.scenario_names():
+            for options in VARIANTS.get(env_id, ({},)):
+                try:
+                    gym.make(env_id, scenario=scenario, **options).close()
+                except ValueError:  # the env refuses the scenario (tests/golden/index.json lists them)
+                    continue
+                found.append((env_id, scenario, options))
+    return found
+
+
+CASES = supported_cases()
+
+
+def assert_same_load(kernel: InstanceLoad, reference: InstanceLoad, where: str) -> None:
+    for name in LOAD_FIELDS:
+        np.testing.assert_array_equal(getattr(kernel, name), getattr(reference, name), err_msg=f"{where}: load.{name}")
+    assert kernel.beyond_tiers == reference.beyond_tiers, where
+    assert np.array_equal(kernel.freeness(), reference.freeness()), where
+
+
+@pytest.mark.parametrize(("env_id", "scenario", "options"), CASES,
+                         ids=[f"{e.split('/')[1]}-{s}{''.join(f'-{k}_{v}' for k, v in o.items())}" for e, s, o in CASES])
+def test_kernel_matrix_equals_the_numpy_path(env_id, scenario, options):
+    kernel_env = gym.make(env_id, scenario=scenario, backend="compiled", **options).unwrapped
+    numpy_env = gym.make(env_id, scenario=scenario, backend="compiled", **options).unwrapped
+    numpy_env.features.use_kernel = False
+    rng = np.random.default_rng(SEED)
+    observations = (kernel_env.reset(seed=SEED)[0], numpy_env.reset(seed=SEED)[0])
+    seen_rows = set()
+    for step in range(STEPS[env_id]):
+        where = f"{env_id} {scenario} step {step}"
+        kernel_matrix, numpy_matrix = observations[0]["instances"], observations[1]["instances"]
+        assert kernel_env.features._kernel_filled and not numpy_env.features._kernel_filled, where
+        assert kernel_matrix.dtype == numpy_matrix.dtype == np.float32
+        assert np.array_equal(kernel_matrix, numpy_matrix), (
+            f"{where}: columns {sorted({kernel_env.features.names[c] for c in np.argwhere(kernel_matrix != numpy_matrix)[:, 1]})}")
+        np.testing.assert_array_equal(kernel_env.features.slots, numpy_env.features.slots, err_msg=where)
+        for headroom in (kernel_env.features.default_headroom, HEADROOM[:kernel_env.features.num_tiers]):
+            freeness = kernel_env.features.freeness_full(headroom)
+            assert np.array_equal(freeness, numpy_env.features.freeness_full(headroom)), where
+            assert np.array_equal(freeness, numpy_env.features.load.freeness_full(headroom)), where
+        assert_same_load(kernel_env.features.load, numpy_env.features.load, where)
+        seen_rows.update(np.flatnonzero(kernel_matrix[:, 0]).tolist())
+        mask = np.asarray(kernel_env.action_masks()).reshape(-1)
+        np.testing.assert_array_equal(mask, np.asarray(numpy_env.action_masks()).reshape(-1), err_msg=where)
+        action = random_masked_action(kernel_env.action_space, mask, rng)
+        results = kernel_env.step(action), numpy_env.step(action)
+        assert results[0][1] == results[1][1], where
+        observations = results[0][0], results[1][0]
+        if results[0][3]:
+            observations = (kernel_env.reset()[0], numpy_env.reset()[0])
+    assert seen_rows  # some slot held a live instance
+
+
+def seeded_run(env_id: str, scenario: str):
+    """The kernel env of a side-by-side run, and its observation, at each step."""
+    env = gym.make(env_id, scenario=scenario, backend="compiled").unwrapped
+    rng = np.random.default_rng(SEED)
+    observation = env.reset(seed=SEED)[0]
+    for _ in range(STEPS[env_id]):
+        yield env, observation
+        action = random_masked_action(env.action_space, np.asarray(env.action_masks()).reshape(-1), rng)
+        observation, _, _, done, _ = env.step(action)
+        if done:
+            observation = env.reset()[0]
+
+
+@pytest.mark.parametrize(("env_id", "scenario", "column"), [
+    ("servegym/Routing-v0", "mooncake", "prefix_match_tokens"),
+    ("servegym/Routing-v0", "mooncake", "cache_occupancy"),
+    ("servegym/Routing-v0", "mooncake", "prefix_hit_rate"),
+    ("servegym/Routing-v0", "multitier", "tier_3"),
+    ("servegym/Routing-v0", "pascal", "reasoning"),
+    ("servegym/Tier-v0", "pascal", "pacer_behind"),
+    ("servegym/Routing-v0", "cauchy_autoscaling", "role_prefill"),
+    ("servegym/Routing-v0", "cauchy_autoscaling", "role_decode"),
+    ("servegym/Scaling-v0", "cascadeserve", "starting"),
+    ("servegym/Scaling-v0", "default", "draining"),
+    ("servegym/Routing-v0", "default", "service_time_ewma"),
+])
+def test_the_side_by_side_runs_reach_each_family(env_id, scenario, column):
+    """The comparison above is not vacuous: its runs set each scenario family's columns."""
+    assert any(observation["instances"][:, env.features.column[column]].any()
+               for env, observation in seeded_run(env_id, scenario))
+
+
+def test_the_side_by_side_runs_reach_empty_and_stopped_slots():
+    """Scaling-v0 on cauchy_autoscaling (a PD split on GPU combos) has empty slots (None) and
+    slots whose instance stopped: rows the kernel leaves empty."""
+    empty = stopped = 0
+    for env, _ in seeded_run("servegym/Scaling-v0", "cauchy_autoscaling"):
+        slots = env.slot_instance_ids()
+        empty += None in slots
+        stopped += len(env.features.slots) < sum(slot is not None for slot in slots)
+    assert empty and stopped
+
+
+def compiled_cluster(**options):
+    cluster = make_cluster({"A100-80GB": 3}, router=None, track_arrays=True, backend="compiled", **options)
+    for _ in range(3):
+        cluster.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024"), ready_now=True)
+    return cluster
+
+
+def test_kernel_slots_leave_empty_and_stopped_rows_empty():
+    """Row k describes slots[k]; None rows and rows of stopped instances stay all zeros, as numpy's;
+    requests of a tier beyond the features' tiers count in the last one, and F_full refuses them."""
+    from simulator.request import Request
+
+    kernel_cluster, numpy_cluster = compiled_cluster(), compiled_cluster()
+    features = [InstanceFeatures(5, 1, None, reasoning=False), InstanceFeatures(5, 1, None, reasoning=False,
+                                                                              use_kernel=False)]
+    matrices = []
+    for cluster, feature in zip((kernel_cluster, numpy_cluster), features):
+        cluster.submit([Request(request_id=i, arrival_s=0.1 * i, prompt_tokens=300 + 10 * i, output_tokens=20,
+                                tier=i % 2)
+                        for i in range(6)])
+        for _ in range(4):
+            decision = cluster.advance()
+            cluster.dispatch(decision.seq, decision.seq.request_id % 3)
+        cluster.drain(2)
+        matrices.append(feature.fill(cluster, [None, 2, 0, None, 1]).copy())
+    assert features[0]._kernel_filled and not features[1]._kernel_filled
+    assert np.array_equal(matrices[0], matrices[1])
+    assert not matrices[0][[0, 3]].any() and matrices[0][[1, 2, 4], 0].tolist() == [1.0, 1.0, 1.0]
+    assert matrices[0][1, features[0].column["draining"]] == 1.0
+    assert features[0].slots.tolist() == [1, 2, 4]
+    requests = features[0].load.requests  # every tier's, folded into tier 0
+    assert requests.sum() == 4 and features[0].load.tier_requests[:, 0].tolist() == requests.tolist()
+    assert matrices[0][[1, 2, 4], features[0].column["tier_0"]].tolist() == (requests / (requests + 16.0)).astype(
+        np.float32).tolist()
+    for feature in features:
+        with pytest.raises(ValueError, match="requests of a tier beyond the 1 headroom fractions"):
+            feature.freeness_full(np.zeros(1))
+    with pytest.raises(ValueError, match="6 instance slots asked, more than the 5"):
+        features[0].fill(kernel_cluster, [0, 1, 2, None, None, None])
+    with pytest.raises(ValueError, match="instance 7 does not exist"):
+        features[0].fill(kernel_cluster, [7])
+
+
+def test_a_python_completion_hook_keeps_the_numpy_path():
+    """Outcomes a Python hook records are not in the engine's log, which the kernel folds into the
+    service-time EWMAs: such a cluster is observed with numpy; a hook set after the kernel took
+    over a cluster raises, naming it."""
+    from simulator.request import Request
+
+    hooked = compiled_cluster(completion_hook=lambda cluster, instance, seq: True)
+    hooked.submit([Request(request_id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=5)])
+    features = InstanceFeatures(3, 1, None, reasoning=False)
+    features.fill(hooked, None, hooked.advance().seq)
+    assert not features._kernel_filled
+    plain = compiled_cluster()
+    plain.submit([Request(request_id=0, arrival_s=0.0, prompt_tokens=100, output_tokens=5)])
+    features.fill(plain)
+    assert features._kernel_filled
+    plain.completion_hook = lambda cluster, instance, seq: True
+    with pytest.raises(ValueError, match="a Python completion hook was set after the observation kernel took over"):
+        features.fill(plain)
