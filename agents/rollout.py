@@ -54,9 +54,10 @@ def _episode(env: gym.Env, policy: PolicyLike, seed: int, deterministic: bool) -
     start = np.ones((1,), dtype=bool)
     total, steps, invalid = 0.0, 0, 0
     masks = env.unwrapped.action_masks
+    takes_masks = _takes_masks(policy)  # once: inspect.signature is slow
     while True:
         kwargs: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": deterministic}
-        if _takes_masks(policy):
+        if takes_masks:
             kwargs["action_masks"] = masks()
         action, state = policy.predict(obs, **kwargs)
         start = np.zeros((1,), dtype=bool)

@@ -9,13 +9,17 @@ which ``min_utilization`` computes exactly with u as an LP variable (one solve i
 
 The pruning step (§4.3, eq. 4) solves this LP thousands of times per plan, so it runs in process
 with HiGHS (``scipy.optimize.linprog``): a CBC subprocess per solve made process start-up 99% of
-a plan's time.
+a plan's time. ``min_utilization`` keeps its answers per process by the exact inputs (replicas in
+order, demand in order, runtimes): a plan's pruning steps and the plans of a grid (other SLOs,
+other systems on the same GPUs) pose the same LPs again and again, and HiGHS answers a given LP
+with the same bits every time, so a kept answer is the one a new solve would give.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import linprog
@@ -24,6 +28,7 @@ from baselines.cascadeserve.profiles import ModelProfile, Replica
 
 _TOLERANCE = 1e-9
 _OPTIMAL, _INFEASIBLE = 0, 2  # scipy.optimize.linprog's status codes
+_KEPT_SOLVES = 200_000  # min_utilization's answers kept per process (a few hundred bytes each)
 
 
 class LoadBalancingError(ValueError):
@@ -87,18 +92,30 @@ def min_utilization(
     _check_demand(demand_qps, replicas)
     if not any(qps > 0 for qps in demand_qps.values()):
         return 0.0
-    demand, bound, device_load = _constraints(replicas, demand_qps, _runtimes(profiles))
+    runtimes = tuple((p.name, p.runtime_per_sample_s) for p in profiles)
+    answer = _solved_min_utilization(tuple(replicas), tuple(demand_qps.items()), runtimes)
+    if isinstance(answer, str):
+        raise LoadBalancingError(answer)
+    return answer
+
+
+@lru_cache(maxsize=_KEPT_SOLVES)
+def _solved_min_utilization(
+    replicas: tuple[Replica, ...], demand: tuple[tuple[str, float], ...], runtimes: tuple[tuple[str, float], ...]
+) -> float | str:
+    """``min_utilization``'s LP for checked inputs: u, or the ``LoadBalancingError`` message."""
+    demand_qps = dict(demand)
+    rows_demand, bound, device_load = _constraints(replicas, demand_qps, dict(runtimes))
     n = len(replicas)
     objective = np.zeros(n + 1)
     objective[n] = 1.0  # the variables are q_0 .. q_{n-1}, u
-    rows = np.vstack([np.hstack([demand, np.zeros((len(demand), 1))]), np.hstack([device_load, -np.ones((len(device_load), 1))])])
+    rows = np.vstack([np.hstack([rows_demand, np.zeros((len(rows_demand), 1))]),
+                      np.hstack([device_load, -np.ones((len(device_load), 1))])])
     result = linprog(objective, A_ub=rows, b_ub=np.concatenate([bound, np.zeros(len(device_load))]), bounds=(0, None),
                      method="highs")
     if result.status != _OPTIMAL:
-        raise LoadBalancingError(f"eq. 1-3 have no solution for demand {dict(demand_qps)}: {result.message}")
+        return f"eq. 1-3 have no solution for demand {demand_qps}: {result.message}"
     value = float(result.x[n])
     if value > 1.0 + _TOLERANCE:
-        raise LoadBalancingError(
-            f"the placement needs GPU utilisation {value:.3f} > 100% for demand {dict(demand_qps)}"
-        )
+        return f"the placement needs GPU utilisation {value:.3f} > 100% for demand {demand_qps}"
     return value

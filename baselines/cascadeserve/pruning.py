@@ -68,9 +68,12 @@ class _Utilization:
         self.profiles = list(profiles)
         self.devices = {d.index: d for d in devices}
         self.demands = _distinct_peaks([dict(x) for x in demands])
+        self._demand_keys = [tuple(sorted(demand.items())) for demand in self.demands]
         self._cache: dict[tuple, float] = {}
 
-    def _key(self, replicas: Sequence[Replica], demand_index: int) -> tuple:
+    def _placement_key(self, replicas: Sequence[Replica]) -> tuple:
+        """The placement up to node and device permutations: per node, its devices' (memory,
+        replicas on it as (model, devices spanned)), sorted."""
         on_device: dict[int, list[tuple[str, int]]] = {i: [] for i in self.devices}
         for r in replicas:
             for d in r.devices:
@@ -78,16 +81,17 @@ class _Utilization:
         nodes: dict[int, list[tuple]] = {}
         for index, device in self.devices.items():
             nodes.setdefault(device.node, []).append((device.memory_gb, tuple(sorted(on_device[index]))))
-        demand = tuple(sorted(self.demands[demand_index].items()))
-        return demand, tuple(sorted(tuple(sorted(n)) for n in nodes.values()))
+        return tuple(sorted(tuple(sorted(n)) for n in nodes.values()))
 
     def u_max(self, replicas: Sequence[Replica], model: str) -> float:
         """Max over the demands that use ``model`` of the minimal utilisation; +inf if infeasible."""
         worst = 0.0
+        placement = None
         for i, demand in enumerate(self.demands):
             if demand.get(model, 0.0) <= 0:
                 continue
-            key = self._key(replicas, i)
+            placement = self._placement_key(replicas) if placement is None else placement
+            key = self._demand_keys[i], placement
             if key not in self._cache:
                 try:
                     self._cache[key] = min_utilization(replicas, demand, self.profiles)
