@@ -70,6 +70,7 @@ from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, m
 from experiments.headlines import Headline
 from simulator.cli import command
 from simulator.combos import Combo
+from simulator.fanout import fan_out
 from simulator.metrics import flat_metrics, meets_slo, summarize
 from simulator.outcome import RequestOutcome
 
@@ -78,6 +79,7 @@ LOAD_SCALE = 4.0
 LABELS = {"cnn_dailymail": "DailyMail", "sharegpt_cauchy": "ShareGPT", "longwriter": "LongWriter"}
 COMBO_ROUTERS = ("basic_rr", "token_weighted_rr", "cauchy_gwrr")
 OBJECTIVES = {"CO-LP": "co", "MCE-LP": "mce", "MC-LP": "mc"}
+FANS_OUT = True  # the episodes and Table 3's rows: takes --workers / --address (simulator.fanout)
 TABLE3_COMBOS = {f"1P{d}D": Combo("H800-SXM", 1, "H20-NVL", d) for d in (1, 2, 3)}
 METRICS = ("total_tokens_per_usd", "slo_tokens_per_usd", "e2e_mean_s", "ttft_mean_s", "tpot_mean_s", "slo_attainment")
 
@@ -192,52 +194,64 @@ def melange_episode(workload: CauchyWorkload, plan: MelangePlan, seed: int, sett
     return _metrics(flat, outcomes)
 
 
-def run_fig7(workload: CauchyWorkload, plans: dict[str, Any], settings: Settings) -> dict[str, dict[str, float]]:
+CellSpec = tuple[str, str, str, "str | None", dict[str, str]]  # (figure, cell, plan, router or None: Mélange's, overrides)
+
+
+def cell_specs() -> list[CellSpec]:
+    """The cells of Fig. 7 / 6, Fig. 8 and Fig. 9 for one workload, in the report's order; Fig.
+    9's ``cauchy_gwrr`` is Fig. 8's CO-LP cell (the same episodes) and is not listed."""
     azure = {"arrival": "azure_conv"}
-    cells = {}
-    for system, plan_name in (("Cauchy", "CO-LP"), ("Cauchy*", "Cauchy*")):
-        cells[system] = mean_over_seeds([
-            combo_episode(workload, plans[plan_name], "cauchy_gwrr", seed, settings, **azure) for seed in settings.seeds
-        ])
-    cells["Mélange"] = mean_over_seeds([melange_episode(workload, plans["Mélange"], seed, settings, **azure) for seed in settings.seeds])
+    specs: list[CellSpec] = [("fig7", "Cauchy", "CO-LP", "cauchy_gwrr", azure), ("fig7", "Cauchy*", "Cauchy*", "cauchy_gwrr", azure),
+                             ("fig7", "Mélange", "Mélange", None, azure)]
+    specs += [("fig8", name, name, "cauchy_gwrr", {}) for name in OBJECTIVES]
+    return specs + [("fig9", router, "CO-LP", router, {}) for router in COMBO_ROUTERS[:2]]
+
+
+def cell_episode(workload: CauchyWorkload, plan: ComboPlan | MelangePlan, router: str | None, seed: int,
+                 settings: Settings, overrides: dict[str, str]) -> dict[str, float]:
+    """One seed of a cell: ``combo_episode`` under ``router``, or ``melange_episode`` (router None)."""
+    if router is None:
+        return melange_episode(workload, plan, seed, settings, **overrides)
+    return combo_episode(workload, plan, router, seed, settings, **overrides)
+
+
+def figure_cells(workload: CauchyWorkload, plans: dict[str, Any], by_cell: dict[tuple[str, str], list[dict[str, float]]]
+                 ) -> dict[str, dict[str, dict[str, float]]]:
+    """Fig. 7 / 6, Fig. 8 and Fig. 9 from each cell's per-seed episodes (``cell_specs``), each
+    cell the mean over the seeds plus, in Fig. 7 and 8, its plan's planned tokens/USD."""
+    fig7 = {system: mean_over_seeds(by_cell["fig7", system]) for system in ("Cauchy", "Cauchy*", "Mélange")}
     for system, plan_name in (("Cauchy", "CO-LP"), ("Cauchy*", "Cauchy*"), ("Mélange", "Mélange")):
-        cells[system]["planned_tokens_per_usd"] = planned_ce(plans[plan_name], workload)
-    return cells
-
-
-def run_fig8(workload: CauchyWorkload, plans: dict[str, Any], settings: Settings) -> dict[str, dict[str, float]]:
-    return {
-        name: mean_over_seeds([combo_episode(workload, plans[name], "cauchy_gwrr", seed, settings) for seed in settings.seeds])
-        | {"planned_tokens_per_usd": planned_ce(plans[name], workload)}
-        for name in OBJECTIVES
-    }
-
-
-def run_fig9(workload: CauchyWorkload, plans: dict[str, Any], settings: Settings, fig8: dict) -> dict[str, dict[str, float]]:
-    cells = {"cauchy_gwrr": fig8["CO-LP"]}  # the same episodes as Fig. 8's CO-LP column
+        fig7[system]["planned_tokens_per_usd"] = planned_ce(plans[plan_name], workload)
+    fig8 = {name: mean_over_seeds(by_cell["fig8", name]) | {"planned_tokens_per_usd": planned_ce(plans[name], workload)}
+            for name in OBJECTIVES}
+    fig9 = {"cauchy_gwrr": fig8["CO-LP"]}  # the same episodes as Fig. 8's CO-LP column
     for router in COMBO_ROUTERS[:2]:
-        cells[router] = mean_over_seeds([combo_episode(workload, plans["CO-LP"], router, seed, settings) for seed in settings.seeds])
-    return {router: cells[router] for router in COMBO_ROUTERS}
+        fig9[router] = mean_over_seeds(by_cell["fig9", router])
+    return {"fig7": fig7, "fig8": fig8, "fig9": {router: fig9[router] for router in COMBO_ROUTERS}}
 
 
-def run_table3(settings: Settings, lengths: str = "sharegpt_cauchy") -> dict[str, dict[str, dict[str, float]]]:
-    """Per 1PxD combo and instance scheduler: max goodput, CE there, latencies at basic RR's goodput,
-    for the ``lengths`` workload (the paper's label is ShareGPT; its latencies imply LongWriter's)."""
-    workload, search = WORKLOADS[lengths], settings.table3_search
-    cells: dict[str, dict[str, dict[str, float]]] = {}
-    for shape, combo in TABLE3_COMBOS.items():
-        goodputs = {s: combo_goodput_rps(combo, workload, search, s) for s in ("basic_rr", "opportunistic")}
-        common_rps = goodputs["basic_rr"]
-        cells[shape] = {}
-        for scheduler, goodput in goodputs.items():
-            at_goodput = combo_poisson_run(combo, workload, goodput, search, scheduler)
-            at_common = combo_poisson_run(combo, workload, common_rps, search, scheduler)
-            cells[shape][scheduler] = {
-                "max_goodput_rps": goodput, "max_ce_tokens_per_usd": at_goodput.total_tokens_per_usd,
-                "e2e_mean_s": at_common.e2e.mean_s, "ttft_mean_s": at_common.ttft.mean_s,
-                "tbt_mean_s": at_common.tpot.mean_s, "rate_rps": common_rps,
-            }
+def table3_cell(settings: Settings, lengths: str, shape: str) -> dict[str, dict[str, float]]:
+    """Table 3's row of one 1PxD ``shape`` for the ``lengths`` workload (the paper's label is
+    ShareGPT; its latencies imply LongWriter's), per instance scheduler: max goodput, CE there,
+    latencies at basic RR's goodput."""
+    workload, search, combo = WORKLOADS[lengths], settings.table3_search, TABLE3_COMBOS[shape]
+    goodputs = {s: combo_goodput_rps(combo, workload, search, s) for s in ("basic_rr", "opportunistic")}
+    common_rps = goodputs["basic_rr"]
+    cells: dict[str, dict[str, float]] = {}
+    for scheduler, goodput in goodputs.items():
+        at_goodput = combo_poisson_run(combo, workload, goodput, search, scheduler)
+        at_common = combo_poisson_run(combo, workload, common_rps, search, scheduler)
+        cells[scheduler] = {
+            "max_goodput_rps": goodput, "max_ce_tokens_per_usd": at_goodput.total_tokens_per_usd,
+            "e2e_mean_s": at_common.e2e.mean_s, "ttft_mean_s": at_common.ttft.mean_s,
+            "tbt_mean_s": at_common.tpot.mean_s, "rate_rps": common_rps,
+        }
     return cells
+
+
+def _job(kind: str, *args: Any) -> Any:
+    """One ``simulator.fanout`` job: an episode of a cell (``cell_episode``) or a Table 3 row."""
+    return cell_episode(*args) if kind == "episode" else table3_cell(*args)
 
 
 # ----------------------------------------------------------------------------- headline
@@ -665,25 +679,45 @@ def _plan_row(plan: ComboPlan | MelangePlan, workload: CauchyWorkload) -> dict[s
 
 
 # ----------------------------------------------------------------------------- main
-def run_setup(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
-    """Plans, Fig. 7 / 6, Fig. 8 and Fig. 9 at ``settings.load_scale`` with ``settings.engine``."""
-    setup: dict[str, Any] = {"label": setup_label(settings.load_scale, settings.engine), "load_scale": settings.load_scale,
-                             "engine": settings.engine, "plans": {}, "fig7": {}, "fig8": {}, "fig9": {}}
-    for name in WORKLOADS:
-        workload = settings.workload(WORKLOADS[name])
-        plans = plans_for(workload, settings.engine)
-        setup["plans"][name] = {plan_name: _plan_row(plan, workload) for plan_name, plan in plans.items()}
-        setup["fig7"][name] = run_fig7(workload, plans, settings)
-        setup["fig8"][name] = run_fig8(workload, plans, settings)
-        setup["fig9"][name] = run_fig9(workload, plans, settings, setup["fig8"][name])
-        log(f"{settings.load_scale:g}x {settings.engine} {LABELS[name]:<10} done")
-    return setup
+def run_all(all_settings: Sequence[Settings], table3_settings: Settings, log: Callable[[str], None], workers: int = 1,
+            address: str | None = None) -> tuple[list[dict[str, Any]], dict, dict]:
+    """Every setup's plans, Fig. 7 / 6, Fig. 8 and Fig. 9 (one per ``Settings``, with its load
+    scale and engine), and Table 3 on ShareGPT and LongWriter lengths. The plans are solved here;
+    the episodes and Table 3's rows run as ``simulator.fanout`` jobs (``workers`` at a time)."""
+    setups: list[dict[str, Any]] = []
+    planned: list[tuple[dict[str, Any], str, CauchyWorkload, dict[str, Any], Settings]] = []
+    jobs: list[tuple[Any, ...]] = []
+    for settings in all_settings:
+        setup: dict[str, Any] = {"label": setup_label(settings.load_scale, settings.engine), "load_scale": settings.load_scale,
+                                 "engine": settings.engine, "plans": {}, "fig7": {}, "fig8": {}, "fig9": {}}
+        setups.append(setup)
+        for name in WORKLOADS:
+            workload = settings.workload(WORKLOADS[name])
+            plans = plans_for(workload, settings.engine)
+            setup["plans"][name] = {plan_name: _plan_row(plan, workload) for plan_name, plan in plans.items()}
+            planned.append((setup, name, workload, plans, settings))
+            jobs += [("episode", workload, plans[plan_name], router, seed, settings, overrides)
+                     for _, _, plan_name, router, overrides in cell_specs() for seed in settings.seeds]
+    table3_rows = [(lengths, shape) for lengths in ("sharegpt_cauchy", "longwriter") for shape in TABLE3_COMBOS]
+    jobs += [("table3", table3_settings, lengths, shape) for lengths, shape in table3_rows]
+    log(f"{len(jobs)} jobs on {workers} worker(s)")
+    outputs = iter(fan_out(_job, jobs, workers, address))
+    for setup, name, workload, plans, settings in planned:
+        by_cell = {(figure, cell): [next(outputs) for _ in settings.seeds]
+                   for figure, cell, _, _, _ in cell_specs()}
+        for figure, cells in figure_cells(workload, plans, by_cell).items():
+            setup[figure][name] = cells
+        log(f"{setup['load_scale']:g}x {setup['engine']} {LABELS[name]:<10} done")
+    table3: dict[str, dict[str, dict[str, dict[str, float]]]] = {"sharegpt_cauchy": {}, "longwriter": {}}
+    for lengths, shape in table3_rows:
+        table3[lengths][shape] = next(outputs)
+    return setups, table3["sharegpt_cauchy"], table3["longwriter"]
 
 
 @command("experiments.cauchy_reproduction")
 def main(argv: list[str] | None = None) -> int:
     parser = ExperimentParser(__doc__, "cauchy", "5 s of arrivals, one seed, coarse Table 3 search (about 1 minute)",
-                              seeds=[0, 1, 2])
+                              seeds=[0, 1, 2], fans_out=FANS_OUT)
     parser.add_argument("--arrival-s", type=float, default=80.0, help="seconds of arrivals per episode")
     add_load_scales(parser)
     add_engines(parser)
@@ -698,9 +732,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         settings = Settings(args.load_scales[0], args.arrival_s, tuple(args.seeds), table_search)
     run = Run(args.out)
-    setups = [run_setup(dataclasses.replace(settings, load_scale=scale, engine=engine), run.log)
-              for scale, engine in engine_setups(args.load_scales, args.engines)]
-    table3, table3_longwriter = run_table3(settings), run_table3(settings, "longwriter")
+    all_settings = [dataclasses.replace(settings, load_scale=scale, engine=engine)
+                    for scale, engine in engine_setups(args.load_scales, args.engines)]
+    setups, table3, table3_longwriter = run_all(all_settings, settings, run.log, args.workers, args.address)
     for setup in setups:
         setup["headline"] = headline({**setup, "table3": table3})
     text = (f"Llama-3.1-8B, 8 H800-SXM + 8 A800-PCIe + 8 H20-NVL; {settings.arrival_s:g} s of arrivals per episode; "
