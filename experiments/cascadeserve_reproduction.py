@@ -22,8 +22,8 @@ scenario (Llama 3B -> 7B -> 13B -> 70B int4 on V100-32GB).
    averaged over the seeds, since with the planners drawing other random cascades its verdict
    changed; the report, figures and TensorBoard runs show the first seed.
 
-The Fig. 7 grid also runs once per seed (the planners' sampled cascades and search), its cells
-fanned out over ``--workers`` (``simulator.fanout``); Fig. 7's row is the mean over the seeds of
+The Fig. 7 grid also runs once per seed (the planners' sampled cascades and search), its (seed,
+GPU count) groups of cells fanned out over ``--workers`` (``simulator.fanout``); Fig. 7's row is the mean over the seeds of
 each seed's median saving, and the report and figure show the first seed's grid.
 
 Outputs under ``--out`` (default ``results/cascadeserve``): report.md, fig7_gpus.png,
@@ -141,16 +141,23 @@ def grid_cell(config: Config, system: str, gpus: int, slo: float, seed: int) -> 
             "gears": [list(g.cascade.levels) for g in plan.gears], "replicas": plan.replica_counts()}
 
 
+def gpu_count_cells(config: Config, gpus: int, seed: int) -> list[dict[str, Any]]:
+    """Every system's and latency SLO's ``grid_cell`` on ``gpus`` GPUs, in one process: the plans
+    pose many of the same load-balancing LPs, whose answers ``min_utilization`` keeps."""
+    return [grid_cell(config, system, gpus, slo, seed) for system in GRID_SYSTEMS for slo in config.latency_slos_s]
+
+
 def gpu_grids(config: Config, seeds: list[int], log: Any, workers: int = 1, address: str | None = None) -> list[dict[str, Any]]:
-    """Part 1: accuracy of each system's plan per (GPU count, latency SLO), once per seed; the
-    cells run as ``simulator.fanout`` jobs (``workers`` at a time)."""
-    jobs = [(config, system, gpus, slo, seed) for seed in seeds for system in GRID_SYSTEMS
-            for gpus in config.gpu_counts for slo in config.latency_slos_s]
-    rows: dict[int, list[dict[str, Any]]] = {seed: [] for seed in seeds}
-    for job, row in zip(jobs, iter_fan_out(grid_cell, jobs, workers, address)):
-        rows[job[-1]].append(row)
-        log(f"  seed {job[-1]} {row['system']:15s} {row['gpus']:2d} GPUs SLO {row['slo_s']:g}s: accuracy {row['accuracy']}")
-    return [{"seed": seed, "rows": rows[seed]} for seed in seeds]
+    """Part 1: accuracy of each system's plan per (GPU count, latency SLO), once per seed; each
+    (seed, GPU count) runs as a ``simulator.fanout`` job (``workers`` at a time)."""
+    jobs = [(config, gpus, seed) for seed in seeds for gpus in config.gpu_counts]
+    cells: dict[tuple[int, str, int, float], dict[str, Any]] = {}
+    for (_, gpus, seed), rows in zip(jobs, iter_fan_out(gpu_count_cells, jobs, workers, address)):
+        for row in rows:
+            cells[seed, row["system"], gpus, row["slo_s"]] = row
+            log(f"  seed {seed} {row['system']:15s} {row['gpus']:2d} GPUs SLO {row['slo_s']:g}s: accuracy {row['accuracy']}")
+    return [{"seed": seed, "rows": [cells[seed, system, gpus, slo] for system in GRID_SYSTEMS for gpus in config.gpu_counts
+                                    for slo in config.latency_slos_s]} for seed in seeds]
 
 
 def gpus_needed(rows: list[dict[str, Any]], system: str, slo: float, accuracy: float) -> int | None:
