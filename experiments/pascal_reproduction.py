@@ -21,6 +21,9 @@ A labelled variant reruns PASCAL, FCFS and RR with a KV-constrained pool at 3 re
 TTFT is the paper's: arrival to the first *answer* token (``RequestOutcome.ttfat_s``).
 
     python -m experiments.pascal_reproduction [--quick] [--out DIR] [--seeds 0 1 2] [--requests 2000]
+        [--workers 2] [--address auto|HOST:PORT]
+
+Episodes fan out over Ray tasks (``simulator.fanout``; ``--workers 1`` runs them here, without Ray).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from experiments.harness import ExperimentParser, Run, Scalar, markdown_table, s
 from experiments.headlines import Headline
 from hardware.latency import kv_capacity_tokens
 from simulator.cli import command
+from simulator.fanout import fan_out
 from simulator.metrics import qoe
 from simulator.outcome import RequestOutcome
 
@@ -55,6 +59,7 @@ BIN_TOKENS = 256  # Fig. 10: requests grouped by reasoning length in 256-token b
 KV_CONSTRAINED_MEMORY_UTILIZATION = 0.9 * 1e9 / 2**30
 KV_CONSTRAINED_RATE_RPS = 3.0
 VARIANT_SYSTEMS = ("PASCAL", "FCFS", "RR")
+FANS_OUT = True  # the episodes: takes --workers / --address (simulator.fanout)
 
 
 @dataclass(frozen=True)
@@ -352,13 +357,18 @@ def headlines(results: dict[str, Any]) -> list[Headline]:
     return headline_rows
 
 
-def run_kv_constrained_variant(seeds: list[int], episode_requests: int, targets) -> dict[str, Any]:
-    """PASCAL, FCFS and RR at ``KV_CONSTRAINED_RATE_RPS`` on the ``KV_CONSTRAINED_MEMORY_UTILIZATION`` pool."""
-    cells = {}
-    for name in VARIANT_SYSTEMS:
-        runs = [run_episode(SYSTEMS[name], KV_CONSTRAINED_RATE_RPS, seed, episode_requests,
-                            KV_CONSTRAINED_MEMORY_UTILIZATION) for seed in seeds]
-        cells[name] = summarize_cell(runs, episode_requests, targets)
+def variant_jobs(seeds: list[int], episode_requests: int) -> list[tuple[Any, ...]]:
+    """``run_episode``'s arguments for the variant: PASCAL, FCFS and RR at ``KV_CONSTRAINED_RATE_RPS``
+    on the ``KV_CONSTRAINED_MEMORY_UTILIZATION`` pool, per seed."""
+    return [(SYSTEMS[name], KV_CONSTRAINED_RATE_RPS, seed, episode_requests, KV_CONSTRAINED_MEMORY_UTILIZATION)
+            for name in VARIANT_SYSTEMS for seed in seeds]
+
+
+def kv_constrained_variant(runs: list[tuple[dict[str, float], list[RequestOutcome]]], seeds: list[int],
+                           episode_requests: int, targets) -> dict[str, Any]:
+    """The variant's cells from its episodes (``runs``), in ``variant_jobs``' order."""
+    cells = {name: summarize_cell(runs[i * len(seeds):(i + 1) * len(seeds)], episode_requests, targets)
+             for i, name in enumerate(VARIANT_SYSTEMS)}
     pascal_tails = cells["PASCAL"]["tail_ttft_s_by_bin"]
     return {
         "memory_utilization": KV_CONSTRAINED_MEMORY_UTILIZATION,
@@ -372,7 +382,8 @@ def run_kv_constrained_variant(seeds: list[int], episode_requests: int, targets)
 # ----------------------------------------------------------------------------- main
 @command("experiments.pascal_reproduction")
 def main(argv: list[str] | None = None) -> int:
-    parser = ExperimentParser(__doc__, "pascal", "one seed, 200 requests (a smoke run, under a minute)", seeds=[0, 1, 2])
+    parser = ExperimentParser(__doc__, "pascal", "one seed, 200 requests (a smoke run, under a minute)", seeds=[0, 1, 2],
+                              fans_out=FANS_OUT)
     parser.add_argument("--requests", type=int, default=2000, help="requests per episode")
     args = parser.parse_args(argv)
     seeds = [0] if args.quick else args.seeds
@@ -381,16 +392,22 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"requests must be positive, got {episode_requests}")
     targets = make_scenario("pascal").qoe
     run = Run(args.out)
+    jobs = [(system, rate_rps, seed, episode_requests) for system in SYSTEMS.values()
+            for rate_rps in PASCAL_RATES_RPS.values() for seed in seeds]
+    jobs += variant_jobs(seeds, episode_requests)
+    run.log(f"{len(jobs)} episodes on {args.workers} worker(s)")
+    episodes = fan_out(run_episode, jobs, args.workers, args.address)
+    done = iter(episodes)
     cells: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, system in SYSTEMS.items():
+    for name in SYSTEMS:
         cells[name] = {}
-        for rate, rate_rps in PASCAL_RATES_RPS.items():
-            runs = [run_episode(system, rate_rps, seed, episode_requests) for seed in seeds]
+        for rate in PASCAL_RATES_RPS:
+            runs = [next(done) for _ in seeds]
             cells[name][rate] = summarize_cell(runs, episode_requests, targets)
             run.log(f"{name:<20} {rate:<6} violations {100 * cells[name][rate]['violation_rate']:5.2f}%  "
                     f"P99 TTFT {cells[name][rate]['ttft_p99_s']:6.1f} s")
     ours = headline(cells, "high")
-    variant = run_kv_constrained_variant(seeds, episode_requests, targets)
+    variant = kv_constrained_variant(list(done), seeds, episode_requests, targets)
     run.log(f"KV-constrained variant ({variant['kv_tokens_per_instance']} KV tokens): largest tail-TTFT cut "
             f"{100 * variant['max_ttft_cut_vs_fcfs']:.1f}% vs FCFS, {100 * variant['max_ttft_cut_vs_rr']:.1f}% vs RR")
     setup = (f"Scenario `pascal` (8 x DeepSeek-R1-Distill-Qwen-32B on H100-96GB, ServeGen DeepSeek-R1 lengths, "
