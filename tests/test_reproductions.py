@@ -157,9 +157,10 @@ def test_workers_and_address_reach_only_the_scripts_that_fan_out(tmp_path, monke
     assert "--workers" not in seen["pascal_reproduction"] and "--address" not in seen["pascal_reproduction"]
 
 
-def test_the_four_scripts_that_fan_out_take_the_runners_flags():
+def test_the_scripts_that_fan_out_take_the_runners_flags():
     assert [name for name in reproductions.SCRIPTS if reproductions.fans_out(reproductions.load_script(name))] == [
-        "multitier_reproduction", "cauchy_autoscaling", "cascadia_fluctuating", "cascadeserve_reproduction"]
+        "pascal_reproduction", "multitier_reproduction", "cauchy_autoscaling", "cauchy_reproduction",
+        "cascadia_fluctuating", "cascadeserve_reproduction"]
 
 
 def test_workers_must_be_a_positive_integer(tmp_path, capsys):
