@@ -50,7 +50,10 @@ SLO scale and throughput stay in each cell (``*_by_seed``).
 Outputs under ``--out`` (default ``results/cascadia``): ``report.md`` (the paper's numbers next
 to ours), ``results.json``, PNGs and ``tensorboard/<system>/`` runs with the same tags.
 
-    python -m experiments.cascadia_reproduction [--quick] [--out DIR] [--seeds 0 1 2]
+    python -m experiments.cascadia_reproduction [--quick] [--out DIR] [--seeds 0 1 2] [--workers 2] [--address auto|HOST:PORT]
+
+The twelve (quality requirement, trace) cases fan out over Ray tasks (``simulator.fanout``;
+``--workers 1`` runs them here, without Ray); the rest runs here.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ from simulator.cascade import assign_cascade_quality
 from simulator.routers.cascade import CascadeRouter
 from simulator.cascade_quality import TRACE_DIFFICULTY_MEAN
 from simulator.cli import command
+from simulator.fanout import fan_out
 from simulator.backends import make_cluster
 from simulator.instance import InstanceConfig
 from simulator.outcome import RequestOutcome
@@ -97,6 +101,7 @@ QUALITY_REQUIREMENTS = (90.0, 85.0, 80.0, 70.0)
 ATTAINMENT = 0.95
 LLAMA_CASCADE = ("Llama-3-8B", "Llama-3-70B")
 SYSTEMS = ("Cascadia", "CascadeServe", "Stand-alone")
+FANS_OUT = True  # the (quality requirement, trace) cases: takes --workers / --address (simulator.fanout)
 BASELINES = ("CascadeServe", "Stand-alone")
 GPUS_PER_SERVER = 8  # Cascadia §4.1: 4 servers of 8 H100s
 CASCADESERVE_LEVELS = 11  # CascadeServe §4.2: "a small number of discretized thresholds"
@@ -700,19 +705,22 @@ def tensorboard_scalars(results: dict[str, Any]) -> dict[str, list[Scalar]]:
 @command("experiments.cascadia_reproduction")
 def main(argv: list[str] | None = None) -> int:
     args = ExperimentParser(__doc__, "cascadia", "small request counts, coarse threshold grids, the first seed (< 90 s)",
-                            seeds=[0, 1, 2]).parse_args(argv)
+                            seeds=[0, 1, 2], fans_out=FANS_OUT).parse_args(argv)
     settings = replace(QUICK, seeds=tuple(args.seeds[:1])) if args.quick else replace(FULL, seeds=tuple(args.seeds))
     run = Run(args.out)
     cache = load_cached_tables()
     scales = np.linspace(0.5, 12.0, 47)
     results: dict[str, Any] = {"cases": {}, "base_latency_s": {}}
+    jobs = []
     for trace in TRACES:
         tables = deepseek_tables(trace, cache)
         profile = profile_of(trace, CASCADIA_MODELS, settings)
         base_s = results["base_latency_s"][trace.name] = base_latency_s(trace)
-        for q in QUALITY_REQUIREMENTS:
-            results["cases"][f"q{q:g}/{trace.name}"] = run_case(trace, q, tables, profile, base_s, settings, scales)
-        run.log(f"{trace.name} done")
+        jobs += [(trace, q, tables, profile, base_s, settings, scales) for q in QUALITY_REQUIREMENTS]
+    run.log(f"{len(jobs)} cases on {args.workers} worker(s)")
+    for (trace, q, *_), case in zip(jobs, fan_out(run_case, jobs, args.workers, args.address)):
+        results["cases"][f"q{q:g}/{trace.name}"] = case
+    run.log("cases done")
     results["unloaded_p95_s"] = {
         t.model: min(r.p95_s[0] for r in t.replicas) for t in deepseek_tables(TRACES[0], cache)
     }

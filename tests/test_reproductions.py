@@ -160,7 +160,7 @@ def test_workers_and_address_reach_only_the_scripts_that_fan_out(tmp_path, monke
 def test_the_scripts_that_fan_out_take_the_runners_flags():
     assert [name for name in reproductions.SCRIPTS if reproductions.fans_out(reproductions.load_script(name))] == [
         "pascal_reproduction", "multitier_reproduction", "cauchy_autoscaling", "cauchy_reproduction",
-        "cascadia_fluctuating", "cascadeserve_reproduction"]
+        "cascadia_reproduction", "cascadia_fluctuating", "cascadeserve_reproduction"]
 
 
 def test_workers_must_be_a_positive_integer(tmp_path, capsys):
