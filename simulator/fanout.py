@@ -101,9 +101,12 @@ def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 @contextmanager
 def ray_session(cpus: int, address: str | None = None) -> Iterator[Any]:
     """The ``ray`` module, connected: to ``address`` when given, else to a new local Ray with
-    ``cpus`` CPUs, no dashboard and no usage reporting (stopped on exit). A Ray this process
-    already runs is used as it is and left running."""
+    ``cpus`` CPUs, no dashboard and no usage reporting (stopped on exit), whose workers run at
+    this process's priority (Ray renices its workers to 15 by default, which on a shared machine
+    starves the jobs behind every other process). A Ray this process already runs is used as it
+    is and left running."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_worker_niceness", "0")
     import ray
 
     if ray.is_initialized():

@@ -1,6 +1,8 @@
 """The one experiment runner (simulator.fanout): Ray tasks give the serial run's results bit for
-bit, in job order; one worker runs in this process without Ray; bad settings raise."""
+bit, in job order, at the caller's priority; one worker runs in this process without Ray; bad
+settings raise."""
 
+import os
 import subprocess
 import sys
 
@@ -20,6 +22,7 @@ def test_ray_tasks_give_the_serial_results_bit_for_bit():
     with ray_session(2):
         parallel = fan_out(build_replica_table, JOBS, workers=2)
         assert fan_out(check_workers, [(k,) for k in range(1, 8)], workers=3) == list(range(1, 8))  # job order
+        assert fan_out(lambda: os.nice(0), [(), ()], workers=2) == [os.nice(0)] * 2  # not reniced to Ray's 15
         with pytest.raises(ValueError, match="--workers must be a positive integer, got 0"):
             fan_out(check_workers, [(1,), (0,)], workers=2)  # a job's error reaches the caller
     assert parallel == serial  # every rate and p95, exactly
