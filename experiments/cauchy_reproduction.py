@@ -39,7 +39,10 @@ the first arrival until the last request ends. Outputs under ``--out`` (default
 ``results.json``, PNG figures and ``tensorboard/<system>/`` runs.
 
     python -m experiments.cauchy_reproduction [--quick] [--out DIR] [--seeds 0 1 2] [--load-scales 1 4]
-        [--engines vllm-0.6 vllm-0.6-chunked]
+        [--engines vllm-0.6 vllm-0.6-chunked] [--workers 2] [--address auto|HOST:PORT]
+
+The plans are solved in this process; the episodes and Table 3's rows fan out over Ray tasks
+(``simulator.fanout``; ``--workers 1`` runs them here, without Ray).
 """
 
 from __future__ import annotations
