@@ -45,9 +45,6 @@ class RequestColumns:
             self.others[name] = {row: value for row, value in enumerate(values) if type(value) is not kind}
         self.slo = list(map(attrgetter("slo"), requests))  # shared SLO objects: a reference a row
 
-    def __len__(self) -> int:
-        return len(self.slo)
-
     def fields(self, rows: SequenceOf[int]) -> dict[str, Iterable]:
         """``REQUEST_FIELDS`` of ``rows``, each value as the request gave it."""
         index = np.asarray(rows, dtype=np.int64)
