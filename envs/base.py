@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.action_space import action_in_space
+from envs.episode_outcomes import EpisodeOutcomes
 from envs.frame import cluster_frame
 from envs.observation import InstanceFeatures, instance_fields
 from envs.presets import make_scenario
@@ -218,7 +219,7 @@ class ServingEnv(gym.Env):
         info["invalid_action"] = not valid
         if done:
             info["episode_metrics"] = self.episode_metrics()
-            info["episode_outcomes"] = tuple(self.cluster.outcomes)
+            info["episode_outcomes"] = EpisodeOutcomes(self.cluster.outcomes)
             self._episode_over = True
         terminated = False
         return self.observation(), float(reward), terminated, done, info

@@ -30,6 +30,7 @@ from gymnasium.vector.utils import batch_space
 from servegym_core import _core
 
 from envs.base import InvalidActionError
+from envs.episode_outcomes import EpisodeOutcomes
 from envs.rewards import (
     BalancedDenseLatencyReward,
     BalancedSLOMissReward,
@@ -213,7 +214,7 @@ class RoutingPool:
         env._seen = len(cluster.outcomes)
         env._episode_over = True
         env.state_changed()
-        return {"episode_metrics": env.episode_metrics(), "episode_outcomes": tuple(cluster.outcomes)}
+        return {"episode_metrics": env.episode_metrics(), "episode_outcomes": EpisodeOutcomes(cluster.outcomes)}
 
     def action_masks(self) -> np.ndarray:
         """The valid actions of every env (booleans, num_envs x max_instances, a copy)."""

@@ -49,10 +49,10 @@ def test_a_cuda_policy_without_cuda_is_refused_by_name(capsys):
 def test_shipped_hyperparameters_train_two_rollouts_of_the_ids_own_setting():
     # Routing-v0's shipped setting: n_envs 2 (defaults), n_steps 512, native (in-process) envs, so 64
     # steps asked become two rollouts of 2 x 512.
-    rate, env_share, n_envs, vec_env, trained = shipped_ppo_steps_per_s("servegym/Routing-v0", "default", 64)
+    rate, env_share, n_envs, vec_env, trained, set_up_s = shipped_ppo_steps_per_s("servegym/Routing-v0", "default", 64)
     assert (n_envs, vec_env, trained) == (2, "native", 2 * 2 * 512)
-    assert rate > 0 and 0 < env_share < 1
-    rate, env_share, n_envs, vec_env, trained = shipped_ppo_steps_per_s("servegym/Routing-v0", "default", 64,
-                                                                         backend="python")
+    assert rate > 0 and 0 < env_share < 1 and set_up_s > 0
+    rate, env_share, n_envs, vec_env, trained, set_up_s = shipped_ppo_steps_per_s("servegym/Routing-v0", "default", 64,
+                                                                                   backend="python")
     assert (n_envs, vec_env, trained) == (2, "dummy", 2 * 2 * 512)  # the python engine: no native vector env
-    assert rate > 0 and 0 < env_share < 1
+    assert rate > 0 and 0 < env_share < 1 and set_up_s > 0

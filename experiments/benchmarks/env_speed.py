@@ -28,6 +28,11 @@ env's ``reset``, ``step_async`` and ``step_wait`` (with ``SubprocVecEnv`` the en
 own processes, so this is the time training waits for them). ``--ppo-steps`` is raised to two
 rollouts (2 x ``n_envs`` x ``n_steps``) where it is less.
 
+The first reset of the envs runs before the clock starts, and ``--shipped-hyperparams`` prints
+its seconds (``set-up s``): it fits the latency model of each GPU family once per process (about
+0.2 s a family) and builds the first clusters. A training pays it once, which is nothing in its
+hundreds of thousands of steps but a tenth of these few thousand.
+
 Each timed loop runs inside ``agents.frozen_heap`` as ``agents.train`` runs ``learn``: the
 objects alive before it (torch, numpy, the env) are frozen out of the garbage collector's full
 collections. ``--default-gc`` measures with the collector's default behaviour instead (what a
@@ -151,6 +156,7 @@ def ppo_steps_per_s(
     """MaskablePPO steps per second (networks on torch ``device``) and the shares of its wall
     time spent in the env, in the env's simulator and in its observation."""
     env = _TimedEnv(gym.make(env_id, scenario=scenario, backend=backend))
+    env.env.reset(seed=0)  # the process's one-off set-up, untimed (see the module's docstring)
     parts = _PartTimer(env)
     model = MaskablePPO("MultiInputPolicy", env, n_steps=512, batch_size=128, n_epochs=4, seed=0, device=device)
     with _timed_block(frozen):
@@ -188,11 +194,11 @@ class _TimedVecEnv(VecEnvWrapper):
 
 def shipped_ppo_steps_per_s(
     env_id: str, scenario: str, steps: int, frozen: bool = True, device: str = "cpu", backend: str = DEFAULT_BACKEND
-) -> tuple[float, float, int, str, int]:
+) -> tuple[float, float, int, str, int, float]:
     """MaskablePPO as ``agents.train`` builds it from the shipped hyper-parameters of
     ``env_id`` (on the simulation ``backend``): its steps per second, the env's share of the wall
-    time (time inside the vector env), and the run's ``n_envs``, vector env and steps trained (at
-    least two rollouts). The native vector env runs the compiled engine only: on the python
+    time (time inside the vector env), the run's ``n_envs``, vector env and steps trained (at
+    least two rollouts), and the seconds of the untimed first reset (the process's set-up). The native vector env runs the compiled engine only: on the python
     backend its IDs train with ``dummy``, as before it existed."""
     config = build_config(env_id, scenario, "maskable_ppo", seed=0, n_timesteps=steps, device=device,
                           overrides=[f"env_kwargs.backend={backend}"])
@@ -209,6 +215,9 @@ def shipped_ppo_steps_per_s(
     with tempfile.TemporaryDirectory() as run_dir:
         timed = _TimedVecEnv(make_vec_env(config, Path(run_dir)))
         try:
+            started = time.perf_counter()
+            timed.venv.reset()  # the process's one-off set-up, untimed (see the module's docstring)
+            set_up_s = time.perf_counter() - started
             model = new_model(config, timed)
             with _timed_block(frozen):
                 started = time.perf_counter()
@@ -217,7 +226,7 @@ def shipped_ppo_steps_per_s(
         finally:
             timed.close()
             torch.set_num_threads(threads)
-    return model.num_timesteps / wall_s, timed.seconds / wall_s, config.n_envs, vec_env, model.num_timesteps
+    return model.num_timesteps / wall_s, timed.seconds / wall_s, config.n_envs, vec_env, model.num_timesteps, set_up_s
 
 
 @command("experiments.benchmarks.env_speed")
@@ -280,11 +289,13 @@ def _print_shipped(env_ids: list[str], scenario: str | None, steps: int, frozen:
                    backend: str) -> int:
     print("MaskablePPO as agents.train runs it: the shipped hyper-parameters of each ID "
           f"(agents/hyperparams/maskable_ppo.yml), on {device}; env share: of the wall time, inside the vector env")
-    print(f"{'env':<24}{'scenario':<14}{'n_envs':>7}{'vec env':>9}{'steps':>8}{'PPO steps/s':>13}{'env share':>11}")
+    print(f"{'env':<24}{'scenario':<14}{'n_envs':>7}{'vec env':>9}{'steps':>8}{'PPO steps/s':>13}{'env share':>11}"
+          f"{'set-up s':>10}")
     for env_id in env_ids:
         name = scenario or SCENARIO_BY_ENV.get(env_id, "default")
-        rate, share, n_envs, vec_env, trained = shipped_ppo_steps_per_s(env_id, name, steps, frozen, device, backend)
-        print(f"{env_id:<24}{name:<14}{n_envs:>7}{vec_env:>9}{trained:>8,}{rate:>13,.0f}{share:>10.0%}")
+        rate, share, n_envs, vec_env, trained, set_up_s = shipped_ppo_steps_per_s(env_id, name, steps, frozen, device,
+                                                                                backend)
+        print(f"{env_id:<24}{name:<14}{n_envs:>7}{vec_env:>9}{trained:>8,}{rate:>13,.0f}{share:>10.0%}{set_up_s:>10.2f}")
     return 0
 
 

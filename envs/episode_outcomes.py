@@ -1,0 +1,19 @@
+"""An ended episode's request outcomes, as ``info["episode_outcomes"]`` carries them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EpisodeOutcomes(tuple):
+    """Every request's ``RequestOutcome`` of an ended episode, in completion order.
+
+    Nothing writes these outcomes again: the episode's cluster is dropped at the next
+    ``reset``. So a deep copy shares them instead of copying thousands of objects: SB3's
+    ``DummyVecEnv`` deep-copies every step's infos, and copying the outcomes cost about 90 ms
+    per episode end on Tier-v0's default scenario (about 60 % of its envs' time in training)."""
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EpisodeOutcomes:
+        return self
