@@ -436,10 +436,10 @@ class InstanceFeatures:
         """The compiled engine whose matrix the core's kernel writes, or None for the numpy path:
         a cluster on the Python engine (or not submitted yet), or one whose outcomes a Python
         completion hook records (the kernel folds the engine's outcome log into the EWMAs)."""
-        engine = getattr(cluster, "_engine", None) if self.use_kernel else None
-        if engine is None or (not self._kernel_owns and (cluster._python_hook() is not None or self._service_seen)):
+        engine = getattr(cluster, "engine", None) if self.use_kernel else None
+        if engine is None or (not self._kernel_owns and (cluster.python_completion_hook() is not None or self._service_seen)):
             return None
-        if cluster._python_hook() is not None:
+        if cluster.python_completion_hook() is not None:
             raise ValueError("a Python completion hook was set after the observation kernel took over the cluster")
         if len(cluster.outcomes) != engine.num_outcomes:
             raise ValueError(f"{len(cluster.outcomes)} outcomes in the cluster, {engine.num_outcomes} in the engine's "

@@ -170,8 +170,8 @@ class RoutingPool:
         the core, which writes row i of the observation; returns the reset's info."""
         env = self.envs[i]
         _, info = env.reset(seed=seed, options=options)
-        self.core.attach(i, env.cluster._engine, episode_numbers(env))
-        self._engines[i] = env.cluster._engine
+        self.core.attach(i, env.cluster.engine, episode_numbers(env))
+        self._engines[i] = env.cluster.engine
         return info
 
     def step(self, actions: Any) -> None:

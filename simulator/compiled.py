@@ -316,7 +316,7 @@ class CompiledCluster(Cluster):
         elif self._engine is None:
             raise ValueError("CompiledCluster.run needs the requests (give them to run() or submit())")
         self._push_router()
-        if self.router_spec.name == "external" or self._callbacks or self._python_hook() is not None:
+        if self.router_spec.name == "external" or self._callbacks or self.python_completion_hook() is not None:
             # Python runs at some events
             self.advance()
             if self.pending_requests():
@@ -339,7 +339,7 @@ class CompiledCluster(Cluster):
             return None
         self._push_router()
         engine = self._engine
-        hook = self._python_hook()
+        hook = self.python_completion_hook()
         engine.set_completion_hook(hook is not None)
         while True:
             kind, row, instance_id = engine.advance(until_s)
@@ -498,7 +498,13 @@ class CompiledCluster(Cluster):
         else:
             self._engine.schedule_callback(time_s, slot)
 
-    def _python_hook(self) -> Callable[..., bool] | None:
+    @property
+    def engine(self) -> _core.Engine | None:
+        """The compiled engine running this cluster (None until the workload is submitted): what
+        the envs' compiled observation kernel and native vector env read and step."""
+        return self._engine
+
+    def python_completion_hook(self) -> Callable[..., bool] | None:
         """The completion hook Python runs (None: none, or the engine runs the cascade's)."""
         return None if self._cascade is not None else self.completion_hook
 
