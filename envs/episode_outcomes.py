@@ -10,8 +10,8 @@ class EpisodeOutcomes(tuple):
 
     Nothing writes these outcomes again: the episode's cluster is dropped at the next
     ``reset``. So a deep copy shares them instead of copying thousands of objects: SB3's
-    ``DummyVecEnv`` deep-copies every step's infos, and copying the outcomes cost about 90 ms
-    per episode end on Tier-v0's default scenario (about 60 % of its envs' time in training)."""
+    ``DummyVecEnv`` deep-copies every step's infos, and copying the outcomes took 15 ms at each
+    episode end on Tier-v0's default scenario (1,000 requests in about 92 steps)."""
 
     __slots__ = ()
 
