@@ -327,8 +327,8 @@ def test_fcfs_without_chunks_stalls_the_decode_for_the_whole_prompt():
 
 # ------------------------------------------------------------------------------ pascal
 def test_scheduler_defaults_are_the_papers_and_the_bounds_are_exact():
-    """PASCAL's quantum 500 tokens (§IV-C) and demotion threshold 5,000 KV tokens (§V-A); the
-    Sarathi-Serve token budget 512 (vLLM v0's chunked-prefill default). 1 is the smallest valid
+    """PASCAL's quantum 500 tokens (§IV-C) and demotion threshold 5,000 KV tokens (§V-A), the RR
+    baseline's quantum 500 (§V-A); the Sarathi-Serve token budget 512 (vLLM v0's chunked-prefill default). 1 is the smallest valid
     value of each; 0 is refused by name."""
     from simulator.schedulers.sarathi import SarathiScheduler
 
@@ -341,6 +341,12 @@ def test_scheduler_defaults_are_the_papers_and_the_bounds_are_exact():
         PascalScheduler(demotion_kv_tokens=0)
     with pytest.raises(ValueError, match=r"^chunk_tokens must be positive, got 0$"):
         SarathiScheduler(chunk_tokens=0)
+    from simulator.schedulers.round_robin import RoundRobinScheduler
+
+    assert RoundRobinScheduler().quantum_tokens == 500  # PASCAL §V-A's RR baseline
+    assert RoundRobinScheduler(quantum_tokens=1).quantum_tokens == 1
+    with pytest.raises(ValueError, match=r"^quantum_tokens must be positive, got 0$"):
+        RoundRobinScheduler(quantum_tokens=0)
 
 
 def test_pascal_queue_levels_are_0_for_reasoning_and_1_for_answering_or_demoted():
