@@ -68,9 +68,16 @@ def expected_tiers(instance) -> dict[int, int]:
     return tiers
 
 
-@pytest.mark.parametrize(("env_id", "scenario", "options"), CASES)
-def test_arrays_equal_the_instances_state_at_every_step(env_id, scenario, options):
-    env = gym.make(env_id, scenario=scenario, **options)
+# The Python engine keeps its arrays in simulator/admission.py (preemption, swap-in) and
+# segments; the compiled engine's views read the core's. Both are checked where requests are
+# preempted (pascal: swapped to host; multitier: recomputed).
+BACKEND_CASES = [(*case, "compiled") for case in CASES] + [
+    (*case, "python") for case in CASES if case[1] in ("pascal", "multitier") and case[0] == "servegym/Routing-v0"]
+
+
+@pytest.mark.parametrize(("env_id", "scenario", "options", "backend"), BACKEND_CASES)
+def test_arrays_equal_the_instances_state_at_every_step(env_id, scenario, options, backend):
+    env = gym.make(env_id, scenario=scenario, backend=backend, **options)
     unwrapped = env.unwrapped
     rng = np.random.default_rng(3)
     env.reset(seed=3)
