@@ -270,9 +270,7 @@ class ObservationSchema:
                 position_encodings[position] = IDENTITY if f.encoding.kind == "one_hot" else f.encoder(i)
             scalar = f.scalar and f.encoding.kind != "one_hot" and name not in self._block_fields
             single = int(positions[0]) if scalar else None
-            contiguous = len(positions) > 0 and np.array_equal(positions, np.arange(positions[0], positions[0] + len(positions)))
-            target = slice(int(positions[0]), int(positions[0]) + len(positions)) if contiguous else positions
-            writers.append((name, f.encoding.kind == "one_hot", positions, single, target))
+            writers.append((name, f.encoding.kind == "one_hot", positions, single))
         object.__setattr__(self, "_context_encoder", ColumnEncoder(position_encodings))
         object.__setattr__(self, "_context_writers", tuple(writers))
 
@@ -330,7 +328,7 @@ class ObservationSchema:
         if len(raw) != len(self._context_writers):
             self._check_names(raw)
         values = np.zeros(self.context_size)
-        for name, one_hot, positions, single, target in self._context_writers:
+        for name, one_hot, positions, single in self._context_writers:
             if name not in raw:
                 self._check_names(raw)
             value = raw[name]
@@ -342,7 +340,7 @@ class ObservationSchema:
                 if value >= 0:
                     values[positions[value]] = 1.0
             else:
-                values[target] = value  # a slice where the positions are contiguous (faster than an index array)
+                values[positions] = value
         return self._context_encoder.encode(values, np.empty(self.context_size, dtype=np.float32))
 
     def _check_names(self, raw: Mapping[str, Any]) -> None:

@@ -69,8 +69,8 @@ def expected_tiers(instance) -> dict[int, int]:
 
 
 # The Python engine keeps its arrays in simulator/admission.py (preemption, swap-in) and
-# segments; the compiled engine's views read the core's. Both are checked where requests are
-# preempted (pascal: swapped to host; multitier: recomputed).
+# segments; the compiled engine's views read the core's. Both are checked on pascal (requests
+# swapped to host and back) and multitier (four tiers, the priority scheduler).
 BACKEND_CASES = [(*case, "compiled") for case in CASES] + [
     (*case, "python") for case in CASES if case[1] in ("pascal", "multitier") and case[0] == "servegym/Routing-v0"]
 

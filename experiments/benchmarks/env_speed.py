@@ -29,8 +29,8 @@ own processes, so this is the time training waits for them). ``--ppo-steps`` is 
 rollouts (2 x ``n_envs`` x ``n_steps``) where it is less.
 
 The first reset of the envs runs before the clock starts, and ``--shipped-hyperparams`` prints
-its seconds (``set-up s``): it fits the latency model of each GPU family once per process (about
-0.2 s a family) and builds the first clusters. A training pays it once, which is nothing in its
+its seconds (``set-up s``): it fits the latency model of each GPU family once per process (0.1-0.2
+s a family) and builds the first clusters. A training pays it once, which is nothing in its
 hundreds of thousands of steps but a tenth of these few thousand.
 
 Each timed loop runs inside ``agents.frozen_heap`` as ``agents.train`` runs ``learn``: the
@@ -198,8 +198,9 @@ def shipped_ppo_steps_per_s(
     """MaskablePPO as ``agents.train`` builds it from the shipped hyper-parameters of
     ``env_id`` (on the simulation ``backend``): its steps per second, the env's share of the wall
     time (time inside the vector env), the run's ``n_envs``, vector env and steps trained (at
-    least two rollouts), and the seconds of the untimed first reset (the process's set-up). The native vector env runs the compiled engine only: on the python
-    backend its IDs train with ``dummy``, as before it existed."""
+    least two rollouts), and the seconds of the untimed first reset (the process's set-up). The
+    native vector env runs the compiled engine only: on the python backend its IDs train with
+    ``dummy``, as before it existed."""
     config = build_config(env_id, scenario, "maskable_ppo", seed=0, n_timesteps=steps, device=device,
                           overrides=[f"env_kwargs.backend={backend}"])
     rollout = config.n_envs * config.algo_kwargs["n_steps"]
