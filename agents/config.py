@@ -7,7 +7,7 @@ The files are servegym's own format, not RL Zoo's (``rl_zoo3`` cannot read them:
 names follow SB3's constructor arguments. A hyper-parameter file has a ``defaults`` section and optional sections named by env ID; the
 env's section overrides ``defaults`` key by key (nested dicts are merged). Keys: ``policy``,
 ``n_envs``, ``vec_env`` (``subproc``: one process per env when n_envs > 1; ``dummy``: all in
-this process; ``native``: servegym/Routing-v0's envs stepped together in the compiled core,
+this process; ``native``: servegym/Routing-v0's or Tier-v0's envs stepped together in the compiled core,
 ``agents.vec_env.NativeVecEnv``, for the configurations it covers; ``auto``, the default:
 ``subproc`` where the machine has a core for each env and one more for training, else ``dummy``;
 the same seed trains the same model under each, only the wall time differs;

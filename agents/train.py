@@ -185,8 +185,8 @@ def check_n_envs(n_envs: int, vec_env: str, open_files_limit: int | None = None)
 
 
 def make_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | None] | None = None) -> VecEnv:
-    """``n_envs`` monitored envs: with ``vec_env="native"`` a ``NativeVecEnv`` (Routing-v0 in the
-    compiled core; a configuration it does not cover raises naming it); else ``SubprocVecEnv``
+    """``n_envs`` monitored envs: with ``vec_env="native"`` a ``NativeVecEnv`` (Routing-v0 or Tier-v0
+    in the compiled core; a configuration it does not cover raises naming it); else ``SubprocVecEnv``
     where ``uses_subprocess_envs``, else ``Float64RewardDummyVecEnv``. All give the same training
     for the same seed. Action masks reach MaskablePPO through ``env_method("action_masks")`` in each.
     ``t_starts``: each rank's Monitor start time (a resumed run's)."""
@@ -484,8 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-envs", type=int, help="parallel envs; default: hyper-parameters")
     parser.add_argument("--vec-env", choices=VEC_ENVS,
                         help="default: the hyper-parameters' (else auto: subproc when the machine has more cores than "
-                             "n-envs, else dummy); subproc or dummy when n-envs > 1; native: Routing-v0's envs stepped "
-                             "together in the compiled core (agents.vec_env.NativeVecEnv)")
+                             "n-envs, else dummy); subproc or dummy when n-envs > 1; native: Routing-v0's or Tier-v0's envs "
+                             "stepped together in the compiled core (agents.vec_env.NativeVecEnv)")
     parser.add_argument("--device", choices=DEVICES, help="default: cpu (faster than CUDA for these MLP policies; auto: CUDA when present)")
     parser.add_argument("--torch-threads", type=int, help="torch intra-op threads (default 1)")
     parser.add_argument("--hyperparams", type=Path, help="YAML file (default: agents/hyperparams/<algo>.yml)")

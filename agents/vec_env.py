@@ -1,10 +1,10 @@
-"""``NativeVecEnv``: servegym/Routing-v0's native vector env (``envs.vector``) as a Stable-Baselines3
-``VecEnv``, for MaskablePPO: one call steps every env in the compiled core, ``action_masks()`` (and
+"""``NativeVecEnv``: the native vector env of servegym/Routing-v0 or servegym/Tier-v0
+(``envs.vector``) as a Stable-Baselines3 ``VecEnv``, for MaskablePPO: one call steps every env in the compiled core, ``action_masks()`` (and
 ``env_method("action_masks")``, which sb3-contrib calls) read the core's masks.
 
 Its step returns what ``DummyVecEnv`` over the same envs returns: observations, float64 rewards (as
 ``SubprocVecEnv``; ``DummyVecEnv`` would round them to float32), dones, and each env's step info with
-``TimeLimit.truncated`` (True at an episode's end: Routing-v0 episodes are truncated, never
+``TimeLimit.truncated`` (True at an episode's end: servegym episodes are truncated, never
 terminated); at an episode's end the info also holds ``episode_metrics``, ``episode_outcomes`` and
 ``terminal_observation``, and the observation is the next episode's first (its reset info in
 ``reset_infos``).
@@ -23,20 +23,21 @@ from stable_baselines3.common.monitor import ResultsWriter
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
+from envs.base import ServingEnv
 from envs.routing import RoutingEnv
-from envs.vector import RoutingPool
+from envs.vector import make_pool
 from envs.wrappers import FlattenServingObservation, flatten_serving_observation
 
 
 class NativeVecEnv(VecEnv):
-    """``num_envs`` servegym/Routing-v0 envs in the compiled core (module docstring);
+    """``num_envs`` envs of ``env_id`` (Routing-v0 or Tier-v0) in the compiled core (module docstring);
     ``env_kwargs`` are ``gym.make``'s, ``num_threads`` as ``envs.vector.NativeVectorEnv``'s. The
     Python envs behind ``get_attr`` / ``set_attr`` / ``env_method`` show each episode as it began
     and as it ended, not in between (``envs.vector``)."""
 
     def __init__(self, num_envs: int, *, env_id: str = RoutingEnv.env_id, num_threads: int | None = None,
                  **env_kwargs: Any) -> None:
-        self.pool = RoutingPool(num_envs, env_id, num_threads, env_kwargs)
+        self.pool = make_pool(num_envs, env_id, num_threads, env_kwargs)
         first = self.pool.envs[0]
         super().__init__(num_envs, first.observation_space, first.action_space)
         self._actions: np.ndarray | None = None
@@ -67,14 +68,14 @@ class NativeVecEnv(VecEnv):
         return pool.observations(), rewards, dones, infos
 
     def action_masks(self) -> np.ndarray:
-        """Every env's valid actions (booleans, num_envs x max_instances)."""
+        """Every env's valid actions (booleans, num_envs x the mask's size)."""
         return self.pool.action_masks()
 
     def close(self) -> None:
         for env in self.pool.envs:
             env.close()
 
-    def _envs(self, indices: VecEnvIndices) -> list[RoutingEnv]:
+    def _envs(self, indices: VecEnvIndices) -> list[ServingEnv]:
         return [self.pool.envs[i] for i in self._get_indices(indices)]
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:

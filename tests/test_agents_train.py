@@ -383,14 +383,15 @@ def test_auto_vector_env_uses_subprocesses_only_with_a_core_per_env_and_one_for_
         uses_subprocess_envs(2, "threads")
 
 
-@pytest.mark.parametrize("policy", ["InstanceScoringPolicy", "MlpPolicy"])
-def test_native_and_dummy_envs_train_the_same_model_and_monitor_files(tmp_path, policy):
-    """Routing-v0 under the native vector env (agents.vec_env) trains what DummyVecEnv trains:
-    the same training log (but its times) and the same Monitor rows, per-tier metrics included;
-    with the Dict observation and flattened (MLP policies)."""
+@pytest.mark.parametrize(("env_id", "policy"), [(ROUTING, "InstanceScoringPolicy"), (ROUTING, "MlpPolicy"),
+                                               ("servegym/Tier-v0", "MultiInputPolicy")])
+def test_native_and_dummy_envs_train_the_same_model_and_monitor_files(tmp_path, env_id, policy):
+    """Routing-v0 and Tier-v0 under the native vector env (agents.vec_env) train what DummyVecEnv
+    trains: the same training log (but its times) and the same Monitor rows, per-tier metrics
+    included; with the Dict observation and flattened (MLP policies)."""
     runs = {}
     for vec_env in ("dummy", "native"):
-        main(["--env", ROUTING, "--algo", "maskable_ppo", "--timesteps", "128", "--n-envs", "2", "--vec-env", vec_env,
+        main(["--env", env_id, "--algo", "maskable_ppo", "--timesteps", "128", "--n-envs", "2", "--vec-env", vec_env,
               "--seed", "1", "--device", "cpu", "--set", f"policy={policy}", "n_steps=32", "batch_size=32", "n_epochs=2",
               f"env_kwargs.episode_requests={EPISODE_REQUESTS}", "env_kwargs.backend=compiled",
               "normalize={norm_obs: false, norm_reward: true}",

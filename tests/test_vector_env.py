@@ -1,6 +1,6 @@
-"""The native vector env of servegym/Routing-v0 (envs.vector, agents.vec_env): env by env, the
-trajectories of single envs seeded alike, bit for bit, whatever the threads; configurations the
-kernel does not cover and bad actions raise, naming them."""
+"""The native vector env of servegym/Routing-v0 (envs.vector, agents.vec_env; Tier-v0's in
+test_tier_vector_env.py): env by env, the trajectories of single envs seeded alike, bit for bit,
+whatever the threads; configurations the kernel does not cover and bad actions raise, naming them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import envs  # noqa: F401  (registers the IDs)
 from agents.vec_env import NativeVecEnv
 from envs.base import InvalidActionError
 from envs.vector import NativeVectorEnv, NotCoveredError
+from tests.vector_checks import assert_same_metrics, assert_same_observation
 
 STEP_INFO = ("time_s", "finished", "slo_met", "cost_usd", "invalid_action")
 SMALL = {"episode_requests": 24, "backend": "compiled"}
@@ -24,19 +25,6 @@ def choose(rng: np.random.Generator, mask: np.ndarray) -> int:
     valid, invalid = np.flatnonzero(mask), np.flatnonzero(~mask)
     pool = invalid if invalid.size and rng.random() < 0.5 else valid
     return int(rng.choice(pool))
-
-
-def assert_same_observation(vector_obs: dict[str, np.ndarray], single_obs: dict[str, np.ndarray]) -> None:
-    assert vector_obs.keys() == single_obs.keys()
-    for key, value in single_obs.items():
-        assert vector_obs[key].dtype == value.dtype, key
-        np.testing.assert_array_equal(vector_obs[key], value, err_msg=key, strict=True)
-
-
-def assert_same_metrics(vector: dict[str, float], single: dict[str, float]) -> None:
-    assert vector.keys() == single.keys()
-    for key, value in single.items():
-        assert vector[key] == value or (np.isnan(value) and np.isnan(vector[key])), key
 
 
 def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: int | None = None) -> dict[str, int]:
@@ -155,7 +143,8 @@ def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
     ({"reward": "cost"}, "reward='cost'"),
     ({"backend": "python"}, "backend='python'"),
     ({"render_mode": "ansi"}, "render_mode='ansi'"),
-    ({"env_id": "servegym/Tier-v0"}, "env_id 'servegym/Tier-v0'"),
+    ({"env_id": "servegym/Migration-v0"},
+     "env_id 'servegym/Migration-v0' \\(covered: servegym/Routing-v0, servegym/Tier-v0\\)"),
     ({"scenario": "cauchy_autoscaling"}, "scenario type ComboScalingScenario"),
 ])
 def test_configurations_not_covered_raise_naming_them(kwargs: dict, named: str) -> None:

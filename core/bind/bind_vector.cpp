@@ -1,10 +1,12 @@
-// Bindings of core/src/routing_mdp.hpp and vector_engine.hpp (the native vector env): no logic.
-// RoutingSpec's instance-matrix fields are ObservationSpec's (bind_observation.cpp).
+// Bindings of the native vector envs (episode_numbers.hpp; routing_mdp.hpp and vector_engine.hpp;
+// tier_mdp.hpp and tier_vector_engine.hpp): no logic. The specs' instance-matrix fields are
+// ObservationSpec's (bind_observation.cpp).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "tier_vector_engine.hpp"
 #include "vector_engine.hpp"
 
 namespace nb = nanobind;
@@ -15,8 +17,8 @@ namespace servegym_core {
 namespace {
 
 // A read-only numpy view of one of the vector engine's buffers; it keeps the engine alive.
-template <class T>
-nb::ndarray<nb::numpy, const T, nb::c_contig> buffer_view(const VectorEngine& vector, const std::vector<T>& values,
+template <class V, class T>
+nb::ndarray<nb::numpy, const T, nb::c_contig> buffer_view(const V& vector, const std::vector<T>& values,
                                                           std::initializer_list<std::size_t> shape) {
   return nb::ndarray<nb::numpy, const T, nb::c_contig>(values.data(), shape.size(), shape.begin(), nb::find(&vector));
 }
@@ -47,20 +49,24 @@ void bind_vector(nb::module_& m) {
       .def_rw("load_count_scale", &S::load_count_scale)
       .def_rw("e2e_scale_s", &S::e2e_scale_s);
 
-  using E = RoutingEpisode;
-  nb::class_<E>(m, "RoutingEpisode", "One Routing-v0 episode's numbers that live in Python (envs.vector).")
+  using N = EpisodeNumbers;
+  nb::class_<N>(m, "EpisodeNumbers", "One episode's numbers that live in Python, common to the kernels (envs.native_pool).")
       .def(nb::init<>())
-      .def_rw("static_features", &E::static_features)
-      .def_rw("arrival_s", &E::arrival_s)
-      .def_rw("slo_ttft_s", &E::slo_ttft_s)
-      .def_rw("slo_ttfat_s", &E::slo_ttfat_s)
-      .def_rw("slo_e2e_s", &E::slo_e2e_s)
-      .def_rw("slo_tbt_s", &E::slo_tbt_s)
-      .def_rw("held_since_s", &E::held_since_s)
-      .def_rw("held_gpus", &E::held_gpus)
-      .def_rw("held_usd_per_gpu_s", &E::held_usd_per_gpu_s)
-      .def_rw("cost_closed_usd", &E::cost_closed_usd)
-      .def_rw("cost_rate_usd_per_s", &E::cost_rate_usd_per_s)
+      .def_rw("static_features", &N::static_features)
+      .def_rw("arrival_s", &N::arrival_s)
+      .def_rw("slo_ttft_s", &N::slo_ttft_s)
+      .def_rw("slo_ttfat_s", &N::slo_ttfat_s)
+      .def_rw("slo_e2e_s", &N::slo_e2e_s)
+      .def_rw("slo_tbt_s", &N::slo_tbt_s)
+      .def_rw("held_since_s", &N::held_since_s)
+      .def_rw("held_gpus", &N::held_gpus)
+      .def_rw("held_usd_per_gpu_s", &N::held_usd_per_gpu_s)
+      .def_rw("cost_closed_usd", &N::cost_closed_usd)
+      .def_rw("cost_rate_usd_per_s", &N::cost_rate_usd_per_s);
+
+  using E = RoutingEpisode;
+  nb::class_<E, N>(m, "RoutingEpisode", "One Routing-v0 episode's numbers that live in Python (envs.vector).")
+      .def(nb::init<>())
       .def_rw("potential", &E::potential)
       .def_rw("latency_last_s", &E::latency_last_s)
       .def_rw("latency_arrived", &E::latency_arrived)
@@ -103,6 +109,73 @@ void bind_vector(nb::module_& m) {
       .def_prop_ro("cost_usd", [](const V& v) { return buffer_view(v, v.cost_usd, {v.done.size()}); })
       .def_prop_ro("finished", [](const V& v) { return buffer_view(v, v.finished, {v.done.size()}); })
       .def_prop_ro("slo_met", [](const V& v) { return buffer_view(v, v.slo_met, {v.done.size()}); });
+
+  using TS = TierSpec;
+  nb::class_<TS, ObservationSpec>(m, "TierSpec",
+                                  "What the Tier-v0 kernel needs of an env's configuration (envs.tier_vector): the "
+                                  "instance matrix's ObservationSpec, then the context's and the reward's.")
+      .def(nb::init<>())
+      .def_rw("context_k", &TS::context_k)
+      .def_rw("context_c", &TS::context_c)
+      .def_rw("ctx_headroom_fraction", &TS::ctx_headroom_fraction)
+      .def_rw("ctx_arrivals_per_s", &TS::ctx_arrivals_per_s)
+      .def_rw("ctx_finished", &TS::ctx_finished)
+      .def_rw("ctx_slo_attainment", &TS::ctx_slo_attainment)
+      .def_rw("ctx_mean_ttft_s", &TS::ctx_mean_ttft_s)
+      .def_rw("ctx_recent_qps", &TS::ctx_recent_qps)
+      .def_rw("ctx_arrived", &TS::ctx_arrived)
+      .def_rw("recent_window_s", &TS::recent_window_s)
+      .def_rw("control_interval_s", &TS::control_interval_s)
+      .def_rw("headroom_levels", &TS::headroom_levels)
+      .def_rw("headroom_cap_fraction", &TS::headroom_cap_fraction)
+      .def_rw("reward", &TS::reward)
+      .def_rw("tier_weights", &TS::tier_weights)
+      .def_rw("e2e_scale_s", &TS::e2e_scale_s);
+
+  using TE = TierEpisode;
+  nb::class_<TE, N>(m, "TierEpisode", "One Tier-v0 episode's numbers that live in Python (envs.tier_vector).")
+      .def(nb::init<>())
+      .def_rw("headroom_fractions", &TE::headroom_fractions)
+      .def_rw("interval_stats", &TE::interval_stats)
+      .def_rw("next_control_s", &TE::next_control_s)
+      .def_rw("submitted", &TE::submitted)
+      .def_rw("arrived_before", &TE::arrived_before)
+      .def_rw("outcomes_before", &TE::outcomes_before)
+      .def_rw("seen", &TE::seen);
+
+  using TV = TierVectorEngine;
+  nb::class_<TV>(m, "TierVectorEngine", "N Tier-v0 envs stepped by one call on a pool of threads (envs.tier_vector).")
+      .def(nb::init<const TierSpec&, std::int32_t, std::int32_t>(), "spec"_a, "num_envs"_a, "num_threads"_a = 0)
+      .def("attach", &TV::attach, "env"_a, "engine"_a, "episode"_a,
+           "Env i's new episode: its engine (kept alive by the caller) after Python's reset.")
+      .def("step", [](TV& v, nb::ndarray<const std::int64_t, nb::ndim<2>, nb::c_contig> levels) {
+        if (levels.shape(0) != static_cast<std::size_t>(v.num_envs()) ||
+            levels.shape(1) != static_cast<std::size_t>(v.num_tiers())) {
+          throw std::invalid_argument("levels: shape (" + std::to_string(levels.shape(0)) + ", " +
+                                      std::to_string(levels.shape(1)) + ") for " + std::to_string(v.num_envs()) +
+                                      " envs of " + std::to_string(v.num_tiers()) + " tiers");
+        }
+        nb::gil_scoped_release released;
+        v.step(levels.data());
+      }, "levels"_a, "Step every env (int64 levels, num_envs x num_tiers) without the GIL.")
+      .def_prop_ro("num_envs", &TV::num_envs)
+      .def_prop_ro("num_threads", &TV::num_threads)
+      .def_prop_ro("instances", [](const TV& v) {
+        return buffer_view(v, v.instances, {static_cast<std::size_t>(v.num_envs()), v.slots(), v.features()});
+      })
+      .def_prop_ro("context", [](const TV& v) {
+        return buffer_view(v, v.context, {static_cast<std::size_t>(v.num_envs()), v.context_size()});
+      })
+      .def_prop_ro("headroom_fractions", [](const TV& v) {
+        return buffer_view(v, v.headroom_fractions,
+                           {static_cast<std::size_t>(v.num_envs()), static_cast<std::size_t>(v.num_tiers())});
+      })
+      .def_prop_ro("done", [](const TV& v) { return buffer_view(v, v.done, {v.done.size()}); })
+      .def_prop_ro("reward", [](const TV& v) { return buffer_view(v, v.reward, {v.done.size()}); })
+      .def_prop_ro("time_s", [](const TV& v) { return buffer_view(v, v.time_s, {v.done.size()}); })
+      .def_prop_ro("cost_usd", [](const TV& v) { return buffer_view(v, v.cost_usd, {v.done.size()}); })
+      .def_prop_ro("finished", [](const TV& v) { return buffer_view(v, v.finished, {v.done.size()}); })
+      .def_prop_ro("slo_met", [](const TV& v) { return buffer_view(v, v.slo_met, {v.done.size()}); });
 }
 
 }  // namespace servegym_core

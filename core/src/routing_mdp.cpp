@@ -28,22 +28,8 @@ RoutingMDP::RoutingMDP(RoutingSpec spec) : spec_(std::move(spec)), observation_(
 }
 
 void RoutingMDP::attach(Engine* engine, RoutingEpisode episode, const RoutingRow& row) {
-  if (engine == nullptr || engine->arrays() == nullptr) throw std::invalid_argument("the engine keeps no instance arrays");
-  const std::size_t n = engine->num_instances();
-  if (n > static_cast<std::size_t>(spec_.max_instances)) {
-    throw std::invalid_argument(std::to_string(n) + " instance slots asked, more than the " +
-                                std::to_string(spec_.max_instances) + " available");
-  }
-  if (episode.static_features.size() != 6 * n) throw std::invalid_argument("static_features needs 6 values per instance");
+  episode.check(engine, spec_.max_instances);
   const std::size_t rows = engine->requests().size();
-  for (const std::vector<double>* slo : {&episode.slo_ttft_s, &episode.slo_ttfat_s, &episode.slo_e2e_s,
-                                          &episode.slo_tbt_s}) {
-    if (slo->size() != rows) throw std::invalid_argument("SLO columns need one value per request row");
-  }
-  if (episode.held_gpus.size() != episode.held_since_s.size() ||
-      episode.held_usd_per_gpu_s.size() != episode.held_since_s.size()) {
-    throw std::invalid_argument("the held GPUs' columns differ in length");
-  }
   if (episode.decision_kind < 0 || episode.decision_kind > 2) {
     throw std::invalid_argument("decision kind " + std::to_string(episode.decision_kind) + ": not none, route or phase");
   }
@@ -102,7 +88,7 @@ RoutingStepResult RoutingMDP::step(std::int64_t action, const RoutingRow& row) {
   if (kind == RoutingReward::Slo) {
     const RequestTable& t = engine_->requests();
     for (std::size_t o = seen_; o < log.size(); ++o) {
-      const bool met = meets_slo(o);
+      const bool met = episode_.meets_slo(*engine_, o);
       reward += tier_weight(t.tier[log.rows[o]]) * (met ? 1.0 : -1.0);
     }
   } else if (kind == RoutingReward::SloDense) {
@@ -115,39 +101,18 @@ RoutingStepResult RoutingMDP::step(std::int64_t action, const RoutingRow& row) {
     potential_ = potential;
     reward = (kind == RoutingReward::SloBalance ? slo_misses() : dense_latency()) + shaping;
   }
-  for (std::size_t o = seen_; o < log.size(); ++o) result.slo_met += meets_slo(o) ? 1 : 0;
+  for (std::size_t o = seen_; o < log.size(); ++o) result.slo_met += episode_.meets_slo(*engine_, o) ? 1 : 0;
   result.finished = static_cast<std::int64_t>(log.size() - seen_);
   seen_ = log.size();
   if (!valid) reward -= spec_.invalid_action_penalty;
   result.reward = reward;
   result.invalid_action = !valid;
   result.time_s = engine_->now_s();
-  result.cost_usd = cost_usd();
+  result.cost_usd = episode_.cost_usd(engine_->now_s());
   result.done = done;
   over_ = done;
   fill(row);
   return result;
-}
-
-bool RoutingMDP::meets_slo(std::size_t o) const {
-  // simulator.metrics.slo.meets_slo with tbt_slo="tpot", on the outcome's columns.
-  const OutcomeLog& log = engine_->outcome_log();
-  if (log.reasons[o] != static_cast<std::uint8_t>(RejectReason::None)) return false;
-  const Req r = log.rows[o];
-  const RequestTable& t = engine_->requests();
-  const double arrival_s = t.arrival_s[r];
-  const double finish_s = log.finish_s[o];
-  const double ttft = episode_.slo_ttft_s[r], ttfat = episode_.slo_ttfat_s[r], e2e = episode_.slo_e2e_s[r],
-               tbt = episode_.slo_tbt_s[r];
-  if (!std::isnan(ttft) && !(t.first_token_s[r] - arrival_s <= ttft)) return false;
-  if (!std::isnan(ttfat) && !(t.first_answer_token_s[r] - arrival_s <= ttfat)) return false;
-  if (!std::isnan(e2e) && !(finish_s - arrival_s <= e2e)) return false;
-  const std::int64_t output_tokens = t.output_tokens[r];
-  if (!std::isnan(tbt) && output_tokens > 1) {
-    const double tpot_s = (finish_s - t.first_token_s[r]) / static_cast<double>(output_tokens - 1);
-    if (!(tpot_s <= tbt)) return false;
-  }
-  return true;
 }
 
 double RoutingMDP::tier_weight(std::int64_t tier) const {
@@ -188,7 +153,7 @@ double RoutingMDP::slo_misses() {
   for (std::size_t o = seen_; o < log.size(); ++o) {
     const Req r = log.rows[o];
     ended_[r] = 1;
-    if (!charged_[r] && !meets_slo(o)) {
+    if (!charged_[r] && !episode_.meets_slo(*engine_, o)) {
       charged_[r] = 1;
       missed += tier_weight(t.tier[r]);
     }
@@ -245,17 +210,6 @@ double RoutingMDP::dense_latency() {
   return -request_s / spec_.e2e_scale_s;
 }
 
-double RoutingMDP::cost_usd() const {
-  // Cluster.cost_usd: closed + Σ (now − since) · GPUs · USD per GPU-second, in the held order.
-  const double now = engine_->now_s();
-  double open_usd = 0.0;
-  for (std::size_t i = 0; i < episode_.held_since_s.size(); ++i) {
-    open_usd += (now - episode_.held_since_s[i]) * static_cast<double>(episode_.held_gpus[i]) *
-                episode_.held_usd_per_gpu_s[i];
-  }
-  return episode_.cost_closed_usd + open_usd;
-}
-
 void RoutingMDP::fill(const RoutingRow& row) {
   fill_instances(row.instances);
   fill_context(row.context);
@@ -289,10 +243,8 @@ void RoutingMDP::fill_context(float* out) const {
   }
   // ServingEnv.recent_arrivals over the sorted arrival times, window 10 s.
   const std::size_t arrived = engine_->arrived();
-  const auto begin = episode_.arrival_s.begin();
-  const std::size_t before = static_cast<std::size_t>(
-      std::upper_bound(begin, begin + static_cast<std::ptrdiff_t>(arrived), engine_->now_s() - spec_.recent_window_s) - begin);
-  values[spec_.ctx_recent_qps] = static_cast<double>(arrived - before) / spec_.recent_window_s;
+  values[spec_.ctx_recent_qps] =
+      static_cast<double>(episode_.recent_arrivals(arrived, engine_->now_s(), spec_.recent_window_s)) / spec_.recent_window_s;
   values[spec_.ctx_cost_rate] = episode_.cost_rate_usd_per_s * 3600.0;
   values[spec_.ctx_arrived] = static_cast<double>(arrived);
   if (phase) values[spec_.ctx_source_slot[static_cast<std::size_t>(decision_.instance_id)]] = 1.0;

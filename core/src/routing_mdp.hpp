@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "episode_numbers.hpp"
 #include "instance_observation.hpp"
 
 namespace servegym_core {
@@ -38,18 +39,9 @@ struct RoutingSpec : ObservationSpec {
   double invalid_action_penalty = 1.0;
 };
 
-// One episode's numbers that live in Python, given at each reset (after ServingEnv.reset).
-struct RoutingEpisode {
-  std::vector<double> static_features;  // per instance: role aggregated / prefill / decode, TFLOP/s, GB/s, USD/h
-  std::vector<double> arrival_s;        // the submitted requests' arrival times, sorted
-  // Each request row's SLO targets (NaN: none): TTFT, TTFAT, E2E, TBT (as TPOT).
-  std::vector<double> slo_ttft_s, slo_ttfat_s, slo_e2e_s, slo_tbt_s;
-  // The GPUs held (Cluster._held, in its order): since when, how many, USD per GPU-second.
-  std::vector<double> held_since_s;
-  std::vector<std::int64_t> held_gpus;
-  std::vector<double> held_usd_per_gpu_s;
-  double cost_closed_usd = 0.0;
-  double cost_rate_usd_per_s = 0.0;  // Cluster.cost_rate_usd_per_s()
+// One episode's numbers that live in Python, given at each reset (after ServingEnv.reset): the
+// common ones (EpisodeNumbers), then the reward's state and the pending decision.
+struct RoutingEpisode : EpisodeNumbers {
   double potential = 0.0;            // the *_balance rewards: LoadBalanceShaping's potential at the reset
   // latency_dense's state at the reset (DenseLatencyReward): the clock, arrivals and ends it saw.
   double latency_last_s = 0.0;
@@ -96,13 +88,11 @@ class RoutingMDP {
   void fill_instances(float* out);
   void fill_context(float* out) const;
   void fill_mask(const RoutingRow& row);
-  bool meets_slo(std::size_t outcome) const;
   // envs.rewards.SLOMissReward.__call__ (slo_dense) and LoadBalanceShaping.potential.
   double slo_misses();
   double dense_latency();  // envs.rewards.DenseLatencyReward.__call__
   double load_potential() const;
   double tier_weight(std::int64_t tier) const;
-  double cost_usd() const;
 
   RoutingSpec spec_;
   std::size_t columns_;
