@@ -176,6 +176,21 @@ def test_round_robin_swaps_out_the_request_that_used_its_quantum_for_a_waiting_o
     assert all(o.completed and o.output_tokens == 60 for o in outcomes.values())
 
 
+def test_round_robin_admits_new_prompts_while_their_tokens_fit_the_budget_left():
+    """The first new prompt of a batch is admitted whatever its length; each next one while its
+    tokens fit what ``max_batched_tokens`` has left. With 1,000: the 2,000-token prompt runs
+    alone; then 400 (1,000 left) and 600 (600 left: fits exactly) together, and the 1-token
+    prompt (0 left) waits for the next batch, where it comes first."""
+    cluster = one_instance("rr", max_batched_tokens=1000)
+    cluster.run([Request(0, 0.0, 2000, 1), Request(1, 1e-3, 400, 2), Request(2, 2e-3, 600, 2), Request(3, 3e-3, 1, 2)])
+    outcomes = by_id(cluster)
+    first_s = prefill_s(2000)
+    second_s = first_s + prefill_s(400, 600)
+    assert outcomes[0].first_token_s == first_s
+    assert outcomes[1].first_token_s == outcomes[2].first_token_s == second_s
+    assert outcomes[3].first_token_s == second_s + prefill_s(1)
+
+
 # ------------------------------------------------------------------------------ sarathi
 def test_sarathi_splits_a_long_prompt_into_budget_chunks_beside_a_running_decode():
     """A 1,000-token prompt arrives while a request decodes; with a 256-token budget each

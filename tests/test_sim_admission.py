@@ -75,3 +75,27 @@ def test_reserving_decode_slots_preempts_the_newest_while_memory_is_short():
     reserve_decode_slots(instance)
     assert instance.running == [old] and old.blocks == 51 and new.residency == Residency.QUEUED
     assert instance.kv.used_blocks == 51 and instance.waiting == [new]
+
+
+def test_preemption_by_swap_recomputes_a_request_that_has_not_decoded_yet():
+    """``preempt`` swaps only a sequence that has decoded (its KV is worth copying); one preempted
+    mid-prefill (a chunked prompt, no token yet) goes back to the waiting queue with no KV."""
+    instance = make_instance(preemption="swap")
+    [seq] = enqueued(instance, 1)
+    assert admit(instance, seq, 0.0, watermark=False)
+    seq.kv_tokens = 512  # two chunks of 256 prefilled, no token generated
+    preempt(instance, seq)
+    assert (seq.kv_tokens, seq.blocks, seq.residency, seq.num_preemptions) == (0, 0, Residency.QUEUED, 1)
+    assert instance.waiting == [seq] and not instance.swapped and instance.swap_tokens == 0
+
+
+def test_a_sequence_handing_its_decode_to_another_instance_gets_no_decode_slot():
+    """A sequence whose first token ended its prefill on a prefill instance (``pd_handoff``) moves
+    to a decode instance for its next tokens: no block is reserved for them here, though its
+    800-token KV fills 50 blocks and a next token would start a 51st, as the decoding one's does."""
+    instance = Instance(0, InstanceConfig(gpu=GPU, model=MODEL, kv_blocks=120), EventQueue(), NullHost())
+    handing_off, staying = decoding(instance, 2)
+    handing_off.pd_handoff = True
+    reserve_decode_slots(instance)
+    assert (handing_off.blocks, staying.blocks, instance.kv.used_blocks) == (50, 51, 101)
+    assert instance.running == [handing_off, staying]

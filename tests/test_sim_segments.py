@@ -72,3 +72,19 @@ def test_block_growth_gives_the_blocks_any_number_of_iterations_fills():
         whole, rest = divmod(done, 16)
         brute = sum(-(-(s.kv_tokens + done) // 16) - s.blocks for s in batch)
         assert held + count * whole + at_least[16 - rest] == brute
+
+
+def test_a_mixed_iteration_starts_its_waiting_prompts_prefill_and_keeps_a_running_chunks_phase():
+    """``mixed_iteration_s`` moves a prompt it starts from WAITING to PREFILL; a chunked prompt
+    already in PREFILL stays there. Its latency is the latency model's for the iteration's
+    prefill tokens, their attention pairs (each chunk after its cached context) and the decodes."""
+    from simulator.request import Phase
+
+    fresh = Sequence(Request(1, 0.0, 100, 5), record_token_curve=False)
+    chunked = Sequence(Request(2, 0.0, 300, 5), record_token_curve=False)
+    chunked.phase, chunked.kv_tokens = Phase.PREFILL, 200
+    decode = [decoding(50, 10, 3)]
+    iteration_s = planner().mixed_iteration_s([(fresh, 100), (chunked, 100)], decode)
+    assert (fresh.phase, chunked.phase) == (Phase.PREFILL, Phase.PREFILL)
+    pairs = 100 * (0 + 101 / 2) + 100 * (200 + 101 / 2)
+    assert iteration_s == latency_model(GPU, MODEL).iteration_time_s(200, pairs, 1, 52 + 1)
