@@ -9,9 +9,9 @@ env's section overrides ``defaults`` key by key (nested dicts are merged). Keys:
 ``n_envs``, ``vec_env`` (``subproc``: one process per env when n_envs > 1; ``dummy``: all in
 this process; ``native``: servegym/Routing-v0's or Tier-v0's envs stepped together in the compiled core,
 ``agents.vec_env.NativeVecEnv``, for the configurations it covers; ``auto``, the default:
-``subproc`` where the machine has a core for each env and one more for training, else ``dummy``;
-the same seed trains the same model under each, only the wall time differs;
-``agents.train.uses_subprocess_envs``), ``n_timesteps``, ``normalize`` (false, true or VecNormalize
+``native`` where it covers the configuration, else ``subproc`` where the machine has a core for
+each env and one more for training, else ``dummy``; the same seed trains the same model under
+each, only the wall time differs; ``agents.train.resolve_vec_env``), ``n_timesteps``, ``normalize`` (false, true or VecNormalize
 keyword arguments),
 ``learning_rate``, ``clip_range`` and ``clip_range_vf`` may be ``lin_<value>`` (RL Zoo's linear
 schedule: ``value`` at the start of training, 0 at its end);

@@ -54,7 +54,7 @@ import envs
 from agents.config import TrainConfig, as_int, build_config, check_action_space, deep_merge, get_algorithm, load_yaml
 from agents.dashboard import episode_metric_names
 from agents.headline import RECIPES_DIR, base_metric, recipe_headline, scenario_headline
-from agents.train import make_env
+from agents.train import make_env, native_covers
 from envs.rewards import REWARDS
 
 SEARCHES = ("grid", "random", "optuna")
@@ -146,12 +146,17 @@ class SweepConfig:
 
     def train_config(self, cell: Cell, seed: int, assignment: Mapping[str, Any]) -> TrainConfig:
         """``agents.train``'s configuration of one trial: the algorithm's hyper-parameter file
-        for the env, then the cell's constants and ``assignment`` as ``--set`` overrides."""
+        for the env, then the cell's constants and ``assignment`` as ``--set`` overrides. Its envs
+        step in the trial's process (unless the cell names a ``vec_env``): in the native vector env
+        where it covers the cell, else in a ``DummyVecEnv``."""
         overrides = [f"{k}={_json(v)}" for k, v in {**constants(cell.hyperparams), **assignment}.items()]
         overrides += [f"env_kwargs.{k}={_json(v)}" for k, v in cell.agent_env.items()]
         overrides += [] if "vec_env" in cell.hyperparams else ["vec_env=dummy"]
-        return build_config(cell.env_id, cell.scenario, cell.algo, seed, n_timesteps=cell.timesteps, n_envs=cell.n_envs,
-                            device="cpu", overrides=overrides, torch_threads=1)
+        train_config = build_config(cell.env_id, cell.scenario, cell.algo, seed, n_timesteps=cell.timesteps,
+                                    n_envs=cell.n_envs, device="cpu", overrides=overrides, torch_threads=1)
+        if "vec_env" not in cell.hyperparams and native_covers(train_config):
+            train_config = replace(train_config, vec_env="native")
+        return train_config
 
 
 def _draw(rng: np.random.Generator, entry: Mapping[str, Any]) -> Any:
@@ -295,7 +300,7 @@ def _check_cell(where: str, config: SweepConfig, cell: Cell) -> None:
         make_env(cell.env_id, cell.scenario, cell.plain_env, flat=False).close()
     except (ValueError, TypeError) as error:
         raise ValueError(f"{at}: {error}") from None
-    if train_config.n_envs > config.cpus_per_trial and train_config.vec_env != "dummy":
+    if train_config.n_envs > config.cpus_per_trial and train_config.vec_env not in ("dummy", "native"):
         raise ValueError(f"{at}: n_envs {train_config.n_envs} subprocess envs need cpus_per_trial >= "
                          f"{train_config.n_envs}, got {config.cpus_per_trial}")
 

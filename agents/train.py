@@ -206,17 +206,42 @@ def check_n_envs(n_envs: int, vec_env: str, open_files_limit: int | None = None)
                          f"({per_env} per env) and this process may open {limit:,} (ulimit -n)")
 
 
+def native_covers(config: TrainConfig) -> bool:
+    """Whether the native vector env covers ``config``'s env (``envs.vector.kernel_spec``:
+    Routing-v0 and Tier-v0 on the compiled backend, with the rewards its kernels compute)."""
+    probe = make_env(config.env_id, config.scenario, config.env_kwargs, flat=False)
+    try:
+        kernel_spec(probe.unwrapped)
+        return True
+    except NotCoveredError:
+        return False
+    finally:
+        probe.close()
+
+
+def resolve_vec_env(config: TrainConfig) -> str:
+    """The vector env ``config`` trains in: ``vec_env`` when it names one; for ``auto``, ``native``
+    where ``native_covers`` the configuration, else ``subproc`` where ``uses_subprocess_envs``,
+    else ``dummy``."""
+    if config.vec_env != "auto":
+        return config.vec_env
+    if native_covers(config):
+        return "native"
+    return "subproc" if uses_subprocess_envs(config.n_envs, config.vec_env) else "dummy"
+
+
 def make_vec_env(config: TrainConfig, run_dir: Path, t_starts: Sequence[float | None] | None = None) -> VecEnv:
-    """``n_envs`` monitored envs: with ``vec_env="native"`` a ``NativeVecEnv`` (Routing-v0 or Tier-v0
-    in the compiled core; a configuration it does not cover raises naming it); else ``SubprocVecEnv``
-    where ``uses_subprocess_envs``, else ``ServingDummyVecEnv``. All give the same training
-    for the same seed. Action masks reach MaskablePPO through ``env_method("action_masks")`` in each.
+    """``n_envs`` monitored envs in ``resolve_vec_env``'s vector env: a ``NativeVecEnv`` (the envs
+    in the compiled core; with ``vec_env="native"``, a configuration it does not cover raises
+    naming it), a ``SubprocVecEnv`` or a ``ServingDummyVecEnv``. All give the same training for the
+    same seed. Action masks reach MaskablePPO through ``env_method("action_masks")`` in each.
     ``t_starts``: each rank's Monitor start time (a resumed run's)."""
     (run_dir / "monitor").mkdir(parents=True, exist_ok=True)
     t_starts = t_starts or [None] * config.n_envs
-    if config.vec_env == "native":
+    vec_env = resolve_vec_env(config)
+    if vec_env == "native":
         return native_vec_env(config, run_dir, t_starts)
-    subprocess_envs = uses_subprocess_envs(config.n_envs, config.vec_env)
+    subprocess_envs = vec_env == "subproc" and config.n_envs > 1
     env_fns = [partial(_monitored_env, config, str(monitor_path(run_dir, rank)), t_starts[rank], subprocess_envs)
                for rank in range(config.n_envs)]
     return SubprocVecEnv(env_fns) if subprocess_envs else ServingDummyVecEnv(env_fns)
@@ -505,9 +530,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--n-envs", type=int, help="parallel envs; default: hyper-parameters")
     parser.add_argument("--vec-env", choices=VEC_ENVS,
-                        help="default: the hyper-parameters' (else auto: subproc when the machine has more cores than "
-                             "n-envs, else dummy); subproc or dummy when n-envs > 1; native: Routing-v0's or Tier-v0's envs "
-                             "stepped together in the compiled core (agents.vec_env.NativeVecEnv)")
+                        help="default: the hyper-parameters' (else auto: native where it covers the configuration, "
+                             "else subproc when the machine has more cores than n-envs, else dummy); native: the envs "
+                             "stepped together in the compiled core (agents.vec_env.NativeVecEnv; Routing-v0, Tier-v0)")
     parser.add_argument("--device", choices=DEVICES, help="default: cpu (faster than CUDA for these MLP policies; auto: CUDA when present)")
     parser.add_argument("--torch-threads", type=int, help="torch intra-op threads (default 1)")
     parser.add_argument("--hyperparams", type=Path, help="YAML file (default: agents/hyperparams/<algo>.yml)")

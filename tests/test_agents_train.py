@@ -30,7 +30,7 @@ from agents.config import (
     vecnormalize_path,
 )
 from agents.rollout import evaluate as rollout_evaluate
-from agents.train import main, make_env, resume, train, uses_subprocess_envs
+from agents.train import main, make_env, resolve_vec_env, resume, train, uses_subprocess_envs
 from baselines import Policy, policy_names, register
 from simulator.metrics import meets_slo
 
@@ -372,6 +372,27 @@ def test_dummy_and_subprocess_envs_train_the_same_model(tmp_path):
     assert dummy_var == subproc_var and dummy_var.dtype == np.float64
     value_losses = [[row["train/value_loss"] for row in csv.DictReader(log.splitlines())] for log in (dummy_log, subproc_log)]
     assert value_losses[0] == value_losses[1] and any(value_losses[0])
+
+
+def test_auto_vector_env_is_native_where_it_covers_the_configuration(monkeypatch):
+    """``auto`` trains Routing-v0 and Tier-v0 in the native vector env, and a configuration it does
+    not cover (a reward its kernel does not compute, the Python engine, another ID) as before:
+    in-process on two cores, in subprocesses with a core per env and one for training."""
+    import agents.train as train_module
+
+    def config(env_id: str = ROUTING, *overrides: str, vec_env: str = "auto") -> TrainConfig:
+        return build_config(env_id, "default", "maskable_ppo", 0, n_envs=2, device="cpu", vec_env=vec_env,
+                            overrides=list(overrides))
+
+    monkeypatch.setattr(train_module, "usable_cores", lambda: 2)
+    assert resolve_vec_env(config()) == resolve_vec_env(config("servegym/Tier-v0")) == "native"
+    for override in ("env_kwargs.reward=cost", "env_kwargs.backend=python"):
+        assert resolve_vec_env(config(ROUTING, override)) == "dummy"
+    assert resolve_vec_env(config("servegym/Scaling-v0")) == "dummy"
+    monkeypatch.setattr(train_module, "usable_cores", lambda: 3)
+    assert resolve_vec_env(config("servegym/Scaling-v0")) == "subproc"
+    assert resolve_vec_env(config()) == "native"
+    assert resolve_vec_env(config(vec_env="dummy")) == "dummy"
 
 
 def test_auto_vector_env_uses_subprocesses_only_with_a_core_per_env_and_one_for_training():

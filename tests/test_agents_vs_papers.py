@@ -253,8 +253,9 @@ def test_training_diagnostics_give_a_gaussian_policys_final_spread(tmp_path):
 
 def test_the_leaderboard_trains_each_recipe_as_agents_vs_papers_does():
     """Both pages' agents of a recipe and training seed are one model: the sweep's trial config
-    equals the recipe's, but for the vector env (DummyVecEnv in a Ray worker; test_agents_train
-    shows that the dummy, subprocess and native vector envs train the same model)."""
+    equals the recipe's, but for the vector env (in a Ray worker the native one where it covers the
+    cell, else DummyVecEnv; test_agents_train shows that the dummy, subprocess and native vector
+    envs train the same model)."""
     sweep = load_sweep_config(Path(__file__).parent.parent / "agents" / "sweeps" / "leaderboard.yml")
     recipes = {recipe.scenario: recipe for recipe in map(load_recipe, recipe_names())}
     cells = [cell for cell in sweep.cells if cell.scenario in recipes]
@@ -262,5 +263,6 @@ def test_the_leaderboard_trains_each_recipe_as_agents_vs_papers_does():
     for cell in cells:
         board = dataclasses.asdict(sweep.train_config(cell, 2, {}))
         recipe = dataclasses.asdict(recipe_config(recipes[cell.scenario], 2))
-        assert board["vec_env"] == "dummy" and recipe["vec_env"] in ("auto", "dummy", "native")
+        expected = "native" if cell.env_id in ("servegym/Routing-v0", "servegym/Tier-v0") else "dummy"
+        assert board["vec_env"] == expected and recipe["vec_env"] in ("auto", "dummy", "native")
         assert {**board, "vec_env": None} == {**recipe, "vec_env": None}, cell.scenario

@@ -62,7 +62,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 import envs
 from agents.config import build_config
 from agents.frozen_heap import frozen_heap
-from agents.train import make_vec_env, new_model, uses_subprocess_envs
+from agents.train import make_vec_env, new_model, resolve_vec_env
 from envs.random_policy import random_masked_action
 from simulator.backends import CLUSTERS, DEFAULT_BACKEND
 from simulator.cli import command
@@ -199,18 +199,13 @@ def shipped_ppo_steps_per_s(
     ``env_id`` (on the simulation ``backend``): its steps per second, the env's share of the wall
     time (time inside the vector env), the run's ``n_envs``, vector env and steps trained (at
     least two rollouts), and the seconds of the untimed first reset (the process's set-up). The
-    native vector env runs the compiled engine only: on the python backend its IDs train with
-    ``dummy``, as before it existed."""
+    vector env is ``agents.train.resolve_vec_env``'s: the native one runs the compiled engine
+    only, so on the python backend ``auto`` picks ``subproc`` or ``dummy`` for every ID."""
     config = build_config(env_id, scenario, "maskable_ppo", seed=0, n_timesteps=steps, device=device,
                           overrides=[f"env_kwargs.backend={backend}"])
     rollout = config.n_envs * config.algo_kwargs["n_steps"]
     config = dataclasses.replace(config, n_timesteps=max(steps, 2 * rollout))
-    if config.vec_env == "native" and backend == "python":
-        config = dataclasses.replace(config, vec_env="dummy")
-    if config.vec_env == "native":
-        vec_env = "native"
-    else:
-        vec_env = "subproc" if uses_subprocess_envs(config.n_envs, config.vec_env) else "dummy"
+    vec_env = resolve_vec_env(config)
     threads = torch.get_num_threads()
     torch.set_num_threads(config.torch_threads)
     with tempfile.TemporaryDirectory() as run_dir:
