@@ -219,6 +219,21 @@ def test_kv_transfer_and_weight_load_by_hand():
     assert weight_load_time_s("Llama-2-70B", "H100-80GB", tp=4) == pytest.approx(per_gpu / 64e9, rel=1e-12)
 
 
+def test_kv_transfer_and_weight_load_take_every_value_their_bounds_allow_and_name_the_others():
+    """One token and links slower than 1 GB/s are valid; 0 tokens, a 0 GB/s link and a negative
+    latency are refused naming the argument; the weights' dtype sets the bytes loaded (fp8: one
+    byte per linear weight, fp16 two)."""
+    assert kv_transfer_time_s("Llama-2-7B", 1, 0.5) == 524_288 / 0.5e9
+    for kwargs, named in (({"tokens": 0}, "tokens=0 must be an integer >= 1"),
+                          ({"link_gbps": 0.0}, "link_gbps=0.0 must be a finite number > 0.0"),
+                          ({"latency_s": -1e-3}, "latency_s=-0.001 must be a finite number >= 0.0")):
+        with pytest.raises(ValueError, match=f"^{named}$"):
+            kv_transfer_time_s("Llama-2-7B", **{"tokens": 1, "link_gbps": 50.0, **kwargs})
+    model = get_model("Llama-2-7B")
+    assert weight_load_time_s(model, "A100-80GB", dtype="fp8") == weights_per_gpu_bytes(model, 1, 1, "fp8") / 32e9
+    assert weights_per_gpu_bytes(model, 1, 1, "fp8") < weights_per_gpu_bytes(model, 1, 1, "fp16")
+
+
 @pytest.mark.parametrize("batch_size", [0, -1, 1.5, True, float("nan"), "8"])
 def test_bad_batch_size_raises(a100_7b, batch_size):
     with pytest.raises(ValueError, match="batch_size"):

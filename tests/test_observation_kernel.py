@@ -189,3 +189,40 @@ def test_a_python_completion_hook_keeps_the_numpy_path():
     plain.completion_hook = lambda cluster, instance, seq: True
     with pytest.raises(ValueError, match="a Python completion hook was set after the observation kernel took over"):
         features.fill(plain)
+
+
+def test_an_instance_without_a_prefix_cache_has_empty_cache_columns_beside_caching_ones():
+    """Prefix-cache columns on a cluster where one instance caches and one does not: the one
+    without a cache reports occupancy and hit rate 0 (its counters are −1), the caching one its
+    blocks over its KV capacity and its hits over its lookups; the routed request's cached
+    prefix is read only with ``prefix_match`` (without it the column does not exist). The kernel
+    and numpy fill the same matrix."""
+    from simulator.request import BlockHashes, Request
+
+    def cluster():
+        made = make_cluster({"A100-80GB": 2}, router=None, track_arrays=True, backend="compiled")
+        for caching in (True, False):
+            made.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024",
+                                       prefix_caching=caching, block_size=16), ready_now=True)
+        made.submit([Request(i, 0.5 * i, 64, 4, block_hashes=BlockHashes(16, (1, 2, 3, 4 + i))) for i in range(4)])
+        for i in range(3):  # requests 0 and 2 on the caching instance, 1 on the other; 3 is routed next
+            decision = made.advance()
+            made.dispatch(decision.seq, i % 2)
+        return made, made.advance().seq
+
+    matrices = {}
+    for prefix_match in (True, False):
+        for use_kernel in (True, False):
+            made, routed = cluster()
+            features = InstanceFeatures(2, 1, None, reasoning=False, prefix_caching=True, prefix_match=prefix_match,
+                                        use_kernel=use_kernel)
+            matrices[prefix_match, use_kernel] = (features.fill(made, None, routed).copy(), features.column)
+    for prefix_match in (True, False):
+        (kernel, column), (numpy_matrix, _) = matrices[prefix_match, True], matrices[prefix_match, False]
+        np.testing.assert_array_equal(kernel, numpy_matrix)
+        assert kernel[1, column["cache_occupancy"]] == kernel[1, column["prefix_hit_rate"]] == 0.0
+        assert kernel[0, column["cache_occupancy"]] > 0.0 and kernel[0, column["prefix_hit_rate"]] > 0.0
+        assert ("prefix_match_tokens" in column) == prefix_match
+    column = matrices[True, True][1]
+    assert matrices[True, True][0][0, column["prefix_match_tokens"]] > 0.0
+    assert matrices[True, True][0][1, column["prefix_match_tokens"]] == 0.0
