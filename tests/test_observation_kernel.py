@@ -226,3 +226,15 @@ def test_an_instance_without_a_prefix_cache_has_empty_cache_columns_beside_cachi
     column = matrices[True, True][1]
     assert matrices[True, True][0][0, column["prefix_match_tokens"]] > 0.0
     assert matrices[True, True][0][1, column["prefix_match_tokens"]] == 0.0
+
+
+def test_slots_with_no_live_instance_give_an_empty_matrix():
+    """Every slot empty or stopped: no live row, an all-zero matrix, in numpy as in the kernel; the
+    live slots stay an integer array (the envs' contexts index with it)."""
+    for use_kernel in (True, False):
+        cluster = compiled_cluster()
+        cluster.drain(0)
+        cluster.advance()  # the drained instance stops at once: it serves nothing
+        features = InstanceFeatures(3, 1, None, reasoning=False, use_kernel=use_kernel)
+        matrix = features.fill(cluster, [None, 0, None])
+        assert features.slots.tolist() == [] and features.slots.dtype == np.int64 and not matrix.any()
