@@ -64,6 +64,7 @@ LIBRARY = [
      "slo_by_tier[0] has unknown target(s) ['ttft']; known: ['ttft_s', 'tbt_s', 'ttfat_s', 'e2e_s']"),
     ("env-slo-not-an-slo", lambda _: _routing(slo_by_tier=(1.0,))(), "slo_by_tier[0] must be an SLO, got 1.0"),
     ("env-tier-weight-negative", lambda _: _routing(tier_weights=(-1.0,))(), "tier_weights[0] must be a finite number >= 0, got -1.0"),
+    ("env-tier-weights-all-zero", lambda _: _routing(tier_weights=(0.0,))(), "tier_weights must have a positive entry, got (0.0,)"),
     ("env-provisioning-nan", lambda _: _routing(provisioning_s=math.nan)(), "provisioning_s must be a finite number >= 0, got nan"),
     ("env-token-curves-string", lambda _: _routing(record_token_curves="yes")(), "record_token_curves must be True or False, got 'yes'"),
     ("env-rate-1e-300", lambda _: _routing(rate_rps=1e-300)().reset(seed=0), "is the arrival rate that low?"),
