@@ -208,7 +208,8 @@ def check_n_envs(n_envs: int, vec_env: str, open_files_limit: int | None = None)
 
 def native_covers(config: TrainConfig) -> bool:
     """Whether the native vector env covers ``config``'s env (``envs.vector.kernel_spec``:
-    Routing-v0 and Tier-v0 on the compiled backend, with the rewards its kernels compute)."""
+    Routing-v0, Tier-v0 and Migration-v0's periodic mode on the compiled backend, with the
+    rewards its kernels compute)."""
     probe = make_env(config.env_id, config.scenario, config.env_kwargs, flat=False)
     try:
         kernel_spec(probe.unwrapped)

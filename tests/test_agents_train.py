@@ -375,9 +375,10 @@ def test_dummy_and_subprocess_envs_train_the_same_model(tmp_path):
 
 
 def test_auto_vector_env_is_native_where_it_covers_the_configuration(monkeypatch):
-    """``auto`` trains Routing-v0 and Tier-v0 in the native vector env, and a configuration it does
-    not cover (a reward its kernel does not compute, the Python engine, another ID) as before:
-    in-process on two cores, in subprocesses with a core per env and one for training."""
+    """``auto`` trains Routing-v0, Tier-v0 and Migration-v0 (periodic) in the native vector env,
+    and a configuration it does not cover (a reward its kernel does not compute, the Python engine,
+    Migration-v0's phase mode, another ID) as before: in-process on two cores, in subprocesses with
+    a core per env and one for training."""
     import agents.train as train_module
 
     def config(env_id: str = ROUTING, *overrides: str, vec_env: str = "auto") -> TrainConfig:
@@ -386,6 +387,8 @@ def test_auto_vector_env_is_native_where_it_covers_the_configuration(monkeypatch
 
     monkeypatch.setattr(train_module, "usable_cores", lambda: 2)
     assert resolve_vec_env(config()) == resolve_vec_env(config("servegym/Tier-v0")) == "native"
+    assert resolve_vec_env(config("servegym/Migration-v0")) == "native"
+    assert resolve_vec_env(config("servegym/Migration-v0", "env_kwargs.reward=cost")) == "dummy"
     for override in ("env_kwargs.reward=cost", "env_kwargs.backend=python"):
         assert resolve_vec_env(config(ROUTING, override)) == "dummy"
     assert resolve_vec_env(config("servegym/Scaling-v0")) == "dummy"
@@ -404,15 +407,17 @@ def test_auto_vector_env_uses_subprocesses_only_with_a_core_per_env_and_one_for_
         uses_subprocess_envs(2, "threads")
 
 
-@pytest.mark.parametrize(("env_id", "policy"), [(ROUTING, "InstanceScoringPolicy"), (ROUTING, "MlpPolicy"),
-                                               ("servegym/Tier-v0", "MultiInputPolicy")])
-def test_native_and_dummy_envs_train_the_same_model_and_monitor_files(tmp_path, env_id, policy):
-    """Routing-v0 and Tier-v0 under the native vector env (agents.vec_env) train what DummyVecEnv
-    trains: the same training log (but its times) and the same Monitor rows, per-tier metrics
-    included; with the Dict observation and flattened (MLP policies)."""
+@pytest.mark.parametrize(("env_id", "policy", "timesteps"), [
+    (ROUTING, "InstanceScoringPolicy", 128), (ROUTING, "MlpPolicy", 128), ("servegym/Tier-v0", "MultiInputPolicy", 128),
+    ("servegym/Migration-v0", "MultiInputPolicy", 256),  # its episodes are ~50 steps: two a rank need 256
+])
+def test_native_and_dummy_envs_train_the_same_model_and_monitor_files(tmp_path, env_id, policy, timesteps):
+    """Routing-v0, Tier-v0 and Migration-v0 under the native vector env (agents.vec_env) train
+    what DummyVecEnv trains: the same training log (but its times) and the same Monitor rows,
+    per-tier metrics included; with the Dict observation and flattened (MLP policies)."""
     runs = {}
     for vec_env in ("dummy", "native"):
-        main(["--env", env_id, "--algo", "maskable_ppo", "--timesteps", "128", "--n-envs", "2", "--vec-env", vec_env,
+        main(["--env", env_id, "--algo", "maskable_ppo", "--timesteps", str(timesteps), "--n-envs", "2", "--vec-env", vec_env,
               "--seed", "1", "--device", "cpu", "--set", f"policy={policy}", "n_steps=32", "batch_size=32", "n_epochs=2",
               f"env_kwargs.episode_requests={EPISODE_REQUESTS}", "env_kwargs.backend=compiled",
               "normalize={norm_obs: false, norm_reward: true}",

@@ -1,11 +1,12 @@
 // Bindings of the native vector envs (episode_numbers.hpp; routing_mdp.hpp and vector_engine.hpp;
-// tier_mdp.hpp and tier_vector_engine.hpp): no logic. The specs' instance-matrix fields are
+// tier_mdp.hpp and tier_vector_engine.hpp; migration_mdp.hpp and migration_vector_engine.hpp): no logic. The specs' instance-matrix fields are
 // ObservationSpec's (bind_observation.cpp).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "migration_vector_engine.hpp"
 #include "tier_vector_engine.hpp"
 #include "vector_engine.hpp"
 
@@ -176,6 +177,76 @@ void bind_vector(nb::module_& m) {
       .def_prop_ro("cost_usd", [](const TV& v) { return buffer_view(v, v.cost_usd, {v.done.size()}); })
       .def_prop_ro("finished", [](const TV& v) { return buffer_view(v, v.finished, {v.done.size()}); })
       .def_prop_ro("slo_met", [](const TV& v) { return buffer_view(v, v.slo_met, {v.done.size()}); });
+  using MS = MigrationSpec;
+  nb::class_<MS, ObservationSpec>(m, "MigrationSpec",
+                                  "What the Migration-v0 kernel needs of an env's configuration (envs.migration_vector): "
+                                  "the instance matrix's ObservationSpec, then the context's, the action's and the reward's.")
+      .def(nb::init<>())
+      .def_rw("context_k", &MS::context_k)
+      .def_rw("context_c", &MS::context_c)
+      .def_rw("ctx_phase_mode", &MS::ctx_phase_mode)
+      .def_rw("ctx_recent_qps", &MS::ctx_recent_qps)
+      .def_rw("ctx_arrived", &MS::ctx_arrived)
+      .def_rw("ctx_live_migrations", &MS::ctx_live_migrations)
+      .def_rw("ctx_prompt_tokens", &MS::ctx_prompt_tokens)
+      .def_rw("ctx_generated_tokens", &MS::ctx_generated_tokens)
+      .def_rw("ctx_has_queued_candidate", &MS::ctx_has_queued_candidate)
+      .def_rw("ctx_has_running_candidate", &MS::ctx_has_running_candidate)
+      .def_rw("ctx_candidate_kv_tokens", &MS::ctx_candidate_kv_tokens)
+      .def_rw("ctx_candidate_tier", &MS::ctx_candidate_tier)
+      .def_rw("ctx_freeness_full", &MS::ctx_freeness_full)
+      .def_rw("freeness_headroom", &MS::freeness_headroom)
+      .def_rw("recent_window_s", &MS::recent_window_s)
+      .def_rw("migration_interval_s", &MS::migration_interval_s)
+      .def_rw("invalid_action_penalty", &MS::invalid_action_penalty)
+      .def_rw("reward", &MS::reward)
+      .def_rw("tier_weights", &MS::tier_weights)
+      .def_rw("e2e_scale_s", &MS::e2e_scale_s);
+
+  using ME = MigrationEpisode;
+  nb::class_<ME, N>(m, "MigrationEpisode", "One Migration-v0 episode's numbers that live in Python (envs.migration_vector).")
+      .def(nb::init<>())
+      .def_rw("model_codes", &ME::model_codes)
+      .def_rw("next_tick_s", &ME::next_tick_s)
+      .def_rw("submitted", &ME::submitted)
+      .def_rw("seen", &ME::seen);
+
+  using MV = MigrationVectorEngine;
+  nb::class_<MV>(m, "MigrationVectorEngine",
+                 "N Migration-v0 envs (periodic) stepped by one call on a pool of threads (envs.migration_vector).")
+      .def(nb::init<const MigrationSpec&, std::int32_t, std::int32_t>(), "spec"_a, "num_envs"_a, "num_threads"_a = 0)
+      .def("attach", &MV::attach, "env"_a, "engine"_a, "episode"_a,
+           "Env i's new episode: its engine (kept alive by the caller) after Python's reset.")
+      .def("step", [](MV& v, nb::ndarray<const std::int64_t, nb::ndim<2>, nb::c_contig> actions) {
+        if (actions.shape(0) != static_cast<std::size_t>(v.num_envs()) || actions.shape(1) != 2) {
+          throw std::invalid_argument("actions: shape (" + std::to_string(actions.shape(0)) + ", " +
+                                      std::to_string(actions.shape(1)) + ") for " + std::to_string(v.num_envs()) +
+                                      " envs of (source, destination)");
+        }
+        nb::gil_scoped_release released;
+        v.step(actions.data());
+      }, "actions"_a, "Step every env (int64 (source, destination) slots, num_envs x 2) without the GIL.")
+      .def_prop_ro("num_envs", &MV::num_envs)
+      .def_prop_ro("num_threads", &MV::num_threads)
+      .def_prop_ro("instances", [](const MV& v) {
+        return buffer_view(v, v.instances, {static_cast<std::size_t>(v.num_envs()), v.slots(), v.features()});
+      })
+      .def_prop_ro("context", [](const MV& v) {
+        return buffer_view(v, v.context, {static_cast<std::size_t>(v.num_envs()), v.context_size()});
+      })
+      .def_prop_ro("mask", [](const MV& v) {
+        return buffer_view(v, v.mask, {static_cast<std::size_t>(v.num_envs()), v.mask_size()});
+      })
+      .def_prop_ro("done", [](const MV& v) { return buffer_view(v, v.done, {v.done.size()}); })
+      .def_prop_ro("invalid_action", [](const MV& v) { return buffer_view(v, v.invalid_action, {v.done.size()}); })
+      .def_prop_ro("reward", [](const MV& v) { return buffer_view(v, v.reward, {v.done.size()}); })
+      .def_prop_ro("time_s", [](const MV& v) { return buffer_view(v, v.time_s, {v.done.size()}); })
+      .def_prop_ro("cost_usd", [](const MV& v) { return buffer_view(v, v.cost_usd, {v.done.size()}); })
+      .def_prop_ro("finished", [](const MV& v) { return buffer_view(v, v.finished, {v.done.size()}); })
+      .def_prop_ro("slo_met", [](const MV& v) { return buffer_view(v, v.slo_met, {v.done.size()}); })
+      .def_prop_ro("migrations_started", [](const MV& v) { return buffer_view(v, v.migrations_started, {v.done.size()}); })
+      .def_prop_ro("migrations_done", [](const MV& v) { return buffer_view(v, v.migrations_done, {v.done.size()}); })
+      .def_prop_ro("migrations_aborted", [](const MV& v) { return buffer_view(v, v.migrations_aborted, {v.done.size()}); });
 }
 
 }  // namespace servegym_core
