@@ -395,7 +395,20 @@ class Instance:
         now = self.events.now_s
         if self._seg_ends[self._seg_pos] > now:
             return 0
-        done = bisect_right(self._seg_ends, now, self._seg_pos, self._seg_len) - self._seg_pos
+        return self._decode_growth_blocks(bisect_right(self._seg_ends, now, self._seg_pos, self._seg_len) - self._seg_pos)
+
+    def committed_kv_blocks(self) -> int:
+        """KV blocks the segment's decode iterations up to the one in progress now fill beyond the
+        blocks applied: ``unsynced_kv_blocks`` plus the growth of the iteration under way, which a
+        re-plan (``_truncate``) keeps and applies at its end. What a sequence joining the batch now
+        must leave free."""
+        if not self._seg_decode or self._seg_pos >= self._seg_len:
+            return 0
+        done = bisect_right(self._seg_ends, self.events.now_s, self._seg_pos, self._seg_len) - self._seg_pos
+        return self._decode_growth_blocks(min(done + 1, self._seg_len - self._seg_pos))
+
+    def _decode_growth_blocks(self, done: int) -> int:
+        """Σ over the segment's decode sequences of ceil((kv + done) / b) − blocks (``block_growth``)."""
         key = (self._version, self._seg_pos, id(self._seg_decode))
         if self._growth_key != key:
             self._growth_key, self._growth = key, block_growth(self._seg_decode, self.kv.block_size)
@@ -454,8 +467,8 @@ class Instance:
         Allocates its blocks here; returns False (and takes nothing) if they do not fit now.
         """
         need = blocks_for_tokens(seq.kv_tokens + 1, self.kv.block_size)
-        # The decode iterations finished by now hold blocks not applied yet (``sync``): count them.
-        if len(self.running) >= self.settings.max_batch_size or not self.kv.can_admit(need + self.unsynced_kv_blocks()):
+        # The decode iterations finished by now, and the one under way, grow into blocks not applied yet: count them.
+        if len(self.running) >= self.settings.max_batch_size or not self.kv.can_admit(need + self.committed_kv_blocks()):
             return False
         self.sync()
         self.kv.allocate(need)

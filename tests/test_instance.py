@@ -186,3 +186,37 @@ def test_a_transferred_request_is_counted_after_the_iterations_finished_by_now_h
     instance.accept_transferred(moving)
     assert moving.residency == Residency.SWAPPED and instance.swapped == [moving]
     assert (instance.kv.used_blocks, instance.unsynced_kv_blocks()) == (6, grown)  # counted, not applied
+
+
+def test_a_transferred_request_leaves_room_for_the_iteration_under_way():
+    """Instance.accept_running also counts the growth of the decode iteration in progress
+    (``committed_kv_blocks``): the re-plan after a join keeps that iteration and applies its
+    tokens at its end. Here an 80-token prompt decodes on a 20-block pool; at 0.2615 s its 6 blocks
+    are applied, no finished iteration is pending, and the iteration under way takes the
+    decode into a 7th block. A request needing 14 blocks fits the 14 free ones by
+    ``unsynced_kv_blocks`` alone; taking it raised "KV over-allocation" at that iteration's end
+    (found by a Migration-v0 episode on small KV pools). It now waits with the swapped requests;
+    once the iteration ended (0.28 s), one of 13 blocks joins the batch, and the run goes on."""
+    from simulator.sequence import Residency, Sequence
+
+    def moving(request_id: int, kv_tokens: int) -> Sequence:
+        seq = Sequence(Request(request_id, 0.1, kv_tokens - 20, 100), False)
+        seq.generated_tokens, seq.kv_tokens, seq.residency = 20, kv_tokens, Residency.MOVING
+        return seq
+
+    cluster = Cluster({"A100-80GB": 1}, router="round_robin")
+    instance = cluster.instances[cluster.deploy(InstanceConfig(
+        gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024", kv_blocks=20, block_size=16), ready_now=True)]
+    cluster.submit([Request(1, 0.0, 80, 200)])
+    cluster.advance(until_s=0.2615)
+    assert (instance.kv.used_blocks, instance.unsynced_kv_blocks(), instance.committed_kv_blocks()) == (6, 0, 1)
+    large = moving(2, 223)  # ceil(224 / 16) = 14 blocks with its next token's slot
+    instance.accept_transferred(large)
+    assert large.residency == Residency.SWAPPED and instance.kv.used_blocks == 6
+    cluster.advance(until_s=0.28)
+    # The 7th block is applied; the re-planned iteration under way stays within it.
+    assert (instance.kv.used_blocks, instance.unsynced_kv_blocks(), instance.committed_kv_blocks()) == (7, 0, 0)
+    smaller = moving(3, 207)  # 13 blocks: 20 − 7 now
+    assert instance.accept_running(smaller) and instance.kv.used_blocks == 7 + 13
+    cluster.advance(until_s=0.35)
+    assert instance.kv.used_blocks <= 20

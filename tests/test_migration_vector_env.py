@@ -7,6 +7,8 @@ not cover and bad actions raise, naming them."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -15,7 +17,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import envs  # noqa: F401  (registers the IDs)
 from agents.vec_env import NativeVecEnv
 from envs.native_pool import NotCoveredError
+from envs.scenario import InstanceGroup, Scenario
+from envs.scenarios.multitier import PAPER_KV_BLOCKS, multitier
 from envs.vector import NativeVectorEnv
+from simulator.kv_blocks import blocks_for_tokens
 from tests.vector_checks import assert_same_metrics, assert_same_observation
 
 MIGRATION = "servegym/Migration-v0"
@@ -35,6 +40,22 @@ def random_actions(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
     return actions
 
 
+def count_kv_refusals(env: gym.Env, seen: dict[str, int]) -> None:
+    """Count, in `seen`, the pairs the single env refuses for KV: no room now for a running
+    request's blocks, or a request over the destination's capacity whose KV would fit there now
+    (so only the capacity check refuses it)."""
+    refusal = env._refusal
+
+    def counted(seq, source, target):
+        reason = refusal(seq, source, target)
+        seen["no_kv_room"] += reason is not None and "has no room" in reason
+        fits_now = target.kv.can_admit(blocks_for_tokens(seq.kv_tokens + 1, target.kv.block_size))
+        seen["over_kv_capacity"] += reason is not None and "KV capacity" in reason and fits_now
+        return reason
+
+    env._refusal = counted
+
+
 def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: int | None = None) -> dict[str, int]:
     """Step NativeVectorEnv and num_envs single envs (seeds seed ..) with the same random actions
     until `episodes` episodes ended, asserting every step equal; returns what was exercised."""
@@ -45,7 +66,9 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
     for i, env in enumerate(singles):
         assert_same_observation({k: v[i] for k, v in obs.items()}, env.reset(seed=seed + i)[0])
     seen = {"ended": 0, "steps": 0, "rewarded": 0, "finished": 0, "invalid": 0, "started": 0, "live": 0, "queued": 0,
-            "refused": 0}
+            "refused": 0, "no_kv_room": 0, "over_kv_capacity": 0}
+    for env in singles:
+        count_kv_refusals(env.unwrapped, seen)
     while seen["ended"] < episodes:
         actions = random_actions(rng, obs["action_mask"])
         obs, rewards, terminated, truncated, infos = vector.step(actions)
@@ -102,6 +125,27 @@ def test_queued_and_live_migrations_and_refused_pairs_match() -> None:
     kwargs = {"scenario": "multitier", "router": "llumnix", **SMALL, "episode_requests": 300}
     seen = replay(kwargs, seed=5, num_envs=1, episodes=1)
     assert seen["queued"] > 0 and seen["live"] > 0 and seen["refused"] > 0
+
+
+def small_and_large_kv_pools() -> Scenario:
+    """multitier with the paper's 128-block KV pool (2,048 tokens) on two replicas and a 64-block
+    one (1,024 tokens) on the other two: under LongWriter's long outputs (1,330 tokens on
+    average) destinations run out of room for a running request's KV, and requests that grew on
+    a large pool are over a small one's capacity while their KV so far would fit it."""
+    scenario = multitier(kv_blocks=PAPER_KV_BLOCKS)
+    large = scenario.instances[0].config
+    small = dataclasses.replace(large, kv_blocks=64)
+    return dataclasses.replace(scenario, instances=(InstanceGroup(config=large, count=2),
+                                                    InstanceGroup(config=small, count=2)))
+
+
+def test_kv_refusals_match() -> None:
+    """A pair the mask allows but the destination's KV refuses (no room for the running
+    request's blocks now, or the request over its capacity) falls back alike in the kernel."""
+    kwargs = {"scenario": small_and_large_kv_pools(), "router": "llumnix", **SMALL, "rate_rps": 5.0,
+              "lengths": "longwriter"}
+    seen = replay(kwargs, seed=0, num_envs=1, episodes=1)
+    assert seen["no_kv_room"] > 0 and seen["over_kv_capacity"] > 0
 
 
 def test_three_envs_on_two_threads() -> None:

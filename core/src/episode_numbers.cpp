@@ -7,6 +7,13 @@
 
 namespace servegym_core {
 
+double tier_weight(const std::vector<double>& tier_weights, std::int64_t tier) {
+  if (tier < 0 || static_cast<std::size_t>(tier) >= tier_weights.size()) {
+    throw std::out_of_range("tier " + std::to_string(tier) + " has no tier weight");
+  }
+  return tier_weights[static_cast<std::size_t>(tier)];
+}
+
 void EpisodeNumbers::check(const Engine* engine, std::int32_t max_instances) const {
   if (engine == nullptr || engine->arrays() == nullptr) throw std::invalid_argument("the engine keeps no instance arrays");
   const std::size_t n = engine->num_instances();
@@ -43,6 +50,27 @@ bool EpisodeNumbers::meets_slo(const Engine& engine, std::size_t o) const {
     if (!(tpot_s <= tbt)) return false;
   }
   return true;
+}
+
+FinishedScore EpisodeNumbers::score_finished(const Engine& engine, std::size_t first, IntervalReward reward,
+                                             const std::vector<double>& tier_weights, double e2e_scale_s) const {
+  const OutcomeLog& log = engine.outcome_log();
+  const RequestTable& t = engine.requests();
+  FinishedScore score;
+  double sum = 0.0;
+  for (std::size_t o = first; o < log.size(); ++o) {
+    const bool completed = log.reasons[o] == static_cast<std::uint8_t>(RejectReason::None);
+    const bool met = meets_slo(engine, o);
+    const Req r = log.rows[o];
+    if (reward == IntervalReward::Slo) {  // SLOReward: Σ w_tier · ±1
+      sum += tier_weight(tier_weights, t.tier[r]) * (met ? 1.0 : -1.0);
+    } else {  // LatencyReward: −Σ (E2E / scale if completed else 1)
+      sum += completed ? (log.finish_s[o] - t.arrival_s[r]) / e2e_scale_s : 1.0;
+    }
+    score.slo_met += completed && met ? 1 : 0;
+  }
+  score.reward = reward == IntervalReward::Slo ? sum : 0.0 - sum;  // −Σ, +0 when empty
+  return score;
 }
 
 double EpisodeNumbers::cost_usd(double now_s) const {

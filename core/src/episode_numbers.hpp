@@ -10,6 +10,18 @@
 
 namespace servegym_core {
 
+// The interval rewards Tier-v0's and Migration-v0's kernels compute (envs.rewards.REWARDS' names): slo, latency.
+enum class IntervalReward : std::int32_t { Slo = 0, Latency = 1 };
+
+// What the requests finished during one interval step give: the reward and how many met their SLO.
+struct FinishedScore {
+  double reward = 0.0;
+  std::int64_t slo_met = 0;
+};
+
+// envs.rewards.tier_weights' entry for `tier`; std::out_of_range for a tier without one.
+double tier_weight(const std::vector<double>& tier_weights, std::int64_t tier);
+
 struct EpisodeNumbers {
   std::vector<double> static_features;  // per instance: role aggregated / prefill / decode, TFLOP/s, GB/s, USD/h
   std::vector<double> arrival_s;        // the submitted requests' arrival times, sorted
@@ -28,6 +40,10 @@ struct EpisodeNumbers {
   void check(const Engine* engine, std::int32_t max_instances) const;
   // simulator.metrics.slo.meets_slo with tbt_slo="tpot", on outcome `o` of the engine's log.
   bool meets_slo(const Engine& engine, std::size_t o) const;
+  // The engine's outcomes from `first` on: SLOReward's Σ w_tier · ±1, or LatencyReward's
+  // −Σ (E2E / scale if completed else 1) (+0 when there are none), and the completions within their SLO.
+  FinishedScore score_finished(const Engine& engine, std::size_t first, IntervalReward reward,
+                               const std::vector<double>& tier_weights, double e2e_scale_s) const;
   // Cluster.cost_usd at `now_s`: closed + Σ (now − since) · GPUs · USD per GPU-second, in the held order.
   double cost_usd(double now_s) const;
   // ServingEnv.recent_arrivals: of the first `arrived` requests, those after now − window.

@@ -71,8 +71,8 @@ void Instance::on_gate_deadline(double deadline) {
 bool Instance::accept_running(Req r) {
   RequestTable& t = requests;
   const std::int64_t need = ceil_div(t.kv_tokens[r] + 1, kv.block_size);
-  // The decode iterations finished by now hold blocks not applied yet (sync): count them.
-  if (static_cast<std::int64_t>(running.size()) >= settings.max_batch_size || !kv.can_admit(need + unsynced_kv_blocks())) {
+  // The decode iterations finished by now, and the one under way, grow into blocks not applied yet: count them.
+  if (static_cast<std::int64_t>(running.size()) >= settings.max_batch_size || !kv.can_admit(need + committed_kv_blocks())) {
     return false;
   }
   sync();
@@ -247,17 +247,29 @@ void Instance::sync() {
   }
 }
 
-std::int64_t Instance::unsynced_kv_blocks() const {
-  if (seg_decode_.empty() || seg_pos_ >= seg_len_) return 0;
-  const double now = events.now_s;
-  if (seg_ends_[seg_pos_] > now) return 0;
+std::int64_t Instance::decode_iterations_done() const {
   const auto begin = seg_ends_.begin();
-  const auto done = std::upper_bound(begin + static_cast<std::ptrdiff_t>(seg_pos_),
-                                     begin + static_cast<std::ptrdiff_t>(seg_len_), now) -
-                    (begin + static_cast<std::ptrdiff_t>(seg_pos_));
+  return std::upper_bound(begin + static_cast<std::ptrdiff_t>(seg_pos_), begin + static_cast<std::ptrdiff_t>(seg_len_),
+                          events.now_s) -
+         (begin + static_cast<std::ptrdiff_t>(seg_pos_));
+}
+
+std::int64_t Instance::decode_growth_blocks(std::int64_t done) const {
   std::int64_t blocks = 0;
   for (const Req r : seg_decode_) blocks += ceil_div(requests.kv_tokens[r] + done, kv.block_size) - requests.blocks[r];
   return blocks;
+}
+
+std::int64_t Instance::unsynced_kv_blocks() const {
+  if (seg_decode_.empty() || seg_pos_ >= seg_len_) return 0;
+  if (seg_ends_[seg_pos_] > events.now_s) return 0;
+  return decode_growth_blocks(decode_iterations_done());
+}
+
+std::int64_t Instance::committed_kv_blocks() const {
+  if (seg_decode_.empty() || seg_pos_ >= seg_len_) return 0;
+  const std::int64_t left = static_cast<std::int64_t>(seg_len_ - seg_pos_);
+  return decode_growth_blocks(std::min(decode_iterations_done() + 1, left));
 }
 
 std::int64_t Instance::head_of_line_demand_blocks() const {

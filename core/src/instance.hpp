@@ -125,6 +125,9 @@ class Instance {
   // KV blocks the decode iterations finished by now but not yet applied (sync) fill: the sum over
   // the segment's sequences of ceil((kv + d) / b) - blocks for the d iterations done.
   std::int64_t unsynced_kv_blocks() const;
+  // unsynced_kv_blocks plus the growth of the iteration under way, which a re-plan keeps and applies
+  // at its end: what a sequence joining the batch now must leave free (accept_running).
+  std::int64_t committed_kv_blocks() const;
   // The blocks the first queued (waiting, then swapped) request in priority order would take:
   // its prefill's, or a swapped one's KV plus its next token's slot; 0 with nothing queued.
   std::int64_t head_of_line_demand_blocks() const;
@@ -195,6 +198,10 @@ class Instance {
   // Completion and phase change, after r emitted a token.
   void after_token(Req r);
   void plan(double now);
+  // The segment's decode iterations ended by now, past those applied.
+  std::int64_t decode_iterations_done() const;
+  // Σ over the segment's decode sequences of ceil((kv + done) / b) − blocks.
+  std::int64_t decode_growth_blocks(std::int64_t done) const;
 
   InstanceHost& host_;
   SegmentPlanner planner_;

@@ -21,7 +21,7 @@ MigrationMDP::MigrationMDP(MigrationSpec spec) : spec_(std::move(spec)), observa
         &spec_.ctx_candidate_tier, &spec_.ctx_freeness_full}) {
     if (positions->size() != n) throw std::invalid_argument("migration_context's per-slot fields need max_instances positions");
   }
-  if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(MigrationReward::Latency)) {
+  if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(IntervalReward::Latency)) {
     throw std::invalid_argument("reward code " + std::to_string(spec_.reward) + " is not one the kernel computes");
   }
   if (!(spec_.migration_interval_s > 0.0)) throw std::invalid_argument("migration_interval_s must be > 0");
@@ -117,22 +117,10 @@ MigrationStepResult MigrationMDP::step(std::int64_t source, std::int64_t destina
   // The requests finished during the step: the reward and ServingEnv.step_info.
   MigrationStepResult result;
   const OutcomeLog& log = engine_->outcome_log();
-  const RequestTable& t = engine_->requests();
-  double sum = 0.0;
-  for (std::size_t o = seen_; o < log.size(); ++o) {
-    const bool completed = log.reasons[o] == static_cast<std::uint8_t>(RejectReason::None);
-    const bool met = episode_.meets_slo(*engine_, o);
-    const Req done_row = log.rows[o];
-    if (spec_.reward == static_cast<std::int32_t>(MigrationReward::Slo)) {  // SLOReward: Σ w_tier · ±1
-      sum += tier_weight(t.tier[done_row]) * (met ? 1.0 : -1.0);
-    } else {  // LatencyReward: −Σ (E2E / scale if completed else 1)
-      sum += completed ? (log.finish_s[o] - t.arrival_s[done_row]) / spec_.e2e_scale_s : 1.0;
-    }
-    result.slo_met += completed && met ? 1 : 0;
-  }
-  double reward = spec_.reward == static_cast<std::int32_t>(MigrationReward::Slo) ? sum : 0.0 - sum;
-  if (!valid) reward -= spec_.invalid_action_penalty;
-  result.reward = reward;
+  const FinishedScore score = episode_.score_finished(*engine_, seen_, static_cast<IntervalReward>(spec_.reward),
+                                                      spec_.tier_weights, spec_.e2e_scale_s);
+  result.reward = valid ? score.reward : score.reward - spec_.invalid_action_penalty;
+  result.slo_met = score.slo_met;
   result.invalid_action = !valid;
   result.finished = static_cast<std::int64_t>(log.size() - seen_);
   seen_ = log.size();
@@ -142,13 +130,6 @@ MigrationStepResult MigrationMDP::step(std::int64_t source, std::int64_t destina
   over_ = result.done;
   fill(row);
   return result;
-}
-
-double MigrationMDP::tier_weight(std::int64_t tier) const {
-  if (tier < 0 || static_cast<std::size_t>(tier) >= spec_.tier_weights.size()) {
-    throw std::out_of_range("tier " + std::to_string(tier) + " has no tier weight");
-  }
-  return spec_.tier_weights[static_cast<std::size_t>(tier)];
 }
 
 void MigrationMDP::fill(const MigrationRow& row) {

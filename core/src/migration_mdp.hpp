@@ -19,9 +19,6 @@
 
 namespace servegym_core {
 
-// Reward functions the kernel computes (envs.rewards.REWARDS' names): slo, latency.
-enum class MigrationReward : std::int32_t { Slo = 0, Latency = 1 };
-
 // What is fixed for every episode of one env configuration, given by envs/migration_vector.py.
 struct MigrationSpec : ObservationSpec {
   // ColumnEncoder's k and c per context position: x / (k |x| + c).
@@ -35,7 +32,7 @@ struct MigrationSpec : ObservationSpec {
   double recent_window_s = 10.0;
   double migration_interval_s = 0.5;      // MigrationEnv.migration_interval_s
   double invalid_action_penalty = 0.0;    // ServingEnv.invalid_action_penalty
-  std::int32_t reward = 0;                // MigrationReward
+  std::int32_t reward = 0;                // IntervalReward
   std::vector<double> tier_weights;       // envs.rewards.tier_weights
   double e2e_scale_s = 10.0;              // LatencyReward.E2E_SCALE_S
 };
@@ -83,7 +80,6 @@ class MigrationMDP {
   const std::vector<std::int64_t>& in_flight_ids();
   // MigrationEnv._refusal != None for row r from slot `source` to slot `target`.
   bool refused(Req r, std::int32_t source, std::int32_t target) const;
-  double tier_weight(std::int64_t tier) const;
   void fill(const MigrationRow& row);
 
   MigrationSpec spec_;

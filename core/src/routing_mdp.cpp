@@ -89,7 +89,7 @@ RoutingStepResult RoutingMDP::step(std::int64_t action, const RoutingRow& row) {
     const RequestTable& t = engine_->requests();
     for (std::size_t o = seen_; o < log.size(); ++o) {
       const bool met = episode_.meets_slo(*engine_, o);
-      reward += tier_weight(t.tier[log.rows[o]]) * (met ? 1.0 : -1.0);
+      reward += tier_weight(spec_.tier_weights, t.tier[log.rows[o]]) * (met ? 1.0 : -1.0);
     }
   } else if (kind == RoutingReward::SloDense) {
     reward = slo_misses();
@@ -113,13 +113,6 @@ RoutingStepResult RoutingMDP::step(std::int64_t action, const RoutingRow& row) {
   over_ = done;
   fill(row);
   return result;
-}
-
-double RoutingMDP::tier_weight(std::int64_t tier) const {
-  if (tier < 0 || static_cast<std::size_t>(tier) >= spec_.tier_weights.size()) {
-    throw std::out_of_range("tier " + std::to_string(tier) + " has no tier weight");
-  }
-  return spec_.tier_weights[static_cast<std::size_t>(tier)];
 }
 
 double RoutingMDP::load_potential() const {
@@ -155,7 +148,7 @@ double RoutingMDP::slo_misses() {
     ended_[r] = 1;
     if (!charged_[r] && !episode_.meets_slo(*engine_, o)) {
       charged_[r] = 1;
-      missed += tier_weight(t.tier[r]);
+      missed += tier_weight(spec_.tier_weights, t.tier[r]);
     }
   }
   while (!ttft_due_.empty() && ttft_due_.front().deadline_s <= now_s) {
@@ -166,7 +159,7 @@ double RoutingMDP::slo_misses() {
     if (charged_[r]) continue;
     if (!(t.first_token_s[r] <= due.deadline_s)) {
       charged_[r] = 1;
-      missed += tier_weight(t.tier[r]);
+      missed += tier_weight(spec_.tier_weights, t.tier[r]);
       continue;
     }
     const double tbt_s = episode_.slo_tbt_s[r];
@@ -182,7 +175,7 @@ double RoutingMDP::slo_misses() {
     tpot_due_.pop_back();
     if (!ended_[r] && !charged_[r]) {
       charged_[r] = 1;
-      missed += tier_weight(t.tier[r]);
+      missed += tier_weight(spec_.tier_weights, t.tier[r]);
     }
   }
   return -missed;

@@ -92,7 +92,6 @@ class RoutingMDP {
   double slo_misses();
   double dense_latency();  // envs.rewards.DenseLatencyReward.__call__
   double load_potential() const;
-  double tier_weight(std::int64_t tier) const;
 
   RoutingSpec spec_;
   std::size_t columns_;

@@ -22,7 +22,7 @@ TierMDP::TierMDP(TierSpec spec) : spec_(std::move(spec)), observation_(spec_) {
                                                       &spec_.ctx_mean_ttft_s}) {
     if (positions->size() != k) throw std::invalid_argument("tier_context's per-tier fields need num_tiers positions");
   }
-  if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(TierReward::Latency)) {
+  if (spec_.reward < 0 || spec_.reward > static_cast<std::int32_t>(IntervalReward::Latency)) {
     throw std::invalid_argument("reward code " + std::to_string(spec_.reward) + " is not one the kernel computes");
   }
   if (spec_.headroom_levels < 2) throw std::invalid_argument("headroom_levels must be >= 2");
@@ -79,20 +79,10 @@ TierStepResult TierMDP::step(const std::int64_t* levels, const TierRow& row) {
   // The requests finished during the step: the reward and ServingEnv.step_info.
   TierStepResult result;
   const OutcomeLog& log = engine_->outcome_log();
-  const RequestTable& t = engine_->requests();
-  double sum = 0.0;
-  for (std::size_t o = seen_; o < log.size(); ++o) {
-    const bool completed = log.reasons[o] == static_cast<std::uint8_t>(RejectReason::None);
-    const bool met = episode_.meets_slo(*engine_, o);
-    const Req r = log.rows[o];
-    if (spec_.reward == static_cast<std::int32_t>(TierReward::Slo)) {  // SLOReward: Σ w_tier · ±1
-      sum += tier_weight(t.tier[r]) * (met ? 1.0 : -1.0);
-    } else {  // LatencyReward: −Σ (E2E / scale if completed else 1)
-      sum += completed ? (log.finish_s[o] - t.arrival_s[r]) / spec_.e2e_scale_s : 1.0;
-    }
-    result.slo_met += completed && met ? 1 : 0;
-  }
-  result.reward = spec_.reward == static_cast<std::int32_t>(TierReward::Slo) ? sum : 0.0 - sum;  // −Σ, +0 when empty
+  const FinishedScore score = episode_.score_finished(*engine_, seen_, static_cast<IntervalReward>(spec_.reward),
+                                                      spec_.tier_weights, spec_.e2e_scale_s);
+  result.reward = score.reward;
+  result.slo_met = score.slo_met;
   result.finished = static_cast<std::int64_t>(log.size() - seen_);
   seen_ = log.size();
   result.time_s = engine_->now_s();
@@ -124,13 +114,6 @@ void TierMDP::record_interval() {
     }
   }
   outcomes_before_ = log.size();
-}
-
-double TierMDP::tier_weight(std::int64_t tier) const {
-  if (tier < 0 || static_cast<std::size_t>(tier) >= spec_.tier_weights.size()) {
-    throw std::out_of_range("tier " + std::to_string(tier) + " has no tier weight");
-  }
-  return spec_.tier_weights[static_cast<std::size_t>(tier)];
 }
 
 void TierMDP::fill(const TierRow& row) {

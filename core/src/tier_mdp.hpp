@@ -16,9 +16,6 @@
 
 namespace servegym_core {
 
-// Reward functions the kernel computes (envs.rewards.REWARDS' names): slo, latency.
-enum class TierReward : std::int32_t { Slo = 0, Latency = 1 };
-
 // What is fixed for every episode of one env configuration, given by envs/tier_vector.py.
 struct TierSpec : ObservationSpec {
   // ColumnEncoder's k and c per context position: x / (k |x| + c).
@@ -31,7 +28,7 @@ struct TierSpec : ObservationSpec {
   double control_interval_s = 1.0;      // Scenario.control_interval_s
   std::int32_t headroom_levels = 5;     // HEADROOM_LEVELS: level l sets l / (L − 1) · cap
   double headroom_cap_fraction = 0.4;   // HEADROOM_CAP_FRACTION
-  std::int32_t reward = 0;              // TierReward
+  std::int32_t reward = 0;              // IntervalReward
   std::vector<double> tier_weights;     // envs.rewards.tier_weights
   double e2e_scale_s = 10.0;            // LatencyReward.E2E_SCALE_S
 };
@@ -80,7 +77,6 @@ class TierMDP {
  private:
   void record_interval();  // TierEnv._record_interval
   void fill(const TierRow& row);
-  double tier_weight(std::int64_t tier) const;
 
   TierSpec spec_;
   Engine* engine_ = nullptr;
