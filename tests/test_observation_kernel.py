@@ -238,3 +238,22 @@ def test_slots_with_no_live_instance_give_an_empty_matrix():
         features = InstanceFeatures(3, 1, None, reasoning=False, use_kernel=use_kernel)
         matrix = features.fill(cluster, [None, 0, None])
         assert features.slots.tolist() == [] and features.slots.dtype == np.int64 and not matrix.any()
+
+
+def test_a_cache_emptied_by_evictions_keeps_its_hit_rate():
+    """``prefix_hit_rate`` is hits over lookups for every instance that has a cache, also one
+    whose entries all went (evictions under memory pressure: ``entry_blocks`` 0 after hits);
+    only an instance without a cache (counters −1) reads 0. Counters given by hand: instance 0
+    emptied after 40 GPU and 10 host hits of 100 looked-up tokens, instance 1 holding 8 of its
+    32 blocks after 30 of 60, instance 2 without a cache."""
+
+    class Counters:
+        def prefix_cache_counters(self, ids: list[int]) -> np.ndarray:
+            return np.array([[0, 100, 40, 10], [8, 60, 30, 0], [-1, -1, -1, -1]], dtype=np.int64)[ids]
+
+    features = InstanceFeatures(3, 1, None, reasoning=False, prefix_caching=True, use_kernel=False)
+    column = features.column
+    raw = np.zeros((max(column.values()) + 1, 3))
+    features._prefix_cache(Counters(), np.arange(3), raw, np.array([32.0, 32.0, 32.0]), None)
+    np.testing.assert_array_equal(raw[column["prefix_hit_rate"]], [0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(raw[column["cache_occupancy"]], [0.0, 0.25, 0.0])
