@@ -193,7 +193,7 @@ def test_a_python_completion_hook_keeps_the_numpy_path():
 
 def test_an_instance_without_a_prefix_cache_has_empty_cache_columns_beside_caching_ones():
     """Prefix-cache columns on a cluster where one instance caches and one does not: the one
-    without a cache reports occupancy and hit rate 0 (its counters are −1), the caching one its
+    without a cache, still decoding its request, reports occupancy and hit rate 0 (its counters are −1), the caching one its
     blocks over its KV capacity and its hits over its lookups; the routed request's cached
     prefix is read only with ``prefix_match`` (without it the column does not exist). The kernel
     and numpy fill the same matrix."""
@@ -204,7 +204,7 @@ def test_an_instance_without_a_prefix_cache_has_empty_cache_columns_beside_cachi
         for caching in (True, False):
             made.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024",
                                        prefix_caching=caching, block_size=16), ready_now=True)
-        made.submit([Request(i, 0.5 * i, 64, 4, block_hashes=BlockHashes(16, (1, 2, 3, 4 + i))) for i in range(4)])
+        made.submit([Request(i, 0.5 * i, 64, 400, block_hashes=BlockHashes(16, (1, 2, 3, 4 + i))) for i in range(4)])
         for i in range(3):  # requests 0 and 2 on the caching instance, 1 on the other; 3 is routed next
             decision = made.advance()
             made.dispatch(decision.seq, i % 2)
@@ -257,3 +257,81 @@ def test_a_cache_emptied_by_evictions_keeps_its_hit_rate():
     features._prefix_cache(Counters(), np.arange(3), raw, np.array([32.0, 32.0, 32.0]), None)
     np.testing.assert_array_equal(raw[column["prefix_hit_rate"]], [0.5, 0.5, 0.0])
     np.testing.assert_array_equal(raw[column["cache_occupancy"]], [0.0, 0.25, 0.0])
+
+
+def test_the_numpy_path_equals_the_kernel_under_swaps_and_overdue_answers():
+    """PASCAL's scheduler on two small KV pools (40 blocks) that preempt by swapping, reasoning
+    requests arriving every 20 ms, a 20 ms TPOT target: swapped requests and answers overdue
+    (reasoning ended over one TPOT target ago, no answer token since) fill the matrix most of
+    the run. With and without the per-request counts, and without a target (nothing is ever
+    overdue then), numpy's matrix is the kernel's every 50 ms."""
+    from simulator.request import Request
+
+    def cluster():
+        made = make_cluster({"A100-80GB": 2}, router="round_robin", track_arrays=True, backend="compiled")
+        for _ in range(2):
+            made.deploy(InstanceConfig(gpu="A100-80GB", model="Llama-3.1-8B", engine="vidur-2024", scheduler="pascal",
+                                       kv_blocks=40, block_size=16, preemption="swap"), ready_now=True)
+        rng = np.random.default_rng(3)
+        made.submit([Request(i, 0.02 * i, int(rng.integers(30, 120)), 240, reasoning_tokens=int(rng.integers(20, 200)))
+                     for i in range(60)])
+        return made
+
+    for detailed, tpot_target_s in ((True, 0.02), (False, 0.02), (True, None)):
+        kernel_cluster, numpy_cluster = cluster(), cluster()
+        kernel = InstanceFeatures(2, 1, tpot_target_s, reasoning=detailed)
+        numpy_features = InstanceFeatures(2, 1, tpot_target_s, reasoning=detailed, use_kernel=False)
+        column = kernel.column
+        swapped = overdue = 0
+        for now_s in np.arange(0.05, 4.0, 0.05).tolist():
+            kernel_cluster.advance(until_s=now_s)
+            numpy_cluster.advance(until_s=now_s)
+            matrix = kernel.fill(kernel_cluster)
+            np.testing.assert_array_equal(matrix, numpy_features.fill(numpy_cluster), err_msg=f"t={now_s}")
+            swapped += matrix[:, column["swapped"]].any()
+            overdue += matrix[:, column["answers_overdue"]].any()
+        assert kernel._kernel_filled and not numpy_features._kernel_filled
+        assert swapped > 10 and (overdue > 10 if detailed and tpot_target_s else overdue == 0)
+
+
+def test_requests_beyond_the_features_tiers_fold_into_the_last_with_several_tiers():
+    """Two tiers observed, requests of tiers 0, 1 and 2: tier_1 counts tiers 1 and 2, in the
+    kernel and in numpy alike, and the load keeps one column per observed tier."""
+    from simulator.request import Request
+
+    matrices, loads = [], []
+    for use_kernel in (True, False):
+        cluster = compiled_cluster()
+        cluster.submit([Request(request_id=i, arrival_s=0.0, prompt_tokens=100, output_tokens=50, tier=i % 3)
+                        for i in range(6)])
+        for _ in range(6):
+            decision = cluster.advance()
+            cluster.dispatch(decision.seq, 0)
+        features = InstanceFeatures(3, 2, None, reasoning=False, use_kernel=use_kernel)
+        matrices.append(features.fill(cluster).copy())
+        loads.append(features.load)
+    np.testing.assert_array_equal(matrices[0], matrices[1])
+    for load in loads:
+        assert load.tier_requests.shape == (3, 2) and load.tier_requests[0].tolist() == [2, 4] and load.beyond_tiers
+
+
+def test_features_moved_to_another_cluster_read_its_hardware():
+    """One ``InstanceFeatures`` filled from a one-instance H100 cluster, then from a one-instance
+    A100 cluster (as an env's features across resets), gives the A100's matrix that features
+    new to it give, in the kernel and in numpy."""
+
+    def cluster(gpu: str):
+        made = make_cluster({gpu: 1}, router="round_robin", track_arrays=True, backend="compiled")
+        made.deploy(InstanceConfig(gpu=gpu, model="Llama-3.1-8B", engine="vidur-2024"), ready_now=True)
+        made.submit([])
+        return made
+
+    for use_kernel in (True, False):
+        moved = InstanceFeatures(1, 1, None, reasoning=False, use_kernel=use_kernel)
+        moved.fill(cluster("H100-80GB"))
+        a100 = cluster("A100-80GB")
+        matrix = moved.fill(a100).copy()
+        assert moved._kernel_filled == use_kernel
+        np.testing.assert_array_equal(matrix, InstanceFeatures(1, 1, None, reasoning=False).fill(a100))
+        h100 = InstanceFeatures(1, 1, None, reasoning=False).fill(cluster("H100-80GB"))
+        assert matrix[0, moved.column["gpu_tflops"]] < h100[0, moved.column["gpu_tflops"]]
