@@ -335,3 +335,15 @@ def test_features_moved_to_another_cluster_read_its_hardware():
         np.testing.assert_array_equal(matrix, InstanceFeatures(1, 1, None, reasoning=False).fill(a100))
         h100 = InstanceFeatures(1, 1, None, reasoning=False).fill(cluster("H100-80GB"))
         assert matrix[0, moved.column["gpu_tflops"]] < h100[0, moved.column["gpu_tflops"]]
+
+
+def test_the_live_slots_are_read_only_after_either_fill():
+    """``InstanceFeatures.slots`` is the fill's own array, documented read-only: writing to it raises."""
+    for use_kernel in (True, False):
+        cluster = compiled_cluster()
+        cluster.submit([])
+        features = InstanceFeatures(3, 1, None, reasoning=False, use_kernel=use_kernel)
+        features.fill(cluster, [2, None, 0])
+        assert features.slots.tolist() == [0, 2]
+        with pytest.raises(ValueError, match="read-only"):
+            features.slots[0] = 1
