@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import envs
-from envs.observation import InstanceFeatures, InstanceLoad
+from envs.observation import InstanceFeatures, InstanceLoad, instance_fields
 from envs.random_policy import random_masked_action
 from simulator.backends import make_cluster
 from simulator.instance import InstanceConfig
@@ -347,3 +347,38 @@ def test_the_live_slots_are_read_only_after_either_fill():
         assert features.slots.tolist() == [0, 2]
         with pytest.raises(ValueError, match="read-only"):
             features.slots[0] = 1
+
+
+def test_static_features_are_each_instances_role_and_hardware_by_hand():
+    """Role flags and the hardware of all the instance's GPUs, by hand: an aggregated H100 at
+    TP 2, a prefill-only A100 and a decode-only A100 at TP 4 (TFLOP/s, GB/s and USD/h are the
+    GPU's times its count); the matrix's role columns say the same."""
+    from hardware.gpus import get_gpu
+    from simulator.instance import Role
+
+    cluster = make_cluster({"H100-80GB": 2, "A100-80GB": 5}, router=None, track_arrays=True, backend="compiled")
+    configs = [("H100-80GB", 2, Role.AGGREGATED), ("A100-80GB", 1, Role.PREFILL), ("A100-80GB", 4, Role.DECODE)]
+    for gpu, tp, role in configs:
+        cluster.deploy(InstanceConfig(gpu=gpu, model="Llama-3.1-8B", engine="vidur-2024", tp=tp, role=role),
+                       ready_now=True)
+    cluster.submit([])
+    features = InstanceFeatures(3, 1, None, reasoning=False)
+    matrix = features.fill(cluster)
+    expected = np.array([[role == Role.AGGREGATED, role == Role.PREFILL, role == Role.DECODE,
+                          get_gpu(gpu).fp16_tflops * tp, get_gpu(gpu).mem_bandwidth_gbps * tp,
+                          get_gpu(gpu).price_per_hour_usd * tp] for gpu, tp, role in configs], dtype=float).T
+    np.testing.assert_array_equal(features.static_features, expected)
+    roles = [features.column[name] for name in ("role_aggregated", "role_prefill", "role_decode")]
+    np.testing.assert_array_equal(matrix[:, roles], np.eye(3, dtype=np.float32))
+
+
+def test_feature_defaults():
+    """Before any fill there is no load; by default no prefix-cache columns, PASCAL's 500-token
+    token quantum (PASCAL §V's setup), and per-request counts only with reasoning or more than one tier."""
+    features = InstanceFeatures(2, 1, None, reasoning=False)
+    assert features.load is None and features.fresh_quantum_tokens == 500
+    assert "cache_occupancy" not in features.column and "prefix_match_tokens" not in features.column
+    assert tuple(field.name for field in instance_fields(1)) == features.names
+    assert not features.per_request_detail
+    assert InstanceFeatures(2, 2, None, reasoning=False).per_request_detail
+    assert InstanceFeatures(2, 1, None, reasoning=True).per_request_detail
