@@ -373,10 +373,11 @@ def test_static_features_are_each_instances_role_and_hardware_by_hand():
 
 
 def test_feature_defaults():
-    """Before any fill there is no load; by default no prefix-cache columns, PASCAL's 500-token
+    """Before any fill there is no load, no live slot and no static feature; by default no prefix-cache columns, PASCAL's 500-token
     token quantum (PASCAL §V's setup), and per-request counts only with reasoning or more than one tier."""
     features = InstanceFeatures(2, 1, None, reasoning=False)
     assert features.load is None and features.fresh_quantum_tokens == 500
+    assert features.slots.dtype == np.int64 and features.slots.shape == (0,) and features.static_features.shape == (6, 0)
     assert "cache_occupancy" not in features.column and "prefix_match_tokens" not in features.column
     assert tuple(field.name for field in instance_fields(1)) == features.names
     assert not features.per_request_detail
