@@ -380,6 +380,9 @@ def test_feature_defaults():
     assert features.slots.dtype == np.int64 and features.slots.shape == (0,) and features.static_features.shape == (6, 0)
     assert "cache_occupancy" not in features.column and "prefix_match_tokens" not in features.column
     assert tuple(field.name for field in instance_fields(1)) == features.names
+    caching = InstanceFeatures(2, 1, None, reasoning=False, prefix_caching=True)  # the routed request's prefix: only asked
+    assert "cache_occupancy" in caching.column and "prefix_match_tokens" not in caching.column
+    assert tuple(field.name for field in instance_fields(1, prefix_caching=True)) == caching.names
     assert not features.per_request_detail
     assert InstanceFeatures(2, 2, None, reasoning=False).per_request_detail
     assert InstanceFeatures(2, 1, None, reasoning=True).per_request_detail
