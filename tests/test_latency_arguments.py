@@ -8,6 +8,10 @@ weight dtypes."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
+import numpy as np
 import pytest
 
 from hardware.gpus import get_gpu
@@ -112,3 +116,25 @@ def test_kv_capacity_refuses_weights_over_the_utilisation_and_no_room_for_activa
     with pytest.raises(ValueError, match=r"^Llama-2-7B on A100-80GB \(tp=1, pp=1, fp16\) leaves no memory for KV "
                                          r"cache after weights and activations \(-.* bytes\)$"):
         kv_capacity_tokens("A100-80GB", "Llama-2-7B", memory_utilization=weights_fraction + 1e-4)
+
+
+def test_numpy_integers_are_checked_like_python_ones_up_to_the_largest_count():
+    """numpy integers take the full check: the bounds (1 and 2**40 tokens) are taken, 2**40 + 1
+    is refused naming the limit."""
+    assert kv_transfer_time_s("Llama-2-7B", np.int64(1), 50.0) == kv_transfer_time_s("Llama-2-7B", 1, 50.0)
+    assert kv_transfer_time_s("Llama-2-7B", np.int64(2**40), 50.0) == kv_transfer_time_s("Llama-2-7B", 2**40, 50.0)
+    for too_many in (2**40 + 1, np.int64(2**40 + 1)):
+        with pytest.raises(ValueError, match=rf"^tokens={re.escape(repr(too_many))} exceeds the largest count the "
+                                             r"latency model takes, 2\*\*40$"):
+            kv_transfer_time_s("Llama-2-7B", too_many, 50.0)
+
+
+def test_shared_experts_widen_the_activation_reserve():
+    """A DeepSeek-shaped MoE (8 routed + 1 shared expert of 2,048) whose dense MLP is narrower
+    than a token's experts: the reserve counts all nine experts' width."""
+    deepseek = get_model("DeepSeek-R1-671B")
+    narrow = dataclasses.replace(deepseek, intermediate_size=1024)
+    width = (narrow.experts_per_token + narrow.num_shared_experts) * narrow.moe_intermediate_size
+    assert width == 9 * 2048
+    assert activation_reserve_bytes(narrow, tp=8) == ACTIVATION_RESERVE_TOKENS * (narrow.hidden_size + 3 * width / 8) * (
+        ACTIVATION_BYTES)
