@@ -138,3 +138,21 @@ def test_shared_experts_widen_the_activation_reserve():
     assert width == 9 * 2048
     assert activation_reserve_bytes(narrow, tp=8) == ACTIVATION_RESERVE_TOKENS * (narrow.hidden_size + 3 * width / 8) * (
         ACTIVATION_BYTES)
+
+
+def test_model_construction_defaults_and_weights():
+    """One GPU by default; the weights held are the dtype's (fp8: one byte per linear weight);
+    an unknown dtype is refused naming the known ones; a numpy batch size gives the int's
+    coefficients; a model spec or its name give the same KV transfer."""
+    from hardware.latency import IterationLatencyModel
+    from hardware.models import WEIGHT_DTYPES
+
+    model = IterationLatencyModel("A100-80GB", "Llama-2-7B")
+    assert (model.tp, model.pp, model.dtype) == (1, 1, "fp16")
+    fp8 = IterationLatencyModel("A100-80GB", "Llama-2-7B", dtype="fp8")
+    assert fp8.weights_per_gpu_bytes == weights_per_gpu_bytes(get_model("Llama-2-7B"), 1, 1, "fp8") < (
+        model.weights_per_gpu_bytes)
+    with pytest.raises(ValueError, match=f"^unknown weight dtype 'int8'; known: {', '.join(WEIGHT_DTYPES)}$"):
+        IterationLatencyModel("A100-80GB", "Llama-2-7B", dtype="int8")
+    assert MODEL.decode_coefficients(np.int64(4)) == MODEL.decode_coefficients(4)
+    assert kv_transfer_time_s(get_model("Llama-2-7B"), 100, 50.0) == kv_transfer_time_s("Llama-2-7B", 100, 50.0)
