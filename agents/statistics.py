@@ -146,12 +146,13 @@ def probability_of_improvement(x: Sequence[Sequence[float]] | np.ndarray, y: Seq
     return Interval(float(point["poi"][0]), float(interval["poi"][0, 0]), float(interval["poi"][1, 0]), runs, tasks)
 
 
-def plot_performance_profile(scores_by_policy: Mapping[str, np.ndarray], path: Path, metric: str,
-                             higher_is_better: bool = True, reps: int = BOOTSTRAP_REPS,
-                             seed: int = BOOTSTRAP_SEED) -> None:
+def performance_profile(scores_by_policy: Mapping[str, np.ndarray], metric: str, higher_is_better: bool = True,
+                        reps: int = BOOTSTRAP_REPS, seed: int = BOOTSTRAP_SEED,
+                        ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Performance profile (Agarwal et al. §4.2, ``rliable.library.create_performance_profile``):
-    per policy, the fraction of its episodes (training x evaluation seeds) scoring better than
-    tau (above tau, or below it when lower is better), with 95% stratified-bootstrap bands."""
+    ``PROFILE_POINTS`` thresholds tau from the lowest to the highest score, and per policy the
+    fraction of its episodes (training x evaluation seeds) scoring better than each tau (above
+    it, or below it when lower is better) with its 95% stratified-bootstrap band (2 x taus)."""
     matrices = {name: _finite_tasks(score_matrix(scores)) for name, scores in scores_by_policy.items()}
     matrices = {name: matrix for name, matrix in matrices.items() if matrix.shape[1]}
     if not matrices:
@@ -163,10 +164,18 @@ def plot_performance_profile(scores_by_policy: Mapping[str, np.ndarray], path: P
         profiles, bands = rly.create_performance_profile(
             matrices, taus, custom_profile_func=lambda s, t: better(s.reshape(-1, 1), t).mean(axis=0),
             task_bootstrap=True, reps=reps, confidence_interval_size=CONFIDENCE)
+    return taus, profiles, bands
+
+
+def plot_performance_profile(scores_by_policy: Mapping[str, np.ndarray], path: Path, metric: str,
+                             higher_is_better: bool = True, reps: int = BOOTSTRAP_REPS,
+                             seed: int = BOOTSTRAP_SEED) -> None:
+    """``performance_profile``'s curves and bands, one colour per policy, saved to ``path``."""
+    taus, profiles, bands = performance_profile(scores_by_policy, metric, higher_is_better, reps, seed)
     figure = Figure(figsize=(9.0, 4.8), layout="constrained")
     axes = figure.add_subplot()
-    palette = matplotlib.colormaps["tab10" if len(matrices) <= 10 else "tab20"].colors
-    colors = {name: palette[index % len(palette)] for index, name in enumerate(matrices)}
+    palette = matplotlib.colormaps["tab10" if len(profiles) <= 10 else "tab20"].colors
+    colors = {name: palette[index % len(palette)] for index, name in enumerate(profiles)}
     plot_utils.plot_performance_profiles(
         profiles, taus, performance_profile_cis=bands, ax=axes, colors=colors,
         xlabel=f"{metric} (tau)", ylabel=f"fraction of episodes with {metric} {'>' if higher_is_better else '<'} tau",

@@ -11,12 +11,15 @@ import pytest
 from rliable import metrics as rly_metrics
 
 from agents.statistics import (
+    BOOTSTRAP_SEED,
+    PROFILE_POINTS,
     Interval,
     improvement_probability,
     iqm,
     iqm_by_metric,
     iqm_of_each_metric,
     iqm_value,
+    performance_profile,
     plot_performance_profile,
     probability_of_improvement,
     score_matrix,
@@ -101,6 +104,29 @@ def test_performance_profile_is_a_png(tmp_path):
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
     with pytest.raises(ValueError, match="no policy has a slo_attainment score"):
         plot_performance_profile({"a": np.array([[math.nan]])}, tmp_path / "x.png", "slo_attainment")
+
+
+def test_performance_profile_by_hand():
+    """Thresholds from the lowest to the highest score; each policy's curve is the fraction of its
+    episodes above tau (below it when lower is better), by hand; its band brackets it, is the
+    same for the same seed and differs for another seed or replicate count. A policy without a
+    finite score is left out; a NaN seed column is dropped."""
+    scores = {"agent": np.array([[0.9, 0.8, math.nan], [0.7, 0.6, 0.5]]), "heuristic": np.array([[0.5, 0.6]]),
+              "nothing": np.array([[math.nan]])}
+    taus, profiles, bands = performance_profile(scores, "slo_attainment", reps=50)
+    assert taus.shape == (PROFILE_POINTS,) and (taus[0], taus[-1]) == (0.5, 0.9)
+    assert list(profiles) == list(bands) == ["agent", "heuristic"]
+    agent, heuristic = np.array([0.9, 0.8, 0.7, 0.6]), np.array([0.5, 0.6])
+    for name, episodes in (("agent", agent), ("heuristic", heuristic)):
+        np.testing.assert_array_equal(profiles[name], (episodes[:, None] > taus).mean(axis=0))
+        assert bands[name].shape == (2, PROFILE_POINTS) and np.all(bands[name][0] <= bands[name][1])
+    _, lower_profiles, _ = performance_profile(scores, "ttft_p99_s", higher_is_better=False, reps=50)
+    np.testing.assert_array_equal(lower_profiles["agent"], (agent[:, None] < taus).mean(axis=0))
+    again = performance_profile(scores, "slo_attainment", reps=50)[2]
+    assert all(np.array_equal(bands[name], again[name]) for name in bands)
+    for other in (performance_profile(scores, "slo_attainment", reps=50, seed=BOOTSTRAP_SEED + 1)[2],
+                  performance_profile(scores, "slo_attainment", reps=7)[2]):
+        assert not np.array_equal(bands["agent"], other["agent"])
 
 
 def test_interval_prints_value_and_bounds():
