@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from rliable import library as rly_library
 from rliable import metrics as rly_metrics
 
 from agents.statistics import (
@@ -97,8 +98,16 @@ def test_bad_score_matrices_are_rejected():
 
 def test_performance_profile_is_a_png(tmp_path):
     scores = {"agent": np.array([[0.9, 0.8], [0.7, 0.6]]), "heuristic": np.array([[0.5, 0.6]])}
-    plot_performance_profile(scores, tmp_path / "profile.png", "slo_attainment", reps=50)
-    plot_performance_profile(scores, tmp_path / "latency.png", "ttft_p99_s", higher_is_better=False, reps=50)
+    drawn = {"profile.png": plot_performance_profile(scores, tmp_path / "profile.png", "slo_attainment"),
+             "latency.png": plot_performance_profile(scores, tmp_path / "latency.png", "ttft_p99_s",
+                                                     higher_is_better=False, reps=50, seed=3)}
+    expected = {"profile.png": performance_profile(scores, "slo_attainment"),
+                "latency.png": performance_profile(scores, "ttft_p99_s", higher_is_better=False, reps=50, seed=3)}
+    for name, (taus, profiles, bands) in drawn.items():  # it draws what performance_profile answers
+        np.testing.assert_array_equal(taus, expected[name][0])
+        for policy in scores:
+            np.testing.assert_array_equal(profiles[policy], expected[name][1][policy])
+            np.testing.assert_array_equal(bands[policy], expected[name][2][policy])
     for name in ("profile.png", "latency.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
@@ -127,6 +136,14 @@ def test_performance_profile_by_hand():
     for other in (performance_profile(scores, "slo_attainment", reps=50, seed=BOOTSTRAP_SEED + 1)[2],
                   performance_profile(scores, "slo_attainment", reps=7)[2]):
         assert not np.array_equal(bands["agent"], other["agent"])
+    state = np.random.get_state()
+    np.random.seed(BOOTSTRAP_SEED)  # the docstring's call: rliable's stratified bootstrap, a 95 % interval
+    _, reference = rly_library.create_performance_profile(
+        {"agent": agent.reshape(2, 2), "heuristic": heuristic.reshape(1, 2)}, taus,
+        custom_profile_func=lambda s, t: (s.reshape(-1, 1) > t).mean(axis=0), task_bootstrap=True, reps=50,
+        confidence_interval_size=0.95)
+    np.random.set_state(state)
+    assert all(np.array_equal(bands[name], reference[name]) for name in bands)
 
 
 def test_interval_prints_value_and_bounds():
