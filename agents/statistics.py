@@ -169,9 +169,9 @@ def performance_profile(scores_by_policy: Mapping[str, np.ndarray], metric: str,
 
 def plot_performance_profile(scores_by_policy: Mapping[str, np.ndarray], path: Path, metric: str,
                              higher_is_better: bool = True, reps: int = BOOTSTRAP_REPS,
-                             seed: int = BOOTSTRAP_SEED) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+                             seed: int = BOOTSTRAP_SEED) -> Figure:
     """``performance_profile``'s curves and bands, one colour per policy, saved to ``path``;
-    returns what it drew (``performance_profile``'s answer)."""
+    returns the figure."""
     taus, profiles, bands = performance_profile(scores_by_policy, metric, higher_is_better, reps, seed)
     figure = Figure(figsize=(9.0, 4.8), layout="constrained")
     axes = figure.add_subplot()
@@ -185,7 +185,7 @@ def plot_performance_profile(scores_by_policy: Mapping[str, np.ndarray], path: P
                    f"bands: {CONFIDENCE:.0%} interval)", fontsize="medium")
     axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.savefig(path, dpi=120)
-    return taus, profiles, bands
+    return figure
 
 
 def _finite_tasks(matrix: np.ndarray) -> np.ndarray:

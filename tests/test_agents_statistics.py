@@ -103,11 +103,16 @@ def test_performance_profile_is_a_png(tmp_path):
                                                      higher_is_better=False, reps=50, seed=3)}
     expected = {"profile.png": performance_profile(scores, "slo_attainment"),
                 "latency.png": performance_profile(scores, "ttft_p99_s", higher_is_better=False, reps=50, seed=3)}
-    for name, (taus, profiles, bands) in drawn.items():  # it draws what performance_profile answers
-        np.testing.assert_array_equal(taus, expected[name][0])
-        for policy in scores:
-            np.testing.assert_array_equal(profiles[policy], expected[name][1][policy])
-            np.testing.assert_array_equal(bands[policy], expected[name][2][policy])
+    for name, figure in drawn.items():  # one curve and one band per policy: performance_profile's answer
+        (axes,) = figure.axes
+        taus, profiles, bands = expected[name]
+        assert [line.get_label() for line in axes.lines] == list(scores)
+        for line, policy in zip(axes.lines, scores, strict=True):
+            np.testing.assert_array_equal(line.get_xdata(), taus)
+            np.testing.assert_array_equal(line.get_ydata(), profiles[policy])
+        for band, policy in zip(axes.collections, scores, strict=True):
+            outline = band.get_paths()[0].vertices[:, 1]
+            assert outline.min() == bands[policy][0].min() and outline.max() == bands[policy][1].max()
     for name in ("profile.png", "latency.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
