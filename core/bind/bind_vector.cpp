@@ -63,7 +63,8 @@ void bind_vector(nb::module_& m) {
       .def_rw("held_gpus", &N::held_gpus)
       .def_rw("held_usd_per_gpu_s", &N::held_usd_per_gpu_s)
       .def_rw("cost_closed_usd", &N::cost_closed_usd)
-      .def_rw("cost_rate_usd_per_s", &N::cost_rate_usd_per_s);
+      .def_rw("cost_rate_usd_per_s", &N::cost_rate_usd_per_s)
+      .def_rw("submitted", &N::submitted);
 
   using E = RoutingEpisode;
   nb::class_<E, N>(m, "RoutingEpisode", "One Routing-v0 episode's numbers that live in Python (envs.vector).")
@@ -139,7 +140,6 @@ void bind_vector(nb::module_& m) {
       .def_rw("headroom_fractions", &TE::headroom_fractions)
       .def_rw("interval_stats", &TE::interval_stats)
       .def_rw("next_control_s", &TE::next_control_s)
-      .def_rw("submitted", &TE::submitted)
       .def_rw("arrived_before", &TE::arrived_before)
       .def_rw("outcomes_before", &TE::outcomes_before)
       .def_rw("seen", &TE::seen);
@@ -208,7 +208,6 @@ void bind_vector(nb::module_& m) {
       .def(nb::init<>())
       .def_rw("model_codes", &ME::model_codes)
       .def_rw("next_tick_s", &ME::next_tick_s)
-      .def_rw("submitted", &ME::submitted)
       .def_rw("seen", &ME::seen);
 
   using MV = MigrationVectorEngine;

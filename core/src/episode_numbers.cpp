@@ -52,13 +52,13 @@ bool EpisodeNumbers::meets_slo(const Engine& engine, std::size_t o) const {
   return true;
 }
 
-FinishedScore EpisodeNumbers::score_finished(const Engine& engine, std::size_t first, IntervalReward reward,
-                                             const std::vector<double>& tier_weights, double e2e_scale_s) const {
+IntervalStepResult EpisodeNumbers::close_interval(const Engine& engine, std::size_t& seen, IntervalReward reward,
+                                                  const std::vector<double>& tier_weights, double e2e_scale_s) const {
   const OutcomeLog& log = engine.outcome_log();
   const RequestTable& t = engine.requests();
-  FinishedScore score;
+  IntervalStepResult result;
   double sum = 0.0;
-  for (std::size_t o = first; o < log.size(); ++o) {
+  for (std::size_t o = seen; o < log.size(); ++o) {
     const bool completed = log.reasons[o] == static_cast<std::uint8_t>(RejectReason::None);
     const bool met = meets_slo(engine, o);
     const Req r = log.rows[o];
@@ -67,10 +67,15 @@ FinishedScore EpisodeNumbers::score_finished(const Engine& engine, std::size_t f
     } else {  // LatencyReward: −Σ (E2E / scale if completed else 1)
       sum += completed ? (log.finish_s[o] - t.arrival_s[r]) / e2e_scale_s : 1.0;
     }
-    score.slo_met += completed && met ? 1 : 0;
+    result.slo_met += completed && met ? 1 : 0;
   }
-  score.reward = reward == IntervalReward::Slo ? sum : 0.0 - sum;  // −Σ, +0 when empty
-  return score;
+  result.reward = reward == IntervalReward::Slo ? sum : 0.0 - sum;  // −Σ, +0 when empty
+  result.finished = static_cast<std::int64_t>(log.size() - seen);
+  seen = log.size();
+  result.time_s = engine.now_s();
+  result.cost_usd = cost_usd(engine.now_s());
+  result.done = static_cast<std::int64_t>(log.size()) == submitted;
+  return result;
 }
 
 double EpisodeNumbers::cost_usd(double now_s) const {

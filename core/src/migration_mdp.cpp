@@ -115,18 +115,10 @@ MigrationStepResult MigrationMDP::step(std::int64_t source, std::int64_t destina
     throw std::logic_error("the engine stopped for a decision or a Python callback: not a Migration-v0 interval");
   }
   // The requests finished during the step: the reward and ServingEnv.step_info.
-  MigrationStepResult result;
-  const OutcomeLog& log = engine_->outcome_log();
-  const FinishedScore score = episode_.score_finished(*engine_, seen_, static_cast<IntervalReward>(spec_.reward),
-                                                      spec_.tier_weights, spec_.e2e_scale_s);
-  result.reward = valid ? score.reward : score.reward - spec_.invalid_action_penalty;
-  result.slo_met = score.slo_met;
+  MigrationStepResult result{episode_.close_interval(*engine_, seen_, static_cast<IntervalReward>(spec_.reward),
+                                                     spec_.tier_weights, spec_.e2e_scale_s)};
+  if (!valid) result.reward -= spec_.invalid_action_penalty;
   result.invalid_action = !valid;
-  result.finished = static_cast<std::int64_t>(log.size() - seen_);
-  seen_ = log.size();
-  result.time_s = engine_->now_s();
-  result.cost_usd = episode_.cost_usd(engine_->now_s());
-  result.done = static_cast<std::int64_t>(log.size()) == episode_.submitted;
   over_ = result.done;
   fill(row);
   return result;

@@ -41,7 +41,6 @@ struct MigrationSpec : ObservationSpec {
 struct MigrationEpisode : EpisodeNumbers {
   std::vector<std::int32_t> model_codes;  // MigrationEnv._model_codes(): per instance, equal codes: one model
   double next_tick_s = 0.0;               // MigrationEnv._next_tick_s
-  std::int64_t submitted = 0;             // requests submitted (Cluster.pending_requests + outcomes)
   std::int64_t seen = 0;                  // ServingEnv._seen: outcomes the reward has seen
 };
 
@@ -53,14 +52,8 @@ struct MigrationRow {
 };
 
 // The step's scalars (ServingEnv.step's reward and info).
-struct MigrationStepResult {
-  double reward = 0.0;
-  bool done = false;
+struct MigrationStepResult : IntervalStepResult {
   bool invalid_action = false;
-  std::int64_t finished = 0;
-  std::int64_t slo_met = 0;
-  double time_s = 0.0;
-  double cost_usd = 0.0;
 };
 
 class MigrationMDP {

@@ -77,17 +77,8 @@ TierStepResult TierMDP::step(const std::int64_t* levels, const TierRow& row) {
   next_control_s_ += spec_.control_interval_s;
   record_interval();
   // The requests finished during the step: the reward and ServingEnv.step_info.
-  TierStepResult result;
-  const OutcomeLog& log = engine_->outcome_log();
-  const FinishedScore score = episode_.score_finished(*engine_, seen_, static_cast<IntervalReward>(spec_.reward),
-                                                      spec_.tier_weights, spec_.e2e_scale_s);
-  result.reward = score.reward;
-  result.slo_met = score.slo_met;
-  result.finished = static_cast<std::int64_t>(log.size() - seen_);
-  seen_ = log.size();
-  result.time_s = engine_->now_s();
-  result.cost_usd = episode_.cost_usd(engine_->now_s());
-  result.done = static_cast<std::int64_t>(log.size()) == episode_.submitted;
+  const TierStepResult result = episode_.close_interval(*engine_, seen_, static_cast<IntervalReward>(spec_.reward),
+                                                       spec_.tier_weights, spec_.e2e_scale_s);
   over_ = result.done;
   fill(row);
   return result;

@@ -40,7 +40,6 @@ struct TierEpisode : EpisodeNumbers {
   // completed, Σ TTFT of the completed.
   std::vector<double> interval_stats;
   double next_control_s = 0.0;         // TierEnv._next_control_s
-  std::int64_t submitted = 0;          // requests submitted (Cluster.pending_requests + outcomes)
   std::int64_t arrived_before = 0;     // TierEnv._arrived_before
   std::int64_t outcomes_before = 0;    // TierEnv._outcomes_before
   std::int64_t seen = 0;               // ServingEnv._seen: outcomes the reward has seen
@@ -54,14 +53,7 @@ struct TierRow {
 };
 
 // The step's scalars (ServingEnv.step's reward and info).
-struct TierStepResult {
-  double reward = 0.0;
-  bool done = false;
-  std::int64_t finished = 0;
-  std::int64_t slo_met = 0;
-  double time_s = 0.0;
-  double cost_usd = 0.0;
-};
+using TierStepResult = IntervalStepResult;
 
 class TierMDP {
  public:
