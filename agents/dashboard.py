@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from agents.interval_plot import policy_colors
-from simulator.metrics import flat_metrics, summarize, summarize_by
+from simulator.metrics import flat_metrics, slo_attainment_by_tier, summarize
 from simulator.metrics.prefix_cache import INSTANCE_SUFFIX
 from simulator.outcome import RequestOutcome
 
@@ -103,11 +103,10 @@ def serving_scalars(metrics: Mapping[str, float], prefix: str = "serving/") -> d
     return {prefix + k: float(metrics[k]) for k in metric_names(metrics) if not math.isnan(metrics[k])}
 
 
-def tier_slo_attainment(outcomes: Sequence[RequestOutcome], duration_s: float) -> dict[str, float]:
+def tier_slo_attainment(outcomes: Sequence[RequestOutcome]) -> dict[str, float]:
     """``{slo_attainment_tier<k>: attainment}`` for each tier with arrivals, via
-    ``simulator.metrics.summarize_by(outcomes, "tier")``."""
-    by_tier = summarize_by(outcomes, "tier", duration_s=duration_s)
-    return {tier_metric(tier): summary.slo_attainment for tier, summary in sorted(by_tier.items())}
+    ``simulator.metrics.slo_attainment_by_tier`` (``summarize_by(outcomes, "tier")``'s attainments)."""
+    return {tier_metric(tier): attainment for tier, attainment in sorted(slo_attainment_by_tier(outcomes).items())}
 
 
 def training_layout(metrics: Sequence[str], with_evaluation: bool) -> dict[str, dict[str, list]]:

@@ -114,7 +114,7 @@ class EpisodeTierMetrics(gym.Wrapper):
     def step(self, action: Any):
         observation, reward, terminated, truncated, info = self.env.step(action)
         if "episode_metrics" in info:
-            tiers = tier_slo_attainment(info["episode_outcomes"], info["episode_metrics"]["duration_s"])
+            tiers = tier_slo_attainment(info["episode_outcomes"])
             info = {**info, "episode_metrics": {**info["episode_metrics"], **tiers}}
         return observation, reward, terminated, truncated, info
 

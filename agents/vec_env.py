@@ -60,7 +60,9 @@ class NativeVecEnv(VecEnv):
         pool.step(actions)
         dones = pool.done.astype(bool)
         rewards = pool.reward.copy()
-        infos = [pool.step_info(i) | {"TimeLimit.truncated": done} for i, done in enumerate(dones.tolist())]
+        infos = pool.step_infos()
+        for info, done in zip(infos, dones.tolist()):
+            info["TimeLimit.truncated"] = done
         for i in np.flatnonzero(dones).tolist():
             infos[i] |= pool.end_episode(i)
             infos[i]["terminal_observation"] = pool.observation(i)
@@ -103,11 +105,11 @@ class VecEpisodeMonitor(VecEnvWrapper):
     """SB3's ``Monitor`` for each env of a ``NativeVecEnv``, as ``agents.train`` wraps single envs:
     env i's finished episodes (return, length, time since ``t_starts[i]``) go to ``filenames[i]``
     (a CSV ``stable_baselines3.common.monitor.load_results`` reads) and to its info's ``episode``;
-    ``tier_metrics(outcomes, duration_s)`` adds to ``episode_metrics`` first (the per-tier SLO
+    ``tier_metrics(outcomes)`` adds to ``episode_metrics`` first (the per-tier SLO
     attainment of ``agents.train.EpisodeTierMetrics``)."""
 
     def __init__(self, venv: VecEnv, filenames: Sequence[str], t_starts: Sequence[float | None], env_id: str,
-                 tier_metrics: Callable[[Any, float], dict[str, float]]) -> None:
+                 tier_metrics: Callable[[Any], dict[str, float]]) -> None:
         super().__init__(venv)
         now = time.time()
         self.t_starts = [now if t is None else t for t in t_starts]
@@ -127,7 +129,7 @@ class VecEpisodeMonitor(VecEnvWrapper):
             if dones[i]:
                 info = infos[i]
                 metrics = info["episode_metrics"]
-                info["episode_metrics"] = {**metrics, **self.tier_metrics(info["episode_outcomes"], metrics["duration_s"])}
+                info["episode_metrics"] = {**metrics, **self.tier_metrics(info["episode_outcomes"])}
                 episode = {"r": round(sum(self.rewards[i]), 6), "l": len(self.rewards[i]),
                            "t": round(time.time() - self.t_starts[i], 6)}
                 self.writers[i].write_row(episode)

@@ -4,6 +4,7 @@ observation dictionary and its schema, action masking with fallback, rewards and
 from __future__ import annotations
 
 import bisect
+from operator import attrgetter
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -11,7 +12,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.action_space import action_in_space
-from envs.episode_outcomes import EpisodeOutcomes
+from envs.episode_outcomes import episode_outcomes
 from envs.frame import cluster_frame
 from envs.observation import InstanceFeatures, instance_fields
 from envs.presets import make_scenario
@@ -183,7 +184,7 @@ class ServingEnv(gym.Env):
         self.state_changed()
         self.cluster = self.scenario.build_cluster(**self.cluster_options(), track_arrays=True, backend=self.backend)
         self.cluster.submit(requests)
-        self._arrival_times_s = [request.arrival_s for request in self.cluster.submitted_requests]
+        self._arrival_times_s = list(map(attrgetter("arrival_s"), self.cluster.submitted_requests))
         self._seen = 0
         self._episode_over = False
         self.reward_fn.reset(self.cluster)
@@ -219,7 +220,7 @@ class ServingEnv(gym.Env):
         info["invalid_action"] = not valid
         if done:
             info["episode_metrics"] = self.episode_metrics()
-            info["episode_outcomes"] = EpisodeOutcomes(self.cluster.outcomes)
+            info["episode_outcomes"] = episode_outcomes(self.cluster.outcomes)
             self._episode_over = True
         terminated = False
         return self.observation(), float(reward), terminated, done, info

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from simulator.metrics.columns import LazyOutcomes
+from simulator.outcome import RequestOutcome
 
 
 class EpisodeOutcomes(tuple):
@@ -17,3 +21,11 @@ class EpisodeOutcomes(tuple):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> EpisodeOutcomes:
         return self
+
+
+def episode_outcomes(outcomes: Sequence[RequestOutcome]) -> Sequence[RequestOutcome]:
+    """What ``info["episode_outcomes"]`` carries for a cluster's ``outcomes`` at an episode's end:
+    ``LazyOutcomes`` as they are (a native vector env's; their objects built when first read),
+    any other sequence as ``EpisodeOutcomes``. Both compare equal to the same outcomes and are
+    shared, not copied, by a deep copy."""
+    return outcomes if isinstance(outcomes, LazyOutcomes) else EpisodeOutcomes(outcomes)

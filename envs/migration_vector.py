@@ -119,11 +119,5 @@ class MigrationPool(NativePool):
                                         "migrations_done": core.migrations_done,
                                         "migrations_aborted": core.migrations_aborted}
 
-    def step_info(self, i: int) -> dict[str, Any]:
-        core = self.core
-        return super().step_info(i) | {"migrations_started": int(core.migrations_started[i]),
-                                       "migrations_done": int(core.migrations_done[i]),
-                                       "migrations_aborted": int(core.migrations_aborted[i])}
-
     def end_env(self, i: int) -> None:
         self.envs[i]._in_flight = {}

@@ -10,7 +10,6 @@ masks), and at each episode's end.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import gymnasium as gym
@@ -18,7 +17,7 @@ import numpy as np
 from servegym_core import _core
 
 from envs.base import ServingEnv
-from envs.episode_outcomes import EpisodeOutcomes
+from envs.episode_outcomes import episode_outcomes
 from envs.scenario import Scenario
 from simulator.compiled import CompiledCluster
 
@@ -64,10 +63,10 @@ def fill_episode_numbers(env: ServingEnv, episode: Any) -> Any:
     if env.slot_instance_ids() != list(range(len(cluster.instances))):
         raise not_covered("instance slots other than the instances in deployment order")
     episode.static_features = env.features.static_features.T.ravel().tolist()
-    episode.arrival_s = [float(t) for t in env._arrival_times_s]
-    slos = [request.slo for request in cluster._row_requests]
-    for name in ("ttft_s", "ttfat_s", "e2e_s", "tbt_s"):
-        setattr(episode, f"slo_{name}", [math.nan if getattr(s, name) is None else float(getattr(s, name)) for s in slos])
+    episode.arrival_s = list(map(float, env._arrival_times_s))
+    targets = cluster.row_slo_targets()
+    for column, name in enumerate(("ttft_s", "tbt_s", "ttfat_s", "e2e_s")):
+        setattr(episode, f"slo_{name}", targets[:, column].tolist())
     held = list(cluster._held.values())
     episode.held_since_s = [float(since_s) for since_s, _, _ in held]
     episode.held_gpus = [int(gpus) for _, gpus, _ in held]
@@ -149,10 +148,15 @@ class NativePool:
         """Whether each env's last action was masked out (booleans)."""
         raise NotImplementedError
 
+    def step_infos(self) -> list[dict[str, Any]]:
+        """``ServingEnv.step``'s info of every env's last step: ``info_arrays`` row by row, as
+        Python numbers (and lists)."""
+        arrays = self.info_arrays()
+        return [dict(zip(arrays, row)) for row in zip(*(values.tolist() for values in arrays.values()))]
+
     def step_info(self, i: int) -> dict[str, Any]:
         """``ServingEnv.step``'s info of env i's last step."""
-        return {"time_s": float(self.time_s[i]), "finished": int(self.finished[i]), "slo_met": int(self.slo_met[i]),
-                "cost_usd": float(self.cost_usd[i]), "invalid_action": bool(self.invalid_action[i])}
+        return self.step_infos()[i]
 
     def reset_env(self, i: int, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """Reset env i in Python (its workload drawn from its ``np_random``) and hand the engine to
@@ -177,13 +181,13 @@ class NativePool:
         entries (``episode_metrics``, ``episode_outcomes``), as ``ServingEnv.step`` gives them."""
         env = self.envs[i]
         cluster = env.cluster
-        cluster._collect()
+        cluster.collect_columns()
         cluster.version += 1
         self.end_env(i)
         env._seen = len(cluster.outcomes)
         env._episode_over = True
         env.state_changed()
-        return {"episode_metrics": env.episode_metrics(), "episode_outcomes": EpisodeOutcomes(cluster.outcomes)}
+        return {"episode_metrics": env.episode_metrics(), "episode_outcomes": episode_outcomes(cluster.outcomes)}
 
     def end_env(self, i: int) -> None:
         """Bring env i's own state (beyond its cluster) to the episode's end."""

@@ -110,6 +110,3 @@ class TierPool(NativePool):
 
     def info_arrays(self) -> dict[str, np.ndarray]:
         return super().info_arrays() | {"headroom_fractions": self.headroom_fractions}
-
-    def step_info(self, i: int) -> dict[str, Any]:
-        return super().step_info(i) | {"headroom_fractions": self.headroom_fractions[i].tolist()}

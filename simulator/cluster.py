@@ -13,6 +13,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence as SequenceOf
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -610,6 +611,39 @@ class Cluster:
         if self.pending_requests() != 0:
             raise RuntimeError(f"{self.pending_requests()} requests neither completed nor rejected")
         return self.outcomes
+
+
+def requests_valid_in_order(requests: SequenceOf[Request], columns: dict[str, list[Any]], arrival_s: list[Any],
+                            latest_arrival_s: float) -> bool:
+    """Whether every request of ``requests`` passes ``validate_request`` and arrives no earlier
+    than the one before it (the first no earlier than ``latest_arrival_s``), decided column-wise
+    over ``columns`` (``request_id``, ``prompt_tokens``, ``output_tokens``, ``reasoning_tokens``,
+    ``tier``: each request's, in order) and ``arrival_s``: a generated workload's thousands of
+    requests without a Python step each. False does not say which request fails: check them
+    one by one (``validate_request``) for the error that names it."""
+    if not requests:
+        return True
+    if any(set(map(type, values)) != {int} for values in columns.values()) or not set(map(type, arrival_s)) <= {float, int}:
+        return False  # not plain ints and floats: the one-by-one checks decide
+    try:
+        prompt, output, reasoning, tier = (np.fromiter(columns[name], np.int64, len(requests))
+                                           for name in ("prompt_tokens", "output_tokens", "reasoning_tokens", "tier"))
+    except OverflowError:
+        return False
+    arrival = np.array(arrival_s, dtype=float)
+    if not (arrival[0] >= latest_arrival_s and np.all(arrival >= 0) and np.all(arrival[1:] >= arrival[:-1])
+            and np.all(prompt > 0) and np.all(output > 0) and np.all(reasoning >= 0)
+            and np.all((reasoning == 0) | (reasoning < output)) and np.all(tier >= 0)):
+        return False
+    if not set(map(type, map(attrgetter("session_id"), requests))) <= {int, type(None)}:
+        return False
+    try:
+        for request in requests:
+            if request.block_hashes is not None:
+                check_block_hashes(request)
+    except ValueError:
+        return False
+    return True
 
 
 def validate_request(request: Request) -> None:

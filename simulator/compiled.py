@@ -43,19 +43,21 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Collection, Iterable, Sequence as SequenceOf
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 from servegym_core import _core
 
-from simulator.cluster import Cluster, Decision, validate_request
+from simulator.cluster import Cluster, Decision, requests_valid_in_order, validate_request
 from simulator.compiled_cascade import CascadeSync, compiled_cascade
 from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
-from simulator.compiled_outcomes import RequestColumns, build_outcomes, engine_outcomes
+from simulator.compiled_outcomes import RequestColumns, build_outcomes, engine_outcome_columns, engine_outcomes
 from simulator.compiled_setup import check_instances, instance_settings, name_bad_integer
 from simulator.compiled_views import not_ported as not_compiled
 from simulator.instance import InstanceConfig, Lifecycle
+from simulator.metrics.columns import LazyOutcomes, slo_targets
 from simulator.pipeline import create_instance
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
@@ -125,6 +127,8 @@ class CompiledCluster(Cluster):
         """The request of each engine row: the workload's, then those dispatched again."""
         self._row_of: dict[int, int] = {}
         """The first row of each submitted request (by ``id``), made when first needed."""
+        self._row_slo_targets = np.empty((0, 4))
+        """Each engine row's SLO targets (``row_slo_targets``), for as many rows as it has."""
         self._chained_keys: list[tuple[int, ...] | None] = []
         """Each submitted request's chained block keys, when an instance caches prefixes."""
         self._phase_router: Any = None
@@ -213,14 +217,20 @@ class CompiledCluster(Cluster):
         self._check_unchanged()
         stream = not isinstance(requests, SequenceOf)
         requests = list(requests) if stream else requests
+        columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
+        arrival_s = list(map(attrgetter("arrival_s"), requests))
         self._latest_arrival_s = -1.0
-        for request in requests:
-            self._check_next(request)
+        if requests_valid_in_order(requests, columns, arrival_s, self._latest_arrival_s):
+            self._latest_arrival_s = arrival_s[-1] if arrival_s else -1.0
+        else:  # find the first bad request, and name it
+            for request in requests:
+                self._check_next(request)
         deployed = dict(self.instances)
         instances = list(deployed.values())
         check_instances(instances)
         cascade = self._cascade_router if self.router_spec.name == "cascade" else None
-        model_names = list(dict.fromkeys([i.model.name for i in instances] + [r.model for r in requests if r.model]
+        models = list(map(attrgetter("model"), requests))
+        model_names = list(dict.fromkeys([i.model.name for i in instances] + [m for m in dict.fromkeys(models) if m]
                                          + list(cascade.models if cascade is not None else ())))
         model_index = {name: index for index, name in enumerate(model_names)}
         if isinstance(self.router, FreestInstanceRouter):
@@ -242,11 +252,10 @@ class CompiledCluster(Cluster):
                 engine.schedule_callback(time_s, number)
             else:
                 engine.start_at(number, time_s)
-        columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
+        model_column = [-1] * len(models) if set(models) <= {None} else [-1 if m is None else model_index[m] for m in models]
         try:
-            engine.submit(columns["request_id"], [float(r.arrival_s) for r in requests], columns["prompt_tokens"],
-                          columns["output_tokens"], columns["reasoning_tokens"], columns["tier"],
-                          [-1 if r.model is None else model_index[r.model] for r in requests],
+            engine.submit(columns["request_id"], list(map(float, arrival_s)), columns["prompt_tokens"],
+                          columns["output_tokens"], columns["reasoning_tokens"], columns["tier"], model_column,
                           self._session_targets(requests))
         except TypeError:  # an integer column holds a value outside int64 (or not an integer)
             name_bad_integer(columns, requests)
@@ -545,6 +554,16 @@ class CompiledCluster(Cluster):
     def _collect(self) -> None:
         """Bring the Python side up to the engine: the clock, arrivals and the outcomes recorded
         since the last call (the instances' views read the engine directly)."""
+        self._collect_state()
+        engine = self._engine
+        if engine.num_outcomes > self._engine_outcomes:
+            if type(self.outcomes) is not list:  # LazyOutcomes of an earlier end: a list again, to extend
+                self.outcomes = list(self.outcomes)
+            self.outcomes += engine_outcomes(engine, self._row_requests, self.record_token_curves, self._engine_outcomes)
+            self._engine_outcomes = engine.num_outcomes
+
+    def _collect_state(self) -> None:
+        """``_collect`` but the outcomes: the clock, arrivals, rows, drained instances, migrations."""
         engine = self._engine
         self.events.now_s = engine.now_s
         self.arrived = engine.arrived
@@ -552,14 +571,40 @@ class CompiledCluster(Cluster):
         for instance_id, stopped_s in engine.take_stops():  # drained instances that emptied
             self._release(self.instances[instance_id], stopped_s)
         self.migrations_started, self.migrations_done, self.migrations_aborted = engine.migrations
-        if engine.num_outcomes > self._engine_outcomes:
-            self.outcomes += engine_outcomes(engine, self._row_requests, self.record_token_curves, self._engine_outcomes)
-            self._engine_outcomes = engine.num_outcomes
+
+    def collect_columns(self) -> None:
+        """``_collect`` at a run's end, with the outcomes as ``LazyOutcomes``: their columns read
+        from the engine's; the ``RequestOutcome`` objects not built yet are built only when
+        something reads them (a native vector env's episode end, whose summary reads only the
+        columns). Where some outcomes are not the engine's own (a completion hook or a cascade
+        recorded them), a plain ``_collect``."""
+        engine = self._engine
+        if engine is None or self._cascade is not None or len(self.outcomes) != self._engine_outcomes:
+            self._collect()
+            return
+        self._collect_state()
+        built, first = list(self.outcomes), self._engine_outcomes
+        rest = partial(engine_outcomes, engine, self._row_requests, self.record_token_curves, first)
+        self.outcomes = LazyOutcomes(engine_outcome_columns(engine, self.row_slo_targets()),
+                                     (lambda: built + rest()) if built else rest)
+        self._engine_outcomes = len(self.outcomes)
+
+    def row_slo_targets(self) -> np.ndarray:
+        """Each engine row's SLO targets (rows x 4: ``ttft_s``, ``tbt_s``, ``ttfat_s``, ``e2e_s``;
+        NaN: none), read from its request once."""
+        requests = self._row_requests
+        if len(self._row_slo_targets) != len(requests):
+            slos = requests.slo if isinstance(requests, RequestColumns) else list(map(attrgetter("slo"), requests))
+            self._row_slo_targets = slo_targets(slos)
+        return self._row_slo_targets
 
     def _block_keys(self, requests: SequenceOf[Request]) -> tuple[list[int], list[int], list[int]]:
         """For prefix caching: each request's hash-block size (0: none), the offsets of its chained
         keys (``PrefixKeys.of_request``, interned as ``Cluster`` interns them; kept for the
         decisions) and the keys, flat."""
+        if set(map(attrgetter("block_hashes"), requests)) <= {None}:  # a workload without hashes shares nothing
+            self._chained_keys += [None] * len(requests)
+            return [0] * len(requests), [0] * (len(requests) + 1), []
         sizes, offsets, keys = [], [0], []
         for request in requests:
             chained = self.prefix_keys.of_request(request)

@@ -14,6 +14,7 @@ import numpy as np
 from servegym_core import _core
 
 from simulator.context import CONTEXT_REJECT_REASON
+from simulator.metrics.columns import OutcomeColumns
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
 
@@ -85,6 +86,28 @@ def engine_outcomes(engine: _core.Engine, requests: SequenceOf[Request] | Reques
         if collecting:
             gc.enable()
     return outcomes
+
+
+def engine_outcome_columns(engine: _core.Engine, row_slo_targets: np.ndarray, first: int = 0) -> OutcomeColumns:
+    """The engine's outcomes from the ``first``-th on as ``OutcomeColumns``, read from its
+    columns without a ``RequestOutcome`` object: the columns ``OutcomeColumns.from_outcomes``
+    reads from ``engine_outcomes``' objects, value for value. ``row_slo_targets`` holds each engine
+    row's SLO targets (``metrics.columns.slo_targets`` of its request's). For an engine whose every
+    row is a submitted request (no cascade forwards one)."""
+    raw = engine.outcome_columns(first)
+    reasons = raw["reason"]
+    rejected_reason = np.empty(reasons.size, dtype=object)
+    rejected_reason[:] = [REJECT_REASONS[code] for code in reasons.tolist()]
+    slo = row_slo_targets[raw["row"]]
+    integers = ("request_id", "tier", "instance_id", "prompt_tokens", "output_tokens", "reasoning_tokens",
+                "num_preemptions", "num_migrations")
+    times = ("arrival_s", "first_scheduled_s", "first_token_s", "first_answer_token_s", "finish_s", "max_tbt_s",
+             "preempted_s", "quality")
+    return OutcomeColumns(
+        **{name: raw[name] for name in times}, **{name: raw[name].astype(np.int64) for name in integers},
+        slo_ttft_s=slo[:, 0], slo_tbt_s=slo[:, 1], slo_ttfat_s=slo[:, 2], slo_e2e_s=slo[:, 3],
+        completed=reasons == 0, rejected_reason=rejected_reason,
+    )
 
 
 def build_outcomes(table: _core.OutcomeTable, requests: SequenceOf[Request] | RequestColumns, curves: bool,

@@ -176,7 +176,7 @@ def create_instance(
 ) -> Instance:
     """A ``PipelinedInstance`` when ``config`` keeps more than one microbatch in flight, else an
     ``Instance`` (``coalesce`` applies to it; microbatches are planned one at a time)."""
-    config.resolved()
+    config.validate()  # the pipeline depth is a valid number (the instance resolves the rest)
     if config.pipeline_depth > 1:
         return PipelinedInstance(instance_id, config, events, host)
     return Instance(instance_id, config, events, host, coalesce=coalesce)

@@ -21,7 +21,7 @@ from envs.scenario import InstanceGroup, Scenario
 from envs.scenarios.multitier import PAPER_KV_BLOCKS, multitier
 from envs.vector import NativeVectorEnv
 from simulator.kv_blocks import blocks_for_tokens
-from tests.vector_checks import assert_same_metrics, assert_same_observation
+from tests.vector_checks import assert_same_metrics, assert_same_observation, assert_same_outcomes
 
 MIGRATION = "servegym/Migration-v0"
 STEP_INFO = ("time_s", "finished", "slo_met", "cost_usd", "invalid_action", "migrations_started", "migrations_done",
@@ -98,6 +98,7 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
                 metrics = final["episode_metrics"]
                 assert_same_metrics({k: v[i] for k, v in metrics.items() if not k.startswith("_")}, s_info["episode_metrics"])
                 assert len(final["episode_outcomes"][i]) == len(s_info["episode_outcomes"]) == kwargs["episode_requests"]
+                assert_same_outcomes(final["episode_outcomes"][i], s_info["episode_outcomes"])
                 s_obs, s_info = env.reset()
             for key in STEP_INFO:
                 assert np.array_equal(infos[key][i], s_info[key]), key

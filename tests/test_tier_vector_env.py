@@ -14,7 +14,7 @@ import envs  # noqa: F401  (registers the IDs)
 from agents.vec_env import NativeVecEnv
 from envs.native_pool import NotCoveredError
 from envs.vector import NativeVectorEnv
-from tests.vector_checks import assert_same_metrics, assert_same_observation
+from tests.vector_checks import assert_same_metrics, assert_same_observation, assert_same_outcomes
 
 TIER = "servegym/Tier-v0"
 STEP_INFO = ("time_s", "finished", "slo_met", "cost_usd", "invalid_action", "headroom_fractions")
@@ -51,6 +51,7 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
                 metrics = final["episode_metrics"]
                 assert_same_metrics({k: v[i] for k, v in metrics.items() if not k.startswith("_")}, s_info["episode_metrics"])
                 assert len(final["episode_outcomes"][i]) == len(s_info["episode_outcomes"]) == kwargs["episode_requests"]
+                assert_same_outcomes(final["episode_outcomes"][i], s_info["episode_outcomes"])
                 s_obs, s_info = env.reset()
             for key in STEP_INFO:
                 assert np.array_equal(infos[key][i], s_info[key]), key

@@ -14,7 +14,7 @@ import envs  # noqa: F401  (registers the IDs)
 from agents.vec_env import NativeVecEnv
 from envs.base import InvalidActionError
 from envs.vector import NativeVectorEnv, NotCoveredError
-from tests.vector_checks import assert_same_metrics, assert_same_observation
+from tests.vector_checks import assert_same_metrics, assert_same_observation, assert_same_outcomes
 
 STEP_INFO = ("time_s", "finished", "slo_met", "cost_usd", "invalid_action")
 SMALL = {"episode_requests": 24, "backend": "compiled"}
@@ -60,6 +60,7 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
                 metrics = final["episode_metrics"]  # gymnasium's dict of arrays, with its "_name" masks
                 assert_same_metrics({k: v[i] for k, v in metrics.items() if not k.startswith("_")}, s_info["episode_metrics"])
                 assert len(final["episode_outcomes"][i]) == len(s_info["episode_outcomes"]) == kwargs["episode_requests"]
+                assert_same_outcomes(final["episode_outcomes"][i], s_info["episode_outcomes"])
                 s_obs, s_info = env.reset()
             for key in STEP_INFO:
                 assert infos[key][i] == s_info[key], key

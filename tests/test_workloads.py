@@ -1,6 +1,7 @@
 """Arrival processes, length / reasoning / priority samplers and request generation."""
 
 import csv
+import dataclasses
 import math
 
 import numpy as np
@@ -332,12 +333,14 @@ def test_generate_requests_assembles_everything():
     assert frequencies == pytest.approx([0.10, 0.70, 0.20], abs=0.01)
 
 
-def test_generate_requests_copies_a_shared_slo_and_is_deterministic():
+def test_generate_requests_share_one_immutable_slo_and_is_deterministic():
     slo = SLO(ttft_s=1.0, tbt_s=0.1)
     first = generate_requests(GammaArrivals(2.0, 3.0), length_sampler("azure_conv"), 500, rng(19), slo=slo)
     second = generate_requests(GammaArrivals(2.0, 3.0), length_sampler("azure_conv"), 500, rng(19), slo=slo)
     assert first == second
-    assert first[0].slo == slo and first[0].slo is not slo and first[0].slo is not first[1].slo
+    assert all(r.slo is slo for r in first)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first[0].slo.ttft_s = 2.0  # type: ignore[misc]
     assert all(r.tier == 0 and r.reasoning_tokens == 0 for r in first)
 
 

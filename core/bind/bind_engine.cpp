@@ -8,7 +8,11 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "engine.hpp"
+#include "numpy_copy.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -25,6 +29,15 @@ ReadOnlyTable table_view(const Engine& engine, const std::vector<std::int64_t>& 
                          std::size_t width) {
   const std::size_t shape[2] = {rows, width};
   return ReadOnlyTable(values.data(), 2, shape, nb::find(&engine));
+}
+
+// The values of `column` at `rows`, in that order, as a numpy array.
+template <class T>
+nb::ndarray<nb::numpy, T> gathered(const std::vector<T>& column, const std::vector<Req>& rows) {
+  std::vector<T> values;
+  values.reserve(rows.size());
+  for (const Req r : rows) values.push_back(column[static_cast<std::size_t>(r)]);
+  return column_of(std::move(values));
 }
 
 const InstanceArrays& arrays_of(const Engine& engine) {
@@ -278,7 +291,39 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("arrays_layout_version", [](const Engine& e) { return arrays_of(e).layout_version; })
       .def_prop_ro("now_s", &Engine::now_s)
       .def("instance", &Engine::instance, "instance_id"_a, nb::rv_policy::reference_internal)
-      .def("outcome_table", &Engine::outcome_table, "first"_a, "count"_a);
+      .def("outcome_table", &Engine::outcome_table, "first"_a, "count"_a)
+      .def("outcome_columns", [](const Engine& e, std::size_t first) {
+        const OutcomeLog& log = e.outcome_log();
+        const RequestTable& r = e.requests();
+        first = std::min(first, log.size());
+        const std::vector<Req> rows(log.rows.begin() + static_cast<std::ptrdiff_t>(first), log.rows.end());
+        const auto tail = [first](const auto& values) {
+          using T = typename std::decay_t<decltype(values)>::value_type;
+          return column_of(std::vector<T>(values.begin() + static_cast<std::ptrdiff_t>(first), values.end()));
+        };
+        nb::dict columns;
+        columns["row"] = column_of(std::vector<Req>(rows));
+        columns["request_id"] = gathered(r.request_id, rows);
+        columns["tier"] = gathered(r.tier, rows);
+        columns["instance_id"] = gathered(r.instance_id, rows);
+        columns["arrival_s"] = gathered(r.arrival_s, rows);
+        columns["prompt_tokens"] = gathered(r.prompt_tokens, rows);
+        columns["output_tokens"] = gathered(r.output_tokens, rows);
+        columns["reasoning_tokens"] = gathered(r.reasoning_tokens, rows);
+        columns["first_scheduled_s"] = gathered(r.first_scheduled_s, rows);
+        columns["first_token_s"] = gathered(r.first_token_s, rows);
+        columns["first_answer_token_s"] = gathered(r.first_answer_token_s, rows);
+        columns["finish_s"] = tail(log.finish_s);
+        columns["max_tbt_s"] = gathered(r.max_tbt_s, rows);
+        columns["preempted_s"] = gathered(r.preempted_s, rows);
+        columns["num_preemptions"] = gathered(r.num_preemptions, rows);
+        columns["num_migrations"] = gathered(r.num_migrations, rows);
+        columns["quality"] = tail(log.quality);
+        columns["reason"] = tail(log.reasons);
+        return columns;
+      }, "first"_a,
+           "The outcomes from the first-th on as numpy columns (copies), in the order recorded: the engine row, the "
+           "request's fields, its times and counters, the end (finish_s), quality and the reject code (reason).");
 }
 
 }  // namespace servegym_core

@@ -8,26 +8,12 @@
 #include <string>
 
 #include "instance_observation.hpp"
+#include "numpy_copy.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace servegym_core {
-
-namespace {
-
-// A numpy array owning a copy of `values` (rows x width, or 1-D with width 0); returned with
-// rv_policy::move (the array owns its copy).
-template <class T>
-nb::ndarray<nb::numpy, T> copy_of(const std::vector<T>& values, std::size_t rows, std::size_t width = 0) {
-  auto* data = new std::vector<T>(values);
-  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  const std::size_t shape[2] = {rows, width};
-  return nb::ndarray<nb::numpy, T>(data->data(), width == 0 ? 1 : 2, shape, owner);
-}
-
-
-}  // namespace
 
 void bind_observation(nb::module_& m) {
   using S = ObservationSpec;

@@ -1,6 +1,7 @@
 """Metrics computed from ``RequestOutcome`` records: QoE, run summaries, breakdowns and tables."""
 
-from simulator.metrics.breakdown import BREAKDOWN_KEYS, PhaseSummary, summarize_by, summarize_phases
+from simulator.metrics.breakdown import (BREAKDOWN_KEYS, PhaseSummary, slo_attainment_by_tier, summarize_by,
+                                         summarize_phases)
 from simulator.metrics.qoe import PASCAL_QOE_VIOLATION_BELOW, QOE_ANCHORS, QoETargets, qoe
 from simulator.metrics.slo import meets_slo
 from simulator.metrics.stats import LatencyStats
@@ -22,6 +23,7 @@ __all__ = [
     "max_gap_s",
     "meets_slo",
     "qoe",
+    "slo_attainment_by_tier",
     "summarize",
     "summarize_by",
     "summarize_phases",

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.metrics.columns import OutcomeColumns
+from simulator.metrics.columns import LazyOutcomes, outcome_columns
 from simulator.metrics.qoe import QoETargets
-from simulator.metrics.stats import NAN, LatencyStats
-from simulator.metrics.summary import MetricsSummary, run_duration_s, summarize_columns
+from simulator.metrics.stats import NAN, LatencyStats, ratio
+from simulator.metrics.summary import (MetricsSummary, has_slo_target, run_duration_s, slo_met_mask,
+                                       summarize_columns)
 from simulator.metrics.token_curve import max_gap_s, token_time_s, validate_token_curve
 from simulator.outcome import RequestOutcome
 
@@ -63,7 +64,7 @@ def summarize_by(
         if duration_s is not None or qoe_targets is not None or tbt_slo != "tpot":
             raise ValueError("the phase breakdown has only latencies: duration_s, qoe_targets and tbt_slo do not apply")
         return summarize_phases(outcomes)
-    columns = OutcomeColumns.from_outcomes(outcomes)
+    columns = outcome_columns(outcomes)
     run_s = run_duration_s(columns, duration_s)
     group_of = columns.tier if key == "tier" else columns.instance_id
     summaries = {}
@@ -71,13 +72,27 @@ def summarize_by(
         rows = np.flatnonzero(group_of == value)
         summaries[int(value)] = summarize_columns(
             columns.take(rows),
-            [outcomes[row] for row in rows],
+            outcomes.take(rows) if isinstance(outcomes, LazyOutcomes) else [outcomes[row] for row in rows],
             duration_s=run_s,
             cost_usd=NAN,
             qoe_targets=qoe_targets,
             tbt_slo=tbt_slo,
         )
     return summaries
+
+
+def slo_attainment_by_tier(outcomes: Sequence[RequestOutcome], tbt_slo: str = "tpot") -> dict[int, float]:
+    """Each tier's SLO attainment, as ``summarize_by(outcomes, "tier", tbt_slo=tbt_slo)[tier].slo_attainment``
+    gives it (NaN for a tier whose requests have no target), without the rest of the summaries:
+    what a training loop logs at every episode's end."""
+    columns = outcome_columns(outcomes)
+    met = slo_met_mask(columns, tbt_slo)
+    targeted = has_slo_target(columns)
+    attainment = {}
+    for tier in np.unique(columns.tier).tolist():
+        rows = columns.tier == tier
+        attainment[tier] = ratio(int(met[rows].sum()), int(rows.sum())) if targeted[rows].any() else NAN
+    return attainment
 
 
 def summarize_phases(outcomes: Sequence[RequestOutcome]) -> dict[str, PhaseSummary]:

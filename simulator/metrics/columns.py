@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from itertools import chain
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
 from simulator.outcome import RequestOutcome
+from simulator.request import SLO
 
 _FLOAT_FIELDS = (
     "arrival_s", "first_scheduled_s", "first_token_s", "first_answer_token_s", "finish_s",
@@ -66,6 +68,9 @@ class OutcomeColumns:
         completed = np.array([reason is None for reason in reasons], dtype=bool)
         return cls(**columns, completed=completed, rejected_reason=reasons)
 
+    def __len__(self) -> int:
+        return int(self.request_id.size)
+
     def take(self, indices: np.ndarray) -> OutcomeColumns:
         """The rows at ``indices``, as new columns."""
         return OutcomeColumns(**{field.name: getattr(self, field.name)[indices] for field in fields(self)})
@@ -78,15 +83,85 @@ def _field_matrix(outcomes: Sequence[RequestOutcome], names: tuple[str, ...], dt
 
 
 def _slo_targets(outcomes: Sequence[RequestOutcome]) -> np.ndarray:
-    """``outcomes x 4`` SLO targets, NaN where unset; requests usually share a few ``SLO`` objects."""
-    row_of_slo: dict[int, int] = {}
-    slos = []
-    rows = np.empty(len(outcomes), dtype=np.int64)
-    for index, outcome in enumerate(outcomes):
-        row = row_of_slo.get(id(outcome.slo))
-        if row is None:
-            row = row_of_slo[id(outcome.slo)] = len(slos)
-            slos.append(outcome.slo)
-        rows[index] = row
-    targets = np.array([attrgetter(*_SLO_FIELDS)(slo) for slo in slos], dtype=float).reshape(len(slos), 4)
+    """``outcomes x 4`` SLO targets, NaN where unset."""
+    return slo_targets(list(map(attrgetter("slo"), outcomes)))
+
+
+def slo_targets(slos: Sequence[SLO]) -> np.ndarray:
+    """``len(slos) x 4`` targets (``ttft_s``, ``tbt_s``, ``ttfat_s``, ``e2e_s``), NaN where unset;
+    requests usually share a few ``SLO`` objects, each read once."""
+    ids = list(map(id, slos))
+    unique = dict(zip(ids, slos))  # by identity, in order of first appearance
+    row_of_id = {key: row for row, key in enumerate(unique)}
+    rows = np.fromiter(map(row_of_id.__getitem__, ids), np.int64, len(ids))
+    targets = np.array([attrgetter(*_SLO_FIELDS)(slo) for slo in unique.values()], dtype=float).reshape(len(unique), 4)
     return targets[rows]
+
+
+class LazyOutcomes(Sequence[RequestOutcome]):
+    """An ended run's request outcomes: their ``OutcomeColumns`` now, the ``RequestOutcome``
+    objects only when first read (``build`` makes them, in the columns' order). Summaries read
+    the columns (``outcome_columns``); a training loop that logs only the summaries never builds
+    the objects (about 1 ms per 1,000 requests). Compares equal to a sequence of the same
+    outcomes; a deep copy shares it (nothing writes an ended run's outcomes again); a pickle
+    holds the built objects."""
+
+    __slots__ = ("columns", "_build", "_outcomes")
+
+    def __init__(self, columns: OutcomeColumns, build: Callable[[], list[RequestOutcome]]) -> None:
+        self.columns = columns
+        self._build: Callable[[], list[RequestOutcome]] | None = build
+        self._outcomes: list[RequestOutcome] | None = None
+
+    def _objects(self) -> list[RequestOutcome]:
+        if self._outcomes is None:
+            assert self._build is not None
+            outcomes = self._build()
+            if len(outcomes) != len(self.columns):
+                raise RuntimeError(f"{len(outcomes)} outcomes built for {len(self.columns)} rows of columns")
+            self._outcomes, self._build = outcomes, None
+        return self._outcomes
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._objects()[index]
+
+    def __iter__(self) -> Iterator[RequestOutcome]:
+        return iter(self._objects())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LazyOutcomes:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _built_outcomes, (self.columns, self._objects())
+
+    def __repr__(self) -> str:
+        return f"LazyOutcomes({len(self)} outcomes, {'built' if self._outcomes is not None else 'not built'})"
+
+    def take(self, rows: np.ndarray) -> LazyOutcomes:
+        """The outcomes at ``rows`` (indices), as ``LazyOutcomes`` of their own."""
+        return LazyOutcomes(self.columns.take(rows), lambda: [self[row] for row in rows.tolist()])
+
+
+def _built_outcomes(columns: OutcomeColumns, outcomes: list[RequestOutcome]) -> LazyOutcomes:
+    """``LazyOutcomes`` whose objects are already built (unpickling)."""
+    lazy = LazyOutcomes(columns, lambda: outcomes)
+    lazy._objects()
+    return lazy
+
+
+def outcome_columns(outcomes: Sequence[RequestOutcome]) -> OutcomeColumns:
+    """The columns of ``outcomes``: those ``LazyOutcomes`` carry, else read from the objects
+    (``OutcomeColumns.from_outcomes``)."""
+    if isinstance(outcomes, LazyOutcomes):
+        return outcomes.columns
+    return OutcomeColumns.from_outcomes(outcomes)

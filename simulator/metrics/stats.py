@@ -16,8 +16,9 @@ NAN = float("nan")
 class LatencyStats:
     """Mean and p50/p90/p95/p99 of a latency in seconds; all NaN when there is no sample.
 
-    Percentiles use ``numpy.percentile(method="linear")`` (linear interpolation between the two
-    closest ranks, NumPy's default), so the p50 of ``[1, 2, 3, 4]`` is 2.5.
+    Percentiles are ``numpy.percentile(method="linear")``'s, bit for bit (linear interpolation
+    between the two closest ranks, NumPy's default; computed from one sort by its float
+    operations), so the p50 of ``[1, 2, 3, 4]`` is 2.5.
     """
 
     mean_s: float
@@ -32,8 +33,9 @@ class LatencyStats:
         samples = values_s[~np.isnan(values_s)]
         if samples.size == 0:
             return cls(NAN, NAN, NAN, NAN, NAN)
-        p50, p90, p95, p99 = np.percentile(samples, PERCENTILES, method="linear")
-        return cls(float(samples.mean()), float(p50), float(p90), float(p95), float(p99))
+        ordered = np.sort(samples)  # one sort, then NumPy's float operations for each percentile
+        p50, p90, p95, p99 = (_percentile_of_sorted(ordered, q) for q in PERCENTILES)
+        return cls(float(samples.mean()), p50, p90, p95, p99)
 
 
 def percentile_linear(values: Sequence[float], q: float) -> float:
@@ -45,14 +47,19 @@ def percentile_linear(values: Sequence[float], q: float) -> float:
         raise ValueError("percentile of no values")
     if not 0 <= q <= 100:
         raise ValueError(f"percentile q must be in [0, 100], got {q!r}")
-    data = sorted(values)
+    return _percentile_of_sorted(sorted(values), q)
+
+
+def _percentile_of_sorted(data: Sequence[float] | np.ndarray, q: float) -> float:
+    """The q-th percentile (method "linear") of finite ``data`` sorted ascending, by NumPy's
+    float operations: the virtual index (n − 1)·(q/100), then ``_lerp`` between its neighbours."""
     last = len(data) - 1
     virtual = last * (q / 100)
     if virtual >= last:
         return float(data[last])
     below = math.floor(virtual)
     gamma = virtual - below
-    low, high = data[below], data[below + 1]
+    low, high = float(data[below]), float(data[below + 1])
     diff = high - low
     return float(high - diff * (1 - gamma) if gamma >= 0.5 else low + diff * gamma)
 

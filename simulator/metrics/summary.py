@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.metrics.columns import OutcomeColumns
+from simulator.metrics.columns import OutcomeColumns, outcome_columns
 from simulator.metrics.qoe import QoETargets, qoe_of_valid_curve
 from simulator.metrics.stats import NAN, LatencyStats, ratio
 from simulator.metrics.token_curve import validate_token_curve
@@ -93,7 +93,7 @@ def summarize(
     tbt_slo: str = "tpot",
 ) -> MetricsSummary:
     """Summarise ``outcomes``; ``cost_usd`` is the run's total cost (NaN cost metrics when None)."""
-    columns = OutcomeColumns.from_outcomes(outcomes)
+    columns = outcome_columns(outcomes)
     return summarize_columns(
         columns,
         outcomes,
@@ -136,18 +136,13 @@ def summarize_columns(
     tbt_slo: str,
 ) -> MetricsSummary:
     """``summarize`` on prepared columns; ``outcomes`` (same rows) are read only for QoE."""
-    if tbt_slo not in TBT_SLO_METRICS:
-        raise ValueError(f"unknown tbt_slo {tbt_slo!r}; known: {', '.join(TBT_SLO_METRICS)}")
     done = columns.completed
     ttft_s = columns.first_token_s - columns.arrival_s
     ttfat_s = columns.first_answer_token_s - columns.arrival_s
     e2e_s = columns.finish_s - columns.arrival_s
     tpot_s = _per_token_s(columns.finish_s - columns.first_token_s, columns.output_tokens - 1)
-    slo_met = done & _meets_decode_target(tpot_s if tbt_slo == "tpot" else columns.max_tbt_s, columns.slo_tbt_s)
-    targets = (columns.slo_ttft_s, columns.slo_ttfat_s, columns.slo_e2e_s)
-    for value_s, target_s in zip((ttft_s, ttfat_s, e2e_s), targets):
-        slo_met &= np.isnan(target_s) | (value_s <= target_s)
-    measured = not all(np.isnan(target_s).all() for target_s in (*targets, columns.slo_tbt_s))
+    slo_met = slo_met_mask(columns, tbt_slo, tpot_s)
+    measured = bool(has_slo_target(columns).any())
     arrived = int(columns.arrival_s.size)
     completed = int(done.sum())
     met = int(slo_met.sum())
@@ -188,6 +183,30 @@ def summarize_columns(
         qoe_violation_rate=qoe_violation_rate,
         quality_mean=float(quality.mean()) if quality.size else NAN,
     )
+
+
+def slo_met_mask(columns: OutcomeColumns, tbt_slo: str = "tpot", tpot_s: np.ndarray | None = None) -> np.ndarray:
+    """Whether each request completed and met every target it has: TTFT, TTFAT, end-to-end, and
+    the decode target on its TPOT (``tbt_slo="tpot"``) or its largest gap (``"max_gap"``);
+    ``tpot_s`` when the caller has it already."""
+    if tbt_slo not in TBT_SLO_METRICS:
+        raise ValueError(f"unknown tbt_slo {tbt_slo!r}; known: {', '.join(TBT_SLO_METRICS)}")
+    if tbt_slo == "tpot":
+        decode_s = _per_token_s(columns.finish_s - columns.first_token_s, columns.output_tokens - 1) if tpot_s is None \
+            else tpot_s
+    else:
+        decode_s = columns.max_tbt_s
+    met = columns.completed & _meets_decode_target(decode_s, columns.slo_tbt_s)
+    for value_s, target_s in ((columns.first_token_s, columns.slo_ttft_s),
+                              (columns.first_answer_token_s, columns.slo_ttfat_s), (columns.finish_s, columns.slo_e2e_s)):
+        met &= np.isnan(target_s) | (value_s - columns.arrival_s <= target_s)
+    return met
+
+
+def has_slo_target(columns: OutcomeColumns) -> np.ndarray:
+    """Whether each request has any SLO target (attainment is NaN, not measured, over requests with none)."""
+    return ~(np.isnan(columns.slo_ttft_s) & np.isnan(columns.slo_ttfat_s) & np.isnan(columns.slo_e2e_s)
+             & np.isnan(columns.slo_tbt_s))
 
 
 def _per_token_s(span_s: np.ndarray, gaps: np.ndarray) -> np.ndarray:

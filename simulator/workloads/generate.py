@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -45,11 +44,12 @@ def generate_requests(
     ``lengths.sample(n, rng)`` returns ``(prompt, output)`` or ``(prompt, output, reasoning)``.
     ``priorities`` names a tier distribution (``priorities.PRIORITY_DISTRIBUTIONS``) over
     ``num_tiers`` tiers; ``None`` puts every request in tier 0 and needs ``num_tiers == 1``.
-    ``slo`` is one ``SLO`` copied into every request, or a function tier -> ``SLO``; ``None``
-    gives no targets. Random draws happen in the fixed order arrivals, lengths, tiers.
+    ``slo`` is one ``SLO`` every request holds, or a function tier -> ``SLO`` (called once per
+    tier of each block of requests; ``SLO`` is immutable, so a tier's requests share its);
+    ``None`` gives no targets. Random draws happen in the fixed order arrivals, lengths, tiers.
     """
-    return list(stream_requests(arrivals, lengths, num_requests, rng, priorities=priorities, num_tiers=num_tiers,
-                                slo=slo))
+    return list(_requests(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo, CHUNK_REQUESTS,
+                          keep_drawn=True))
 
 
 def stream_requests(
@@ -73,6 +73,24 @@ def stream_requests(
     ``arrival_time_chunks``, length samplers with ``chunkable = True``, tiers. Any other is
     drawn whole and kept (8 bytes per request and column).
     """
+    return _requests(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo, chunk_requests,
+                     keep_drawn=False)
+
+
+def _requests(
+    arrivals: ArrivalProcess,
+    lengths: LengthSampler | ReasoningLengthSampler,
+    num_requests: int,
+    rng: np.random.Generator,
+    priorities: str | None,
+    num_tiers: int,
+    slo: SLO | Callable[[int], SLO] | None,
+    chunk_requests: int,
+    *,
+    keep_drawn: bool,
+) -> Iterator[Request]:
+    """``stream_requests``; with ``keep_drawn`` every column group is kept as drawn rather than
+    drawn again (``generate_requests``, which holds every request anyway)."""
     num_requests = count("num_requests", num_requests)
     num_tiers = count("num_tiers", num_tiers, minimum=1)
     chunk_requests = count("chunk_requests", chunk_requests, minimum=1)
@@ -95,6 +113,9 @@ def stream_requests(
         tier_stage = _Stage(lambda gen: ((np.zeros(size, dtype=np.int64),) for size in sizes), lazy=True)
     else:
         tier_stage = _Stage(lambda gen: ((sample_tiers(priorities, num_tiers, size, gen),) for size in sizes), lazy=True)
+    if keep_drawn:
+        arrival_stage, length_stage, tier_stage = (stage._replace(lazy=False)
+                                                   for stage in (arrival_stage, length_stage, tier_stage))
     replays = [
         _drawn(arrival_stage, rng, _ArrivalCheck(num_requests)),
         _drawn(length_stage, rng, _check_lengths),
@@ -102,27 +123,31 @@ def stream_requests(
     ]
 
     def requests() -> Iterator[Request]:
-        request_id = 0
+        first_id = 0
         for (arrival_s,), sampled, (tiers,) in zip(*(replay() for replay in replays)):
-            reasoning = sampled[2].tolist() if len(sampled) == 3 else [0] * len(tiers)
-            for arrival, prompt, output, reasoning_tokens, tier in zip(
-                arrival_s.tolist(), sampled[0].tolist(), sampled[1].tolist(), reasoning, tiers.tolist()
-            ):
-                request_slo = slo_for_tier(tier)
-                if not isinstance(request_slo, SLO):
-                    raise ValueError(f"slo({tier}) returned {request_slo!r}, not an SLO")
-                yield Request(request_id, arrival, prompt, output, reasoning_tokens=reasoning_tokens, tier=tier,
-                              slo=request_slo)
-                request_id += 1
+            tier_list = tiers.tolist()
+            slo_by_tier = {tier: _checked_slo(slo_for_tier(tier), tier) for tier in dict.fromkeys(tier_list)}
+            reasoning = sampled[2].tolist() if len(sampled) == 3 else [0] * len(tier_list)
+            yield from map(Request, range(first_id, first_id + len(tier_list)), arrival_s.tolist(), sampled[0].tolist(),
+                           sampled[1].tolist(), reasoning, tier_list, map(slo_by_tier.__getitem__, tier_list))
+            first_id += len(tier_list)
 
     return requests()
 
 
+def _checked_slo(slo: object, tier: int) -> SLO:
+    """``slo``, the targets ``slo(tier)`` returned, or ``ValueError`` if it is not an ``SLO``."""
+    if not isinstance(slo, SLO):
+        raise ValueError(f"slo({tier}) returned {slo!r}, not an SLO")
+    return slo
+
+
 def _slo_function(slo: SLO | Callable[[int], SLO] | None) -> Callable[[int], SLO]:
-    """tier -> the SLO of a new request (a fresh copy of one template: ``SLO`` is mutable)."""
+    """tier -> the SLO of its requests (one template for every tier: ``SLO`` is immutable, so
+    requests share it)."""
     if slo is None or isinstance(slo, SLO):
         template = SLO() if slo is None else slo
-        return lambda tier: replace(template)
+        return lambda tier: template
     if callable(slo):
         return slo
     raise ValueError(f"slo must be None, an SLO or a function tier -> SLO, got {slo!r}")
