@@ -63,7 +63,7 @@ class NativeVecEnv(VecEnv):
         infos = pool.step_infos()
         for info, done in zip(infos, dones.tolist()):
             info["TimeLimit.truncated"] = done
-        for i in np.flatnonzero(dones).tolist():
+        for i in np.flatnonzero(dones).tolist() if dones.any() else ():
             infos[i] |= pool.end_episode(i)
             infos[i]["terminal_observation"] = pool.observation(i)
             self.reset_infos[i] = pool.reset_env(i, self._seeds[i], self._options[i] or None)

@@ -4,7 +4,6 @@ observation dictionary and its schema, action masking with fallback, rewards and
 from __future__ import annotations
 
 import bisect
-from operator import attrgetter
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -24,6 +23,7 @@ from simulator.cluster import Cluster
 from simulator.metrics import flat_metrics, summarize
 from simulator.metrics.prefix_cache import prefix_cache_metrics
 from simulator.outcome import RequestOutcome
+from simulator.request_table import arrival_times_s
 from simulator.sequence import Sequence
 
 
@@ -184,7 +184,7 @@ class ServingEnv(gym.Env):
         self.state_changed()
         self.cluster = self.scenario.build_cluster(**self.cluster_options(), track_arrays=True, backend=self.backend)
         self.cluster.submit(requests)
-        self._arrival_times_s = list(map(attrgetter("arrival_s"), self.cluster.submitted_requests))
+        self._arrival_times_s = arrival_times_s(self.cluster.submitted_requests)
         self._seen = 0
         self._episode_over = False
         self.reward_fn.reset(self.cluster)

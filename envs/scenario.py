@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ from simulator.workloads import (
     LENGTH_SAMPLER_NAMES,
     arrival_process,
     check_arrival_options,
-    generate_requests,
+    generate_request_table,
     length_sampler,
     load_azure_trace,
     sample_tiers,
@@ -145,8 +145,9 @@ class Workload:
         """Tier ``tier``'s targets (immutable: every request of the tier holds the same ``SLO``)."""
         return self.slo_by_tier[tier if len(self.slo_by_tier) > 1 else 0]
 
-    def sample(self, num_requests: int, rng: np.random.Generator) -> list[Request]:
-        """``num_requests`` requests, the same for the same generator state."""
+    def sample(self, num_requests: int, rng: np.random.Generator) -> Sequence[Request]:
+        """``num_requests`` requests, the same for the same generator state: a trace's as a list,
+        synthetic ones as a ``RequestTable`` (their objects made when first read)."""
         if self.arrival in HASH_TRACE_ARRIVALS:
             rows = len(read_hash_trace(hash_trace_path(self.arrival)))
             if num_requests > rows:
@@ -169,7 +170,7 @@ class Workload:
                 request.slo = self.slo(request.tier)
             return requests
         arrivals = arrival_process(self.arrival, self.rate_rps, self.cv, **self.arrival_options)
-        return generate_requests(
+        return generate_request_table(
             arrivals, length_sampler(self.lengths, **self.lengths_options), num_requests, rng,
             priorities=self.priorities, num_tiers=self.num_tiers, slo=self.slo,
         )
@@ -302,7 +303,7 @@ class Scenario:
         """Whether requests have a reasoning phase (the workload samples reasoning lengths)."""
         return self.workload.lengths == "servegen_deepseek_r1"
 
-    def requests(self, rng: np.random.Generator) -> list[Request]:
+    def requests(self, rng: np.random.Generator) -> Sequence[Request]:
         return self.workload.sample(self.episode_requests, rng)
 
     def build_cluster(self, *, backend: str = DEFAULT_BACKEND, **cluster_options: Any) -> Cluster:

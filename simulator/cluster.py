@@ -27,7 +27,7 @@ from simulator.kv_blocks import blocks_for_tokens
 from simulator.outcome import RequestOutcome
 from simulator.pipeline import create_instance
 from simulator.prefix_keys import PrefixKeys
-from simulator.request import Phase, Request, check_block_hashes
+from simulator.request import MAX_ARRIVAL_S, Phase, Request, check_block_hashes
 from simulator.routers import Router, make_router
 from simulator.sequence import Residency, Sequence
 
@@ -630,10 +630,7 @@ def requests_valid_in_order(requests: SequenceOf[Request], columns: dict[str, li
                                            for name in ("prompt_tokens", "output_tokens", "reasoning_tokens", "tier"))
     except OverflowError:
         return False
-    arrival = np.array(arrival_s, dtype=float)
-    if not (arrival[0] >= latest_arrival_s and np.all(arrival >= 0) and np.all(arrival[1:] >= arrival[:-1])
-            and np.all(prompt > 0) and np.all(output > 0) and np.all(reasoning >= 0)
-            and np.all((reasoning == 0) | (reasoning < output)) and np.all(tier >= 0)):
+    if not columns_valid_in_order(np.array(arrival_s, dtype=float), prompt, output, reasoning, tier, latest_arrival_s):
         return False
     if not set(map(type, map(attrgetter("session_id"), requests))) <= {int, type(None)}:
         return False
@@ -644,6 +641,19 @@ def requests_valid_in_order(requests: SequenceOf[Request], columns: dict[str, li
     except ValueError:
         return False
     return True
+
+
+def columns_valid_in_order(arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
+                           reasoning_tokens: np.ndarray, tier: np.ndarray, latest_arrival_s: float) -> bool:
+    """The numeric part of ``requests_valid_in_order`` on columns (one value per request, in
+    order): arrivals in [0, ``MAX_ARRIVAL_S``] and non-decreasing from ``latest_arrival_s``,
+    prompt and output >= 1, 0 <= reasoning < output where there is reasoning, tier >= 0."""
+    if arrival_s.size == 0:
+        return True
+    return bool(arrival_s[0] >= latest_arrival_s and np.all((arrival_s >= 0) & (arrival_s <= MAX_ARRIVAL_S))
+                and np.all(arrival_s[1:] >= arrival_s[:-1]) and np.all(prompt_tokens > 0) and np.all(output_tokens > 0)
+                and np.all(reasoning_tokens >= 0) and np.all((reasoning_tokens == 0) | (reasoning_tokens < output_tokens))
+                and np.all(tier >= 0))
 
 
 def validate_request(request: Request) -> None:

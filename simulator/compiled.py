@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 from servegym_core import _core
 
-from simulator.cluster import Cluster, Decision, requests_valid_in_order, validate_request
+from simulator.cluster import Cluster, Decision, columns_valid_in_order, requests_valid_in_order, validate_request
 from simulator.compiled_cascade import CascadeSync, compiled_cascade
 from simulator.compiled_views import ArrivedSequences, CompiledClock, CompiledInstance, CompiledSequence, CoreArrays
 from simulator.compiled_outcomes import RequestColumns, build_outcomes, engine_outcome_columns, engine_outcomes
@@ -61,6 +61,7 @@ from simulator.metrics.columns import LazyOutcomes, slo_targets
 from simulator.pipeline import create_instance
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
+from simulator.request_table import RequestTable
 from simulator.sequence import Sequence
 from simulator.routers import Router, make_router
 from simulator.routers.freeness import FreestInstanceRouter
@@ -217,10 +218,18 @@ class CompiledCluster(Cluster):
         self._check_unchanged()
         stream = not isinstance(requests, SequenceOf)
         requests = list(requests) if stream else requests
-        columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
-        arrival_s = list(map(attrgetter("arrival_s"), requests))
+        table = requests if isinstance(requests, RequestTable) and requests.untouched else None
         self._latest_arrival_s = -1.0
-        if requests_valid_in_order(requests, columns, arrival_s, self._latest_arrival_s):
+        if table is not None:  # the columns are the requests: no object is made
+            columns = {name: getattr(table, name).tolist() for name in INTEGER_COLUMNS}
+            arrival_s = table.arrival_s.tolist()
+            valid = columns_valid_in_order(table.arrival_s, table.prompt_tokens, table.output_tokens,
+                                           table.reasoning_tokens, table.tier, self._latest_arrival_s)
+        else:
+            columns = {name: list(map(attrgetter(name), requests)) for name in INTEGER_COLUMNS}
+            arrival_s = list(map(attrgetter("arrival_s"), requests))
+            valid = requests_valid_in_order(requests, columns, arrival_s, self._latest_arrival_s)
+        if valid:
             self._latest_arrival_s = arrival_s[-1] if arrival_s else -1.0
         else:  # find the first bad request, and name it
             for request in requests:
@@ -229,7 +238,7 @@ class CompiledCluster(Cluster):
         instances = list(deployed.values())
         check_instances(instances)
         cascade = self._cascade_router if self.router_spec.name == "cascade" else None
-        models = list(map(attrgetter("model"), requests))
+        models = [None] * len(requests) if table is not None else list(map(attrgetter("model"), requests))
         model_names = list(dict.fromkeys([i.model.name for i in instances] + [m for m in dict.fromkeys(models) if m]
                                          + list(cascade.models if cascade is not None else ())))
         model_index = {name: index for index, name in enumerate(model_names)}
@@ -274,7 +283,7 @@ class CompiledCluster(Cluster):
         self.instances = {i: CompiledInstance(instance, engine, self._sequence)  # type: ignore[misc]
                           for i, instance in deployed.items()}
         self.events.now_s = engine.now_s
-        self._row_requests = list(requests)
+        self._row_requests = requests if table is not None else list(requests)
 
     def _route_phase(self, row: int, instance_id: int) -> int:
         """The engine's call of ``phase_router(cluster, seq, instance)`` where a request finishes
@@ -410,7 +419,12 @@ class CompiledCluster(Cluster):
     def _sync_rows(self) -> None:
         """A compiled cascade: the request of each row the engine added when forwarding."""
         if self._cascade is not None and self._engine.num_rows > len(self._row_requests):
+            self._row_requests = self._extendable_rows()
             self._row_requests += map(self._row_requests.__getitem__, self._engine.row_origins(len(self._row_requests)))
+
+    def _extendable_rows(self) -> list[Request]:
+        """The rows' requests as a list, to add rows to (a ``RequestTable``'s objects made)."""
+        return self._row_requests if isinstance(self._row_requests, list) else list(self._row_requests)
 
     def _sequence(self, row: int) -> CompiledSequence:
         self._check_requests_kept()
@@ -441,6 +455,7 @@ class CompiledCluster(Cluster):
             raise not_compiled(f"dispatch() of request {seq.request_id}, which is not in the submitted workload")
         self._engine.redispatch(row, instance_id, seq.first_scheduled_s, seq.preempted_s, seq.num_preemptions,
                                 seq.num_migrations)
+        self._row_requests = self._extendable_rows()
         self._row_requests.append(seq.request)
 
     def _schedule_python(self, time_s: float, callback: Callable[[], None]) -> None:
@@ -594,7 +609,8 @@ class CompiledCluster(Cluster):
         NaN: none), read from its request once."""
         requests = self._row_requests
         if len(self._row_slo_targets) != len(requests):
-            slos = requests.slo if isinstance(requests, RequestColumns) else list(map(attrgetter("slo"), requests))
+            slos = requests.slo if isinstance(requests, (RequestColumns, RequestTable)) \
+                else list(map(attrgetter("slo"), requests))
             self._row_slo_targets = slo_targets(slos)
         return self._row_slo_targets
 
@@ -602,7 +618,8 @@ class CompiledCluster(Cluster):
         """For prefix caching: each request's hash-block size (0: none), the offsets of its chained
         keys (``PrefixKeys.of_request``, interned as ``Cluster`` interns them; kept for the
         decisions) and the keys, flat."""
-        if set(map(attrgetter("block_hashes"), requests)) <= {None}:  # a workload without hashes shares nothing
+        if isinstance(requests, RequestTable) or set(map(attrgetter("block_hashes"), requests)) <= {None}:
+            # a workload without hashes shares nothing
             self._chained_keys += [None] * len(requests)
             return [0] * len(requests), [0] * (len(requests) + 1), []
         sizes, offsets, keys = [], [0], []

@@ -17,6 +17,7 @@ from simulator.context import CONTEXT_REJECT_REASON
 from simulator.metrics.columns import OutcomeColumns
 from simulator.outcome import RequestOutcome
 from simulator.request import Request
+from simulator.request_table import RequestTable
 
 REJECT_REASONS = (None, CONTEXT_REJECT_REASON, "exceeds_kv_capacity")
 """``rejected_reason`` by the engine's reject code."""
@@ -40,6 +41,12 @@ class RequestColumns:
     def __init__(self, requests: SequenceOf[Request]) -> None:
         self.columns: dict[str, np.ndarray] = {}
         self.others: dict[str, dict[int, Any]] = {}  # by field: the rows whose value is not of the column's type
+        if isinstance(requests, RequestTable) and requests.untouched:  # its columns, no object made
+            for name, (dtype, _) in self.COLUMNS.items():
+                self.columns[name] = getattr(requests, name).astype(dtype)
+                self.others[name] = {}
+            self.slo = requests.slo
+            return
         for name, (dtype, kind) in self.COLUMNS.items():
             values = list(map(attrgetter(name), requests))
             self.columns[name] = np.fromiter(values, dtype, len(values))

@@ -12,7 +12,7 @@ from simulator.workloads.arrivals import (
     ServeGenRateArrivals,
 )
 from simulator.workloads.data_files import RateSeries, servegen_rate_series
-from simulator.workloads.generate import generate_requests, stream_requests
+from simulator.workloads.generate import generate_request_table, generate_requests, stream_requests
 from simulator.workloads.lengths import (
     EMPIRICAL_DATASETS,
     PARAMETRIC_PRESETS,
@@ -58,6 +58,7 @@ __all__ = [
     "ReasoningLengthSampler",
     "ServeGenRateArrivals",
     "ServeGenReasoning",
+    "generate_request_table",
     "generate_requests",
     "stream_requests",
     "length_sampler",

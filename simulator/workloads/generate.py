@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from simulator.request import MAX_ARRIVAL_S, SLO, Request
+from simulator.request_table import RequestTable
 from simulator.workloads._checks import count
 from simulator.workloads.arrivals import ArrivalProcess
 from simulator.workloads.lengths import LengthSampler
@@ -77,6 +78,34 @@ def stream_requests(
                      keep_drawn=False)
 
 
+def generate_request_table(
+    arrivals: ArrivalProcess,
+    lengths: LengthSampler | ReasoningLengthSampler,
+    num_requests: int,
+    rng: np.random.Generator,
+    *,
+    priorities: str | None = None,
+    num_tiers: int = 1,
+    slo: SLO | Callable[[int], SLO] | None = None,
+) -> RequestTable | list[Request]:
+    """The requests of ``generate_requests`` (same arguments, same draws, equal requests) as a
+    ``RequestTable``: columns, each ``Request`` object made only when read. ``slo`` (a function)
+    is called once per tier. A length sampler whose columns are not integers gives the list of
+    ``generate_requests`` instead (the cluster's checks name the bad request)."""
+    blocks, slo_for_tier = _column_blocks(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo,
+                                          CHUNK_REQUESTS, keep_drawn=True)
+    drawn = list(blocks)
+    columns = [np.concatenate([block[k] for block in drawn]) if drawn else np.zeros(0) for k in range(5)]
+    arrival_s, prompt, output, reasoning, tiers = columns
+    if not all(column.dtype.kind in "iu" for column in (prompt, output, reasoning, tiers)) or not drawn:
+        return list(_objects(iter(drawn), slo_for_tier))
+    slo_by_tier = {tier: _checked_slo(slo_for_tier(tier), tier) for tier in np.unique(tiers).tolist()}
+    as_int = {name: np.asarray(column, dtype=np.int64) for name, column in
+              (("prompt", prompt), ("output", output), ("reasoning", reasoning), ("tiers", tiers))}
+    return RequestTable(np.arange(len(tiers), dtype=np.int64), np.asarray(arrival_s, dtype=np.float64),
+                        as_int["prompt"], as_int["output"], as_int["reasoning"], as_int["tiers"], slo_by_tier)
+
+
 def _requests(
     arrivals: ArrivalProcess,
     lengths: LengthSampler | ReasoningLengthSampler,
@@ -91,6 +120,29 @@ def _requests(
 ) -> Iterator[Request]:
     """``stream_requests``; with ``keep_drawn`` every column group is kept as drawn rather than
     drawn again (``generate_requests``, which holds every request anyway)."""
+    blocks, slo_for_tier = _column_blocks(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo,
+                                          chunk_requests, keep_drawn=keep_drawn)
+    return _objects(blocks, slo_for_tier)
+
+
+ColumnBlock = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""A block of requests as columns: arrival times, prompt, output and reasoning tokens, tiers."""
+
+
+def _column_blocks(
+    arrivals: ArrivalProcess,
+    lengths: LengthSampler | ReasoningLengthSampler,
+    num_requests: int,
+    rng: np.random.Generator,
+    priorities: str | None,
+    num_tiers: int,
+    slo: SLO | Callable[[int], SLO] | None,
+    chunk_requests: int,
+    *,
+    keep_drawn: bool,
+) -> tuple[Iterator[ColumnBlock], Callable[[int], SLO]]:
+    """Every draw and check of ``stream_requests`` now; the blocks of columns to read, and the
+    tier -> ``SLO`` function."""
     num_requests = count("num_requests", num_requests)
     num_tiers = count("num_tiers", num_tiers, minimum=1)
     chunk_requests = count("chunk_requests", chunk_requests, minimum=1)
@@ -122,17 +174,23 @@ def _requests(
         _drawn(tier_stage, rng, lambda block: None),
     ]
 
-    def requests() -> Iterator[Request]:
-        first_id = 0
+    def blocks() -> Iterator[ColumnBlock]:
         for (arrival_s,), sampled, (tiers,) in zip(*(replay() for replay in replays)):
-            tier_list = tiers.tolist()
-            slo_by_tier = {tier: _checked_slo(slo_for_tier(tier), tier) for tier in dict.fromkeys(tier_list)}
-            reasoning = sampled[2].tolist() if len(sampled) == 3 else [0] * len(tier_list)
-            yield from map(Request, range(first_id, first_id + len(tier_list)), arrival_s.tolist(), sampled[0].tolist(),
-                           sampled[1].tolist(), reasoning, tier_list, map(slo_by_tier.__getitem__, tier_list))
-            first_id += len(tier_list)
+            reasoning = sampled[2] if len(sampled) == 3 else np.zeros(len(tiers), dtype=np.int64)
+            yield arrival_s, sampled[0], sampled[1], reasoning, tiers
 
-    return requests()
+    return blocks(), slo_for_tier
+
+
+def _objects(blocks: Iterator[ColumnBlock], slo_for_tier: Callable[[int], SLO]) -> Iterator[Request]:
+    """The ``Request`` objects of ``blocks``, ids from 0 (``slo_for_tier`` called once per tier of a block)."""
+    first_id = 0
+    for arrival_s, prompt, output, reasoning, tiers in blocks:
+        tier_list = tiers.tolist()
+        slo_by_tier = {tier: _checked_slo(slo_for_tier(tier), tier) for tier in dict.fromkeys(tier_list)}
+        yield from map(Request, range(first_id, first_id + len(tier_list)), arrival_s.tolist(), prompt.tolist(),
+                       output.tolist(), reasoning.tolist(), tier_list, map(slo_by_tier.__getitem__, tier_list))
+        first_id += len(tier_list)
 
 
 def _checked_slo(slo: object, tier: int) -> SLO:

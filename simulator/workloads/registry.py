@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -52,10 +53,14 @@ def length_sampler(
     raise ValueError(f"unknown length sampler {name!r}; known: {list(LENGTH_SAMPLER_NAMES)}")
 
 
+_signature = functools.cache(inspect.signature)
+"""A constructor's signature, read once (every episode of an env builds its sampler again)."""
+
+
 def _build(name: str, constructor: Callable[..., Any], options: dict[str, Any], *args: Any) -> Any:
     """``constructor(*args, **options)``, with options its signature does not take refused by name."""
     try:
-        inspect.signature(constructor).bind(*args, **options)
+        _signature(constructor).bind(*args, **options)
     except TypeError as error:
         raise ValueError(f"length sampler {name!r} cannot take options {options}: {error}") from None
     return constructor(*args, **options)
