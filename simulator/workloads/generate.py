@@ -49,8 +49,8 @@ def generate_requests(
     tier of each block of requests; ``SLO`` is immutable, so a tier's requests share its);
     ``None`` gives no targets. Random draws happen in the fixed order arrivals, lengths, tiers.
     """
-    return list(_requests(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo, CHUNK_REQUESTS,
-                          keep_drawn=True))
+    return list(_objects(*_column_blocks(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo,
+                                         CHUNK_REQUESTS, keep_drawn=True)))
 
 
 def stream_requests(
@@ -74,8 +74,8 @@ def stream_requests(
     ``arrival_time_chunks``, length samplers with ``chunkable = True``, tiers. Any other is
     drawn whole and kept (8 bytes per request and column).
     """
-    return _requests(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo, chunk_requests,
-                     keep_drawn=False)
+    return _objects(*_column_blocks(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo, chunk_requests,
+                                    keep_drawn=False))
 
 
 def generate_request_table(
@@ -106,25 +106,6 @@ def generate_request_table(
                         as_int["prompt"], as_int["output"], as_int["reasoning"], as_int["tiers"], slo_by_tier)
 
 
-def _requests(
-    arrivals: ArrivalProcess,
-    lengths: LengthSampler | ReasoningLengthSampler,
-    num_requests: int,
-    rng: np.random.Generator,
-    priorities: str | None,
-    num_tiers: int,
-    slo: SLO | Callable[[int], SLO] | None,
-    chunk_requests: int,
-    *,
-    keep_drawn: bool,
-) -> Iterator[Request]:
-    """``stream_requests``; with ``keep_drawn`` every column group is kept as drawn rather than
-    drawn again (``generate_requests``, which holds every request anyway)."""
-    blocks, slo_for_tier = _column_blocks(arrivals, lengths, num_requests, rng, priorities, num_tiers, slo,
-                                          chunk_requests, keep_drawn=keep_drawn)
-    return _objects(blocks, slo_for_tier)
-
-
 ColumnBlock = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """A block of requests as columns: arrival times, prompt, output and reasoning tokens, tiers."""
 
@@ -142,7 +123,8 @@ def _column_blocks(
     keep_drawn: bool,
 ) -> tuple[Iterator[ColumnBlock], Callable[[int], SLO]]:
     """Every draw and check of ``stream_requests`` now; the blocks of columns to read, and the
-    tier -> ``SLO`` function."""
+    tier -> ``SLO`` function. With ``keep_drawn`` every column group is kept as drawn rather than
+    drawn again from a copy of the generator (a caller that holds every request anyway)."""
     num_requests = count("num_requests", num_requests)
     num_tiers = count("num_tiers", num_tiers, minimum=1)
     chunk_requests = count("chunk_requests", chunk_requests, minimum=1)
