@@ -62,7 +62,12 @@ def test_engine_columns_equal_the_objects_columns_and_summaries_match(case: str)
     kwargs = {"duration_s": eager.events.now_s, "cost_usd": eager.cost_usd()}
     assert repr(summarize(lazy, **kwargs)) == repr(summarize(expected, **kwargs))  # NaN fields: by repr
     assert repr(summarize_by(lazy, "tier")) == repr(summarize_by(expected, "tier"))
-    assert "not built" in repr(lazy)  # summaries read the columns only
+    assert "not built" in repr(lazy)  # summaries without QoE read the columns only
+    if case == "pascal":  # per-tier QoE reads each tier's outcome objects (their token curves): built now
+        qoe = make_scenario("pascal").qoe
+        by_tier = summarize_by(lazy, "tier", qoe_targets=qoe)
+        assert repr(by_tier) == repr(summarize_by(expected, "tier", qoe_targets=qoe))
+        assert not math.isnan(by_tier[0].qoe_mean) and "not built" not in repr(lazy)
     assert list(map(repr, lazy)) == list(map(repr, expected))  # NaN fields: by repr
     assert repr(lazy) == f"LazyOutcomes({len(expected)} outcomes, built)"
 
@@ -104,7 +109,7 @@ def test_lazy_outcomes_build_once_on_first_read_and_share_on_deepcopy() -> None:
     assert len(subset) == 2 and subset.columns.request_id.tolist() == [3, 1] and calls == []
     assert lazy[2] is outcomes[2] and list(lazy) == outcomes and calls == [1]
     assert list(subset) == [outcomes[3], outcomes[1]] and calls == [1]
-    assert lazy == outcomes and lazy == tuple(outcomes) and lazy != outcomes[:3] and lazy != "abcd"
+    assert lazy == outcomes and lazy == tuple(outcomes) and lazy != outcomes[:3] and lazy != "abcd" and lazy != 4
     sent = pickle.loads(pickle.dumps(lazy))
     assert isinstance(sent, LazyOutcomes) and "not built" not in repr(sent)
     assert list(map(repr, sent)) == list(map(repr, outcomes))

@@ -322,9 +322,38 @@ class TestBreakdowns:
         assert answering.tpot.mean_s == pytest.approx(1.9 / 9)
         assert answering.max_tbt.mean_s == pytest.approx(1.1)
 
+    def test_phase_edges_one_reasoning_or_one_answer_token(self):
+        """A: arrival 0.5, 1 reasoning token at 1.0, answer tokens at 1.5 and 1.7. B: arrival 0,
+        reasoning tokens at 1.0 and 1.2, one answer token at 2.0. C has no answer token: left out.
+        A phase of one token has no TPOT and no gap (NaN, left out of the means)."""
+        outcomes = [
+            make_outcome(0, arrival_s=0.5, ttft_s=0.5, output_tokens=3, reasoning_tokens=1,
+                         curve=((1.0, 1), (1.5, 2), (1.7, 3))),
+            make_outcome(2, output_tokens=3, reasoning_tokens=3, curve=()),  # skipped, and B is still read
+            make_outcome(1, arrival_s=0.0, ttft_s=1.0, output_tokens=3, reasoning_tokens=2,
+                         curve=((1.0, 1), (1.2, 2), (2.0, 3))),
+        ]
+        phases = summarize_by(outcomes, "phase")
+        reasoning, answering = phases["reasoning"], phases["answering"]
+        assert reasoning.requests == answering.requests == 2
+        assert reasoning.latency.mean_s == pytest.approx((0.5 + 1.2) / 2)  # to the last reasoning token
+        assert reasoning.first_token_delay.mean_s == pytest.approx((0.5 + 1.0) / 2)
+        assert reasoning.tpot.mean_s == pytest.approx(0.2) and reasoning.max_tbt.mean_s == pytest.approx(0.2)  # B only
+        assert answering.latency.mean_s == pytest.approx((0.7 + 0.8) / 2)
+        assert answering.first_token_delay.mean_s == pytest.approx((0.5 + 0.8) / 2)
+        assert answering.tpot.mean_s == pytest.approx(0.2) and answering.max_tbt.mean_s == pytest.approx(0.2)  # A only
+        no_curve = make_outcome(7, output_tokens=3, reasoning_tokens=1, curve=())
+        with pytest.raises(ValueError, match=r"^request 7: the phase breakdown needs its token curve: "):
+            summarize_by([no_curve], "phase")
+
     def test_phase_split_takes_no_summary_options(self):
-        with pytest.raises(ValueError, match="phase breakdown"):
+        message = r"^the phase breakdown has only latencies: duration_s, qoe_targets and tbt_slo do not apply$"
+        with pytest.raises(ValueError, match=message):
             summarize_by(self.outcomes(), "phase", duration_s=1.0)
+        with pytest.raises(ValueError, match=message):
+            summarize_by(self.outcomes(), "phase", qoe_targets=QoETargets(0.25, 0.1))
+        with pytest.raises(ValueError, match=message):
+            summarize_by(self.outcomes(), "phase", tbt_slo="max_gap")
 
     def test_unknown_key_lists_known(self):
         with pytest.raises(ValueError, match="'gpu'.*tier, instance, phase"):
