@@ -430,11 +430,14 @@ def test_latency_stats_percentiles_equal_numpy_bit_for_bit():
         samples = values[~np.isnan(values)]
         stats = LatencyStats.of(values)
         if samples.size == 0:
-            assert all(math.isnan(v) for v in (stats.mean_s, stats.p50_s, stats.p99_s))
+            assert all(math.isnan(v) for v in (stats.mean_s, stats.p50_s, stats.p90_s, stats.p95_s, stats.p99_s))
             continue
         expected = np.percentile(samples, [50, 90, 95, 99], method="linear").tolist()
         assert [stats.p50_s, stats.p90_s, stats.p95_s, stats.p99_s] == expected, values
         assert stats.mean_s == float(samples.mean())
+    for nothing in (np.array([]), np.array([np.nan, np.nan])):  # no sample: every field NaN
+        stats = LatencyStats.of(nothing)
+        assert all(math.isnan(v) for v in (stats.mean_s, stats.p50_s, stats.p90_s, stats.p95_s, stats.p99_s))
 
 
 def test_mean_float64_equals_numpy_bit_for_bit():
