@@ -149,8 +149,9 @@ def gpu_count_cells(config: Config, gpus: int, seed: int) -> list[dict[str, Any]
 
 def gpu_grids(config: Config, seeds: list[int], log: Any, workers: int = 1, address: str | None = None) -> list[dict[str, Any]]:
     """Part 1: accuracy of each system's plan per (GPU count, latency SLO), once per seed; each
-    (seed, GPU count) runs as a ``simulator.fanout`` job (``workers`` at a time)."""
-    jobs = [(config, gpus, seed) for seed in seeds for gpus in config.gpu_counts]
+    (seed, GPU count) runs as a ``simulator.fanout`` job (``workers`` at a time), the most GPUs
+    first: those plans take longest (most replicas to prune), so the workers finish together."""
+    jobs = [(config, gpus, seed) for gpus in sorted(config.gpu_counts, reverse=True) for seed in seeds]
     cells: dict[tuple[int, str, int, float], dict[str, Any]] = {}
     for (_, gpus, seed), rows in zip(jobs, iter_fan_out(gpu_count_cells, jobs, workers, address)):
         for row in rows:

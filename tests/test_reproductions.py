@@ -3,6 +3,7 @@ clear error for a script without headlines() or a row that misses without a caus
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import re
 import types
@@ -151,10 +152,53 @@ def test_workers_and_address_reach_only_the_scripts_that_fan_out(tmp_path, monke
 
     monkeypatch.setattr(reproductions, "load_script",
                         lambda name: recording(name, name == "multitier_reproduction"))
+    sessions = _recorded_ray_sessions(monkeypatch)
     assert reproductions.main(["--quick", "--out", str(tmp_path), "--only", "multitier_reproduction,pascal_reproduction",
                                "--workers", "3", "--address", "auto"]) == 0
     assert seen["multitier_reproduction"][-4:] == ["--workers", "3", "--address", "auto"]
     assert "--workers" not in seen["pascal_reproduction"] and "--address" not in seen["pascal_reproduction"]
+    assert sessions == [(3, "auto", "open"), (3, "auto", "closed")]  # one Ray around both scripts
+
+
+def _recorded_ray_sessions(monkeypatch) -> list[tuple[int, str | None, str]]:
+    """Replace simulator.fanout.ray_session by a recorder (no Ray starts): its opens and closes."""
+    sessions: list[tuple[int, str | None, str]] = []
+
+    @contextlib.contextmanager
+    def ray_session(cpus: int, address: str | None = None):
+        sessions.append((cpus, address, "open"))
+        yield None
+        sessions.append((cpus, address, "closed"))
+
+    monkeypatch.setattr(reproductions.fanout, "ray_session", ray_session)
+    return sessions
+
+
+@pytest.mark.parametrize(("argv", "fans", "opened"), [
+    (["--workers", "2"], True, [(2, None, "open"), (2, None, "closed")]),
+    (["--workers", "1"], True, []),  # the jobs run in this process: no Ray
+    (["--workers", "1", "--address", "auto"], True, [(1, "auto", "open"), (1, "auto", "closed")]),
+    (["--workers", "2"], False, []),  # no script fans out
+])
+def test_the_runner_starts_one_ray_for_the_scripts_that_fan_out(tmp_path, monkeypatch, argv, fans, opened):
+    scripts = []
+
+    def script(name: str) -> types.ModuleType:
+        module = fake_script([row(3.5)])
+        write = module.main
+        module.main = lambda argv: scripts.append((name, list(sessions))) or write(argv)
+        if fans:
+            module.FANS_OUT = True
+        return module
+
+    monkeypatch.setattr(reproductions, "load_script", script)
+    sessions = _recorded_ray_sessions(monkeypatch)
+    assert reproductions.main(["--quick", "--out", str(tmp_path), "--only", "pascal,multitier", *argv]) == 0
+    assert sessions == opened
+    assert [(name, open_then) for name, open_then in scripts] == [
+        (name, opened[:1]) for name in ("pascal_reproduction", "multitier_reproduction")]  # both ran inside it
+    reused = reproductions.shared_ray(["pascal_reproduction"], True, 2, None)  # --reuse runs nothing: no Ray
+    assert isinstance(reused, contextlib.nullcontext) and sessions == opened
 
 
 def test_the_scripts_that_fan_out_take_the_runners_flags():

@@ -74,19 +74,12 @@ class _Utilization:
     def _placement_key(self, replicas: Sequence[Replica]) -> tuple:
         """The placement up to node and device permutations: per node, its devices' (memory,
         replicas on it as (model, devices spanned)), sorted."""
-        on_device: dict[int, list[tuple[str, int]]] = {i: [] for i in self.devices}
-        for r in replicas:
-            for d in r.devices:
-                on_device[d].append((r.model, len(r.devices)))
-        nodes: dict[int, list[tuple]] = {}
-        for index, device in self.devices.items():
-            nodes.setdefault(device.node, []).append((device.memory_gb, tuple(sorted(on_device[index]))))
-        return tuple(sorted(tuple(sorted(n)) for n in nodes.values()))
+        return _PlacementKeys(self.devices, replicas).without(None)
 
-    def u_max(self, replicas: Sequence[Replica], model: str) -> float:
-        """Max over the demands that use ``model`` of the minimal utilisation; +inf if infeasible."""
+    def u_max(self, replicas: Sequence[Replica], model: str, placement: tuple | None = None) -> float:
+        """Max over the demands that use ``model`` of the minimal utilisation; +inf if infeasible.
+        ``placement``: ``replicas``' placement key when the caller has it."""
         worst = 0.0
-        placement = None
         for i, demand in enumerate(self.demands):
             if demand.get(model, 0.0) <= 0:
                 continue
@@ -101,6 +94,39 @@ class _Utilization:
         return worst
 
 
+class _PlacementKeys:
+    """``_Utilization._placement_key`` of a placement with one replica taken out, for each of its
+    replicas in turn: the devices' sorted contents are worked out once, and taking a replica out
+    redoes only the nodes it spans (the same key, value for value)."""
+
+    def __init__(self, devices: Mapping[int, Device], replicas: Sequence[Replica]) -> None:
+        self.devices = devices
+        self.on_device: dict[int, list[tuple[str, int]]] = {i: [] for i in devices}
+        for r in replicas:
+            for d in r.devices:
+                self.on_device[d].append((r.model, len(r.devices)))
+        self.node_devices: dict[int, list[int]] = {}
+        for index, device in devices.items():
+            self.node_devices.setdefault(device.node, []).append(index)
+        self.node_keys = {node: self._node_key(node, None) for node in self.node_devices}
+
+    def _node_key(self, node: int, taken: Replica | None) -> tuple:
+        entries = []
+        for index in self.node_devices[node]:
+            contents = self.on_device[index]
+            if taken is not None and index in taken.devices:
+                contents = list(contents)
+                contents.remove((taken.model, len(taken.devices)))
+            entries.append((self.devices[index].memory_gb, tuple(sorted(contents))))
+        return tuple(sorted(entries))
+
+    def without(self, taken: Replica | None) -> tuple:
+        """The key of the placement without ``taken`` (None: the whole placement)."""
+        spanned = set() if taken is None else {self.devices[d].node for d in taken.devices}
+        return tuple(sorted(self._node_key(node, taken) if node in spanned else key
+                            for node, key in self.node_keys.items()))
+
+
 def pruning_utility(
     replica: Replica,
     replicas: Sequence[Replica],
@@ -109,19 +135,23 @@ def pruning_utility(
     demands: Sequence[Mapping[str, float]],
     min_replicas: Mapping[str, int] | None = None,
     _utilization: _Utilization | None = None,
+    _step: tuple[list[Replica], dict[int, float], _PlacementKeys] | None = None,
 ) -> float:
-    """Eq. 4 (freed reading, module docstring) for pruning ``replica`` from ``replicas``."""
+    """Eq. 4 (freed reading, module docstring) for pruning ``replica`` from ``replicas``.
+    ``_step``: what ``prune_placement`` works out once per step for every candidate (``replicas``
+    without ``replica``, the over-allocation, the placement keys)."""
     by_name = {p.name: p for p in profiles}
     utilization = _utilization or _Utilization(profiles, devices, demands)
-    remaining = [r for r in replicas if r != replica]
+    remaining = [r for r in replicas if r != replica] if _step is None else _step[0]
     left = sum(r.model == replica.model for r in remaining)
     used = any(d.get(replica.model, 0.0) > 0 for d in utilization.demands)
     if left < (min_replicas or {}).get(replica.model, 0) or (used and left == 0):
         return -math.inf
-    u_max = utilization.u_max(remaining, replica.model)
+    u_max = utilization.u_max(remaining, replica.model, None if _step is None else _step[2].without(replica))
     if math.isinf(u_max):
         return -math.inf
-    freed = freed_overallocation_gb(replica, overallocation_gb(replicas, by_name, devices), by_name)
+    over_gb = overallocation_gb(replicas, by_name, devices) if _step is None else _step[1]
+    freed = freed_overallocation_gb(replica, over_gb, by_name)
     if freed <= 0:
         return 0.0
     return math.inf if u_max == 0 else freed / u_max
@@ -139,10 +169,15 @@ def prune_placement(
     by_name = {p.name: p for p in profiles}
     utilization = _Utilization(profiles, devices, demands)
     placement = sorted(replicas)
+    distinct = len(set(placement)) == len(placement)  # pruning keeps it so
     while any(v > 0 for v in overallocation_gb(placement, by_name, devices).values()):
         best, best_utility = None, 0.0
-        for replica in placement:
-            utility = pruning_utility(replica, placement, profiles, devices, demands, min_replicas, utilization)
+        over_gb = overallocation_gb(placement, by_name, devices)
+        keys = _PlacementKeys(utilization.devices, placement)
+        for position, replica in enumerate(placement):
+            # distinct replicas: the rest is the placement without this position
+            step = (placement[:position] + placement[position + 1:], over_gb, keys) if distinct else None
+            utility = pruning_utility(replica, placement, profiles, devices, demands, min_replicas, utilization, step)
             if utility > best_utility:
                 best, best_utility = replica, utility
         if best is None:
