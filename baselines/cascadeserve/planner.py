@@ -178,6 +178,8 @@ class _Planner:
         self.weights = problem.range_weights()
         self.priority = sorted(range(problem.n_ranges), key=lambda i: (-float(self.weights[i]), i))
         self.state = _State()
+        self.u_cache: dict[tuple, float] = {}
+        """The pruning's minimal utilisations, shared by every ``prune`` of this plan."""
 
     def demands(self) -> list[dict[str, float]]:
         s = self.state
@@ -192,7 +194,8 @@ class _Planner:
         if any(n > sum(r.model == m for r in full) for m, n in min_replicas.items()):
             return None
         try:
-            return prune_placement(full, p.profiles, p.devices, [demands[i] for i in ranges], min_replicas)
+            return prune_placement(full, p.profiles, p.devices, [demands[i] for i in ranges], min_replicas,
+                                   self.u_cache)
         except PlacementError:
             return None
 

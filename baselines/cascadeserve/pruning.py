@@ -64,12 +64,13 @@ def _distinct_peaks(demands: list[dict[str, float]]) -> list[dict[str, float]]:
 class _Utilization:
     """``u_max`` with a cache over placements equal up to node and device permutations."""
 
-    def __init__(self, profiles: Sequence[ModelProfile], devices: Sequence[Device], demands: Sequence[Mapping[str, float]]):
+    def __init__(self, profiles: Sequence[ModelProfile], devices: Sequence[Device], demands: Sequence[Mapping[str, float]],
+                 cache: dict[tuple, float] | None = None):
         self.profiles = list(profiles)
         self.devices = {d.index: d for d in devices}
         self.demands = _distinct_peaks([dict(x) for x in demands])
         self._demand_keys = [tuple(sorted(demand.items())) for demand in self.demands]
-        self._cache: dict[tuple, float] = {}
+        self._cache: dict[tuple, float] = {} if cache is None else cache
 
     def _placement_key(self, replicas: Sequence[Replica]) -> tuple:
         """The placement up to node and device permutations: per node, its devices' (memory,
@@ -163,11 +164,15 @@ def prune_placement(
     devices: Sequence[Device],
     demands: Sequence[Mapping[str, float]],
     min_replicas: Mapping[str, int] | None = None,
+    u_cache: dict[tuple, float] | None = None,
 ) -> tuple[Replica, ...]:
     """§4.4 greedy pruning: drop the highest-utility replica until memory fits; ties go to the
-    earlier replica in sorted order. Raises ``PlacementError`` when no utility is > 0."""
+    earlier replica in sorted order. Raises ``PlacementError`` when no utility is > 0.
+    ``u_cache``: the minimal utilisations by (demand, placement up to permutations), shared by
+    the calls of one planner (the same ``profiles`` and ``devices``), which prune for overlapping
+    demands again and again."""
     by_name = {p.name: p for p in profiles}
-    utilization = _Utilization(profiles, devices, demands)
+    utilization = _Utilization(profiles, devices, demands, u_cache)
     placement = sorted(replicas)
     distinct = len(set(placement)) == len(placement)  # pruning keeps it so
     while any(v > 0 for v in overallocation_gb(placement, by_name, devices).values()):
