@@ -634,10 +634,11 @@ def requests_valid_in_order(requests: SequenceOf[Request], columns: dict[str, li
         return False
     if not set(map(type, map(attrgetter("session_id"), requests))) <= {int, type(None)}:
         return False
+    hashes = list(map(attrgetter("block_hashes"), requests))
     try:
-        for request in requests:
-            if request.block_hashes is not None:
-                check_block_hashes(request)
+        for row in range(len(hashes)) if hashes.count(None) < len(hashes) else ():
+            if hashes[row] is not None:
+                check_block_hashes(requests[row])
     except ValueError:
         return False
     return True

@@ -17,8 +17,8 @@ class LatencyStats:
     """Mean and p50/p90/p95/p99 of a latency in seconds; all NaN when there is no sample.
 
     Percentiles are ``numpy.percentile(method="linear")``'s, bit for bit (linear interpolation
-    between the two closest ranks, NumPy's default; the ranks put in place by one partition,
-    then NumPy's float operations), so the p50 of ``[1, 2, 3, 4]`` is 2.5.
+    between the two closest ranks, NumPy's default; one sort, then NumPy's float operations),
+    so the p50 of ``[1, 2, 3, 4]`` is 2.5.
     """
 
     mean_s: float
@@ -33,9 +33,7 @@ class LatencyStats:
         samples = values_s[~np.isnan(values_s)]
         if samples.size == 0:
             return cls(NAN, NAN, NAN, NAN, NAN)
-        last = samples.size - 1  # the ranks each percentile reads, put in place by one partition
-        ranks = sorted({min(math.floor(last * (q / 100)) + step, last) for q in PERCENTILES for step in (0, 1)})
-        ordered = np.partition(samples, ranks)
+        ordered = np.sort(samples)  # one sort for the four (faster than a partition at their ranks)
         p50, p90, p95, p99 = (_percentile_of_sorted(ordered, q) for q in PERCENTILES)
         return cls(float(samples.mean()), p50, p90, p95, p99)
 
@@ -53,9 +51,8 @@ def percentile_linear(values: Sequence[float], q: float) -> float:
 
 
 def _percentile_of_sorted(data: Sequence[float] | np.ndarray, q: float) -> float:
-    """The q-th percentile (method "linear") of finite ``data`` sorted ascending (at least at the
-    ranks it reads), by NumPy's float operations: the virtual index (n − 1)·(q/100), then
-    ``_lerp`` between its neighbours."""
+    """The q-th percentile (method "linear") of finite ``data`` sorted ascending, by NumPy's
+    float operations: the virtual index (n − 1)·(q/100), then ``_lerp`` between its neighbours."""
     last = len(data) - 1
     virtual = last * (q / 100)
     if virtual >= last:
