@@ -208,8 +208,8 @@ def check_n_envs(n_envs: int, vec_env: str, open_files_limit: int | None = None)
 
 def native_covers(config: TrainConfig) -> bool:
     """Whether the native vector env covers ``config``'s env (``envs.vector.kernel_spec``:
-    Routing-v0, Tier-v0 and Migration-v0's periodic mode on the compiled backend, with the
-    rewards its kernels compute)."""
+    Routing-v0, Tier-v0, Migration-v0's periodic mode and Scaling-v0 on the compiled backend, with
+    the rewards its kernels compute)."""
     probe = make_env(config.env_id, config.scenario, config.env_kwargs, flat=False)
     try:
         kernel_spec(probe.unwrapped)
@@ -533,7 +533,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--vec-env", choices=VEC_ENVS,
                         help="default: the hyper-parameters' (else auto: native where it covers the configuration, "
                              "else subproc when the machine has more cores than n-envs, else dummy); native: the envs "
-                             "stepped together in the compiled core (agents.vec_env.NativeVecEnv; Routing-v0, Tier-v0)")
+                             "stepped together in the compiled core (agents.vec_env.NativeVecEnv; Routing-v0, Tier-v0, "
+                             "Migration-v0, Scaling-v0)")
     parser.add_argument("--device", choices=DEVICES, help="default: cpu (faster than CUDA for these MLP policies; auto: CUDA when present)")
     parser.add_argument("--torch-threads", type=int, help="torch intra-op threads (default 1)")
     parser.add_argument("--hyperparams", type=Path, help="YAML file (default: agents/hyperparams/<algo>.yml)")

@@ -60,8 +60,10 @@ def fill_episode_numbers(env: ServingEnv, episode: Any) -> Any:
     if cluster._callbacks or cluster.completion_hook is not None or cluster.phase_router is not None:
         raise not_covered("Python callbacks, a completion hook or a phase router in the cluster (the kernel steps "
                           "the engine without the GIL)")
-    if env.slot_instance_ids() != list(range(len(cluster.instances))):
-        raise not_covered("instance slots other than the instances in deployment order")
+    count = len(cluster.instances)
+    slots = env.slot_instance_ids()
+    if slots[:count] != list(range(count)) or any(slot is not None for slot in slots[count:]):
+        raise not_covered("instance slots other than the instances in deployment order, then empty ones")
     episode.static_features = env.features.static_features.T.ravel().tolist()
     episode.arrival_s = list(map(float, env._arrival_times_s))
     targets = cluster.row_slo_targets()

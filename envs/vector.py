@@ -1,10 +1,11 @@
 """The native vector envs (EnvPool's style): N environments stepped by one call into the compiled
 core, which runs each env's MDP (action, simulation to the next decision, observation, mask,
-reward) in C++ without the GIL, on a pool of threads with fixed slices of the envs. Three IDs have
+reward) in C++ without the GIL, on a pool of threads with fixed slices of the envs. Four IDs have
 a kernel: servegym/Routing-v0 (``RoutingPool`` here, the core's ``VectorEngine``),
-servegym/Tier-v0 (``envs.tier_vector.TierPool``, the core's ``TierVectorEngine``) and
+servegym/Tier-v0 (``envs.tier_vector.TierPool``, the core's ``TierVectorEngine``),
 servegym/Migration-v0 in mode="periodic" (``envs.migration_vector.MigrationPool``, the core's
-``MigrationVectorEngine``).
+``MigrationVectorEngine``) and servegym/Scaling-v0 (``envs.scaling_vector.ScalingPool``, the
+core's ``ScalingVectorEngine``).
 
 ``NativeVectorEnv`` is the Gymnasium vector env (same-step autoreset); ``agents.vec_env.NativeVecEnv``
 the Stable-Baselines3 ``VecEnv``. Both are built from ``gym.make(env_id, ...)``'s keyword
@@ -50,6 +51,8 @@ from envs.rewards import (
 from envs.migration import MigrationEnv
 from envs.migration_vector import MigrationPool, migration_kernel_spec
 from envs.routing import RoutingEnv
+from envs.scaling import ScalingEnv
+from envs.scaling_vector import ScalingPool, scaling_kernel_spec
 from envs.tier import TierEnv
 from envs.tier_vector import TierPool, tier_kernel_spec
 
@@ -62,12 +65,14 @@ ROUTING_CONTEXT = ("is_arrival", "is_phase_change", "prompt_tokens", "generated_
 
 
 def kernel_spec(env: gym.Env) -> Any:
-    """The core's spec of ``env`` (an unwrapped Routing-v0, Tier-v0 or Migration-v0 env), or
+    """The core's spec of ``env`` (an unwrapped Routing-v0, Tier-v0, Migration-v0 or Scaling-v0 env), or
     ``NotCoveredError`` naming what the kernels do not compute."""
     if type(env) is TierEnv:
         return tier_kernel_spec(env)
     if type(env) is MigrationEnv:
         return migration_kernel_spec(env)
+    if type(env) is ScalingEnv:
+        return scaling_kernel_spec(env)
     check_common(env, RoutingEnv)
     if env.reward_name not in COVERED_REWARDS or type(env.reward_fn) is not COVERED_REWARDS[env.reward_name][1]:
         raise not_covered(f"reward={env.reward_name!r} (covered: {', '.join(COVERED_REWARDS)})")
@@ -156,7 +161,7 @@ class RoutingPool(NativePool):
 
 
 POOLS: dict[str, type[NativePool]] = {RoutingEnv.env_id: RoutingPool, TierEnv.env_id: TierPool,
-                                     MigrationEnv.env_id: MigrationPool}
+                                     MigrationEnv.env_id: MigrationPool, ScalingEnv.env_id: ScalingPool}
 """The env IDs with a native vector env, and their pools."""
 
 
@@ -168,7 +173,7 @@ def make_pool(num_envs: int, env_id: str, num_threads: int | None, env_kwargs: d
 
 
 class NativeVectorEnv(VectorEnv):
-    """``num_envs`` envs of ``env_id`` (Routing-v0, Tier-v0 or Migration-v0) stepped by one call into the compiled core (module
+    """``num_envs`` envs of ``env_id`` (Routing-v0, Tier-v0, Migration-v0 or Scaling-v0) stepped by one call into the compiled core (module
     docstring): a Gymnasium ``VectorEnv`` with same-step autoreset (a finished env's last
     observation and info are in ``infos["final_obs"]`` / ``infos["final_info"]``; the observation
     returned is its next episode's first). ``num_threads`` (default: one per env, at most the

@@ -185,23 +185,64 @@ class CompiledCluster(Cluster):
         seen through its ``CompiledInstance`` view."""
         if self._engine is None:
             return super()._add_instance(instance_id, config)
-        template = self._deployed_template(config)
-        if template is None:
-            instance = create_instance(instance_id, config, self.events, self, coalesce=self.coalesce)
-            model_names = self._engine_models
-            if instance.model.name not in model_names:
-                raise not_compiled(f"deploying {instance.model.name} after the workload was submitted (the engine "
-                                   f"serves {', '.join(model_names)})")
-            settings = instance_settings(instance, model_names.index(instance.model.name))
-            settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
-            self._templates[id(config)] = (config, dict(config.scheduler_options), instance, settings)
-        else:  # the same config again (scaling): its static attributes are the template's, the engine keeps the state
-            instance, settings = copy.copy(template[0]), template[1]
-            instance.instance_id = instance_id
-        if self._engine.add_instance(settings, instance.latency._evaluator) != instance_id:
+        template, settings = self.instance_template(config)
+        if self._engine.add_instance(settings, template.latency._evaluator) != instance_id:
             raise RuntimeError(f"the engine numbered instance {instance_id} differently")
+        return self._view(instance_id, template)
+
+    def instance_template(self, config: InstanceConfig) -> tuple[Any, _core.InstanceSettings]:
+        """The ``Instance`` (read for its static attributes) and the engine settings of ``config``
+        deployed after the submit; made once per config (scaling deploys the same configs again)."""
+        template = self._deployed_template(config)
+        if template is not None:
+            return template
+        instance = create_instance(self._next_id, config, self.events, self, coalesce=self.coalesce)
+        model_names = self._engine_models
+        if instance.model.name not in model_names:
+            raise not_compiled(f"deploying {instance.model.name} after the workload was submitted (the engine "
+                               f"serves {', '.join(model_names)})")
+        settings = instance_settings(instance, model_names.index(instance.model.name))
+        settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
+        self._templates[id(config)] = (config, dict(config.scheduler_options), instance, settings)
+        return instance, settings
+
+    def engine_indexes(self, model_name: str, gpu_name: str) -> tuple[int, int]:
+        """The model index and GPU index the engine gives an instance of ``model_name`` on
+        ``gpu_name`` deployed after the submit (``not_compiled`` for a model the engine does not serve)."""
+        if model_name not in self._engine_models:
+            raise not_compiled(f"deploying {model_name} after the workload was submitted (the engine serves "
+                               f"{', '.join(self._engine_models)})")
+        return self._engine_models.index(model_name), self._gpu_index.setdefault(gpu_name, len(self._gpu_index))
+
+    def _view(self, instance_id: int, template: Any) -> CompiledInstance:
+        """The view of the engine's instance ``instance_id``, deployed from ``template``'s config."""
+        instance = copy.copy(template)
+        instance.instance_id = instance_id
         view = self.instances[instance_id] = CompiledInstance(instance, self._engine, self._sequence)
         return view
+
+    def adopt(self, config: InstanceConfig, since_s: float) -> int:
+        """``deploy`` of ``config`` at ``since_s`` that a native vector env's kernel made in the
+        engine itself (``envs.scaling_vector``): the instance's view and its GPUs held, as
+        ``deploy`` keeps them (the engine already starts it). Returns its id."""
+        instance_id = self._next_id
+        if self._engine is None or instance_id >= self._engine.num_instances:
+            raise ValueError(f"the engine holds no instance {instance_id} to adopt")
+        self.version += 1
+        self._next_id += 1
+        instance = self._view(instance_id, self.instance_template(config)[0])
+        self.gpus_in_use[config.gpu] = self.gpus_in_use.get(config.gpu, 0) + config.num_gpus
+        self._held[instance_id] = (since_s, config.num_gpus, instance.gpu.price_per_second_usd)
+        self._cost_rate_usd_per_s = None
+        return instance_id
+
+    def adopt_release(self, instance_id: int, stopped_s: float) -> None:
+        """``_release`` of an instance that a native vector env's kernel stopped at ``stopped_s``:
+        its GPUs are free and no longer paid."""
+        if instance_id not in self._held:
+            raise ValueError(f"instance {instance_id} holds no GPUs to release")
+        self.version += 1
+        self._release(self.instances[instance_id], stopped_s)
 
     def _start_at(self, instance: Any, time_s: float) -> None:
         if self._engine is None:  # the engine schedules it at submit, in the order Cluster's events hold

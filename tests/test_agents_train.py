@@ -375,9 +375,9 @@ def test_dummy_and_subprocess_envs_train_the_same_model(tmp_path):
 
 
 def test_auto_vector_env_is_native_where_it_covers_the_configuration(monkeypatch):
-    """``auto`` trains Routing-v0, Tier-v0 and Migration-v0 (periodic) in the native vector env,
-    and a configuration it does not cover (a reward its kernel does not compute, the Python engine,
-    Migration-v0's phase mode, another ID) as before: in-process on two cores, in subprocesses with
+    """``auto`` trains Routing-v0, Tier-v0, Migration-v0 (periodic) and Scaling-v0 in the native
+    vector env, and a configuration it does not cover (a reward its kernel does not compute, the
+    Python engine, Scaling-v0's strict mode) as before: in-process on two cores, in subprocesses with
     a core per env and one for training."""
     import agents.train as train_module
 
@@ -391,9 +391,10 @@ def test_auto_vector_env_is_native_where_it_covers_the_configuration(monkeypatch
     assert resolve_vec_env(config("servegym/Migration-v0", "env_kwargs.reward=cost")) == "dummy"
     for override in ("env_kwargs.reward=cost", "env_kwargs.backend=python"):
         assert resolve_vec_env(config(ROUTING, override)) == "dummy"
-    assert resolve_vec_env(config("servegym/Scaling-v0")) == "dummy"
+    assert resolve_vec_env(config("servegym/Scaling-v0")) == "native"
+    assert resolve_vec_env(config("servegym/Scaling-v0", "env_kwargs.strict=true")) == "dummy"
     monkeypatch.setattr(train_module, "usable_cores", lambda: 3)
-    assert resolve_vec_env(config("servegym/Scaling-v0")) == "subproc"
+    assert resolve_vec_env(config("servegym/Scaling-v0", "env_kwargs.strict=true")) == "subproc"
     assert resolve_vec_env(config()) == "native"
     assert resolve_vec_env(config(vec_env="dummy")) == "dummy"
 

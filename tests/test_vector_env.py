@@ -144,8 +144,8 @@ def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
     ({"reward": "cost"}, "reward='cost'"),
     ({"backend": "python"}, "backend='python'"),
     ({"render_mode": "ansi"}, "render_mode='ansi'"),
-    ({"env_id": "servegym/Scaling-v0"},
-     "env_id 'servegym/Scaling-v0' \\(covered: servegym/Routing-v0, servegym/Tier-v0, servegym/Migration-v0\\)"),
+    ({"env_id": "servegym/Cascade-v0"}, "env_id 'servegym/Cascade-v0' \\(covered: servegym/Routing-v0, "
+     "servegym/Tier-v0, servegym/Migration-v0, servegym/Scaling-v0\\)"),
     ({"scenario": "cauchy_autoscaling"}, "scenario type ComboScalingScenario"),
 ])
 def test_configurations_not_covered_raise_naming_them(kwargs: dict, named: str) -> None:

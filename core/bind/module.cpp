@@ -8,6 +8,7 @@ void bind_latency(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);
 void bind_observation(nanobind::module_& m);
 void bind_vector(nanobind::module_& m);
+void bind_scaling(nanobind::module_& m);
 }
 
 NB_MODULE(_core, m) {
@@ -23,4 +24,5 @@ NB_MODULE(_core, m) {
   servegym_core::bind_engine(m);
   servegym_core::bind_observation(m);
   servegym_core::bind_vector(m);
+  servegym_core::bind_scaling(m);
 }
