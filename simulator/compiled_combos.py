@@ -1,8 +1,9 @@
 """GPU combos on the compiled engine (``simulator.combo_cluster``, Cauchy §3.4.2): a prefill
 instance hands each request to a decode instance of its combo after the prefill; the engine
 routes that hand-off itself (``Engine.add_combo``: decode instances in turn, or the one with
-the fewest requests), and Python places each arrival at the routing stop, in place on an idle
-member with the opportunistic instance scheduler."""
+the fewest requests). Scaling-v0's ``WeightedUnitRouter`` routes arrivals in the engine too,
+which runs a request in place on an idle member with the opportunistic instance scheduler
+(``Engine.place_in_combo``); any other router runs in Python at each arrival."""
 
 from __future__ import annotations
 
@@ -14,12 +15,24 @@ from simulator.compiled import CompiledCluster
 
 
 class CompiledComboCluster(ComboCluster, CompiledCluster):
-    """``ComboCluster`` whose requests are served by the compiled engine; its router runs in
-    Python at each arrival (``ComboCluster.dispatch`` may place a request in place)."""
+    """``ComboCluster`` whose requests are served by the compiled engine; a ``WeightedUnitRouter``
+    and the in-place placement run in the engine, any other router in Python at each arrival
+    (``ComboCluster.dispatch`` may place a request in place)."""
 
     def __init__(self, gpu_inventory: dict[str, int], **options: Any) -> None:
+        self._in_place_python = 0
         super().__init__(gpu_inventory, **options)
-        self.router_spec.name = "external"  # arrivals stop for the router and ComboCluster.dispatch
+        if self.router_spec.name != "units":
+            self.router_spec.name = "external"  # arrivals stop for the router and ComboCluster.dispatch
+
+    @property
+    def in_place_dispatches(self) -> int:
+        """Requests run wholly in place on an idle member: placed by Python, or by the engine."""
+        return self._in_place_python + (self._engine.in_place_dispatches if self._engine is not None else 0)
+
+    @in_place_dispatches.setter
+    def in_place_dispatches(self, count: int) -> None:
+        self._in_place_python = count
 
     def _compiled_hook(self, name: str, hook: Any) -> bool:
         return name == "decode_router" and getattr(hook, "__func__", None) is ComboCluster._route_prefilled

@@ -15,6 +15,8 @@ import envs  # noqa: F401
 from agents.rollout import run_episode
 from envs import make_scenario
 from envs.combo_scenario import ComboScenario, combo_scenario
+from simulator.backends import make_combo_cluster
+from simulator.routers.units import WeightedUnitRouter
 from simulator.routers.weighted_rr import SmoothWeightedRoundRobin
 from simulator.combo_cluster import ComboCluster
 from simulator.combos import Combo
@@ -117,6 +119,21 @@ def test_opportunistic_runs_in_place_on_idle_instances_then_least_loaded_decode(
     assert [by_id[i].instance_id for i in range(4)] == [1, 2, 0, 1]
     assert [by_id[i].num_migrations for i in range(4)] == [0, 0, 0, 1]
     assert cluster.in_place_dispatches == 3
+
+
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+def test_unit_router_places_in_place_as_the_combo_dispatch_does(backend: str):
+    """Scaling-v0's unit router over the one combo: on the compiled engine both the routing and
+    the in-place placement run inside the engine (Engine.place_in_combo), with the same result."""
+    cluster = make_combo_cluster({H800: 1, H20: 2}, backend=backend, router=WeightedUnitRouter(lambda: [((0, 1, 2), 1.0)]))
+    cluster.deploy_combo(Combo(H800, 1, H20, 2), MODEL, ready_now=True)
+    cluster.run([Request(i, 0.001 * i, 64, 400) for i in range(4)])
+    by_id = {o.request_id: o for o in cluster.outcomes}
+    assert [by_id[i].instance_id for i in range(4)] == [1, 2, 0, 1]
+    assert [by_id[i].num_migrations for i in range(4)] == [0, 0, 0, 1]
+    assert cluster.in_place_dispatches == 3
+    if backend == "compiled":
+        assert cluster.router_spec.name == "units" and cluster.engine.in_place_dispatches == 3
 
 
 def test_basic_rr_always_prefills_then_alternates_decode_instances():

@@ -269,6 +269,8 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("migrations", [](const Engine& e) {
         return std::make_tuple(e.migrations_started, e.migrations_done, e.migrations_aborted);
       }, "(started, done, aborted) live migrations so far.")
+      .def_ro("in_place_dispatches", &Engine::in_place_dispatches,
+              "New requests the 'units' router sent to a PD combo that ran in place on an idle member.")
       .def("set_headroom_fractions", &Engine::set_headroom_fractions, "fractions"_a)
       .def("set_units", &Engine::set_units, "offsets"_a, "members"_a, "weights"_a,
            "Route to these units from now on (router 'units'): unit u is members[offsets[u]:offsets[u + 1]], "

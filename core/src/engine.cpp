@@ -402,8 +402,31 @@ void Engine::admit(Req r) {
                                   model_names_[static_cast<std::size_t>(chosen.settings.model_index)] +
                                   ", request needs " + model_names_[static_cast<std::size_t>(model)]);
     }
+    if (place_in_combo(r, target)) return;
   }
   dispatch(r, target);
+}
+
+bool Engine::place_in_combo(Req r, std::int32_t entry_id) {
+  // ComboCluster.dispatch with the opportunistic instance scheduler (Cauchy §3.4.2): a new request
+  // sent to a PD combo's entry runs wholly in place on the first idle serving member, its decode
+  // instances first, then the entry (Cluster.dispatch_in_place: no frontend time, no hand-off).
+  const std::int32_t index = static_cast<std::size_t>(entry_id) < combo_of_.size() ? combo_of_[entry_id] : -1;
+  if (index < 0) return false;
+  const Combo& combo = combos_[static_cast<std::size_t>(index)];
+  if (combo.basic_rr || combo.entry != entry_id || combo.decode_ids.empty()) return false;  // empty: an aggregated combo
+  std::vector<std::int32_t> members = combo.decode_ids;
+  members.push_back(entry_id);
+  for (const std::int32_t id : members) {
+    Instance& member = instance_at(id);
+    if (member.lifecycle() == Lifecycle::Serving && member.num_requests() == 0 && !member.busy) {
+      ++in_place_dispatches;
+      requests_.pd_handoff[r] = 0;
+      member.enqueue(r);
+      return true;
+    }
+  }
+  return false;
 }
 
 void Engine::add_combo(std::int32_t entry_id, std::vector<std::int32_t> decode_ids, bool basic_rr) {

@@ -99,6 +99,9 @@ class Engine : public InstanceHost {
   // Answer the pending route decision of row r by running it wholly on instance_id, whatever its
   // role (Cluster.dispatch_in_place: no frontend time, no hand-off).
   void dispatch_in_place(Req r, std::int32_t instance_id);
+  // A "units" router's choice `entry_id`, for new request r: ComboCluster.dispatch's opportunistic
+  // in-place run on an idle member of its combo; false (nothing done) where it does not apply.
+  bool place_in_combo(Req r, std::int32_t entry_id);
   // Completions stop advance for a Python hook instead of being recorded (Cluster.completion_hook).
   void set_completion_hook(bool on) { completion_hook_ = on; }
   // Cluster.phase_router: called inside the iteration boundary where a request finishes reasoning,
@@ -136,6 +139,9 @@ class Engine : public InstanceHost {
   std::int64_t migrations_started = 0;
   std::int64_t migrations_done = 0;
   std::int64_t migrations_aborted = 0;
+  // New requests a "units" router sent to a PD combo that ran wholly in place on an idle member
+  // (ComboCluster.in_place_dispatches).
+  std::int64_t in_place_dispatches = 0;
   const InstanceArrays* arrays() const { return arrays_.get(); }
   // llumnix: route with these headroom fractions from now on (after submit).
   void set_headroom_fractions(std::vector<double> fractions);
