@@ -31,16 +31,17 @@ def not_covered(piece: str) -> NotCoveredError:
                            "env instead")
 
 
-def check_common(env: ServingEnv, env_type: type[ServingEnv]) -> None:
+def check_common(env: ServingEnv, env_type: type[ServingEnv], scenario_types: tuple[type, ...] = (Scenario,)) -> None:
     """``NotCoveredError`` unless ``env`` (unwrapped) is exactly ``env_type`` on the compiled
-    backend, renders nothing, runs a plain ``Scenario``, and has the instance columns the core writes."""
+    backend, renders nothing, runs a scenario of exactly one of ``scenario_types`` (a plain
+    ``Scenario`` by default), and has the instance columns the core writes."""
     if type(env) is not env_type:
         raise not_covered(f"env {type(env).__name__} (here: {env_type.env_id}'s {env_type.__name__})")
     if env.backend != "compiled":
         raise not_covered(f"backend={env.backend!r} (the kernel drives the compiled engine: backend='compiled')")
     if env.render_mode is not None:
         raise not_covered(f"render_mode={env.render_mode!r}")
-    if type(env.scenario) is not Scenario:
+    if type(env.scenario) not in scenario_types:
         raise not_covered(f"scenario type {type(env.scenario).__name__}")
     features = env.features
     columns = _core.instance_columns(features.num_tiers, features.prefix_caching, features.prefix_match)
@@ -50,12 +51,12 @@ def check_common(env: ServingEnv, env_type: type[ServingEnv]) -> None:
         raise not_covered(f"instance field {differ[0]!r} (the kernel writes {differ[1]!r} there)")
 
 
-def fill_episode_numbers(env: ServingEnv, episode: Any) -> Any:
+def fill_episode_numbers(env: ServingEnv, episode: Any, cluster_types: tuple[type, ...] = (CompiledCluster,)) -> Any:
     """Fill the core's ``EpisodeNumbers`` part of ``episode`` from ``env`` just reset (hardware
     features, arrival times, SLO targets, GPUs held); ``NotCoveredError`` for a cluster the kernel
     cannot step without Python. Returns ``episode``."""
     cluster = env.cluster
-    if type(cluster) is not CompiledCluster:
+    if type(cluster) not in cluster_types:
         raise not_covered(f"cluster type {type(cluster).__name__}")
     if cluster._callbacks or cluster.completion_hook is not None or cluster.phase_router is not None:
         raise not_covered("Python callbacks, a completion hook or a phase router in the cluster (the kernel steps "

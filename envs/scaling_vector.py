@@ -9,8 +9,8 @@ and cost are the single env's.
 What the kernel covers, checked at construction (anything else raises ``NotCoveredError`` naming
 it): ``ScalingEnv`` itself on the compiled backend, in either action mode; the rewards of
 ``COVERED_REWARDS``; ``strict=False``; ``render_mode=None``; a plain ``Scenario`` (units of one
-aggregated instance each: the GPU-combo scenarios route in Python) whose cluster runs no Python
-callback. Its actions are one row per env: the per-kind choices (``action="per_kind"``) or the
+aggregated instance each) or a ``ComboScalingScenario`` (units of GPU combos, Cauchy §3.1) whose
+cluster runs no Python callback. Its actions are one row per env: the per-kind choices (``action="per_kind"``) or the
 one index (``action="one_unit"``).
 """
 
@@ -21,10 +21,14 @@ from typing import Any
 import numpy as np
 from servegym_core import _core
 
+from envs.combo_scenario import ComboScalingScenario
 from envs.native_pool import NativePool, check_common, fill_episode_numbers, not_covered
 from envs.rewards import CostReward, LatencyReward, SLOReward, tier_weights
 from envs.scaling import DeployedUnit, ScalingEnv
+from envs.scenario import Scenario
 from hardware.latency import weight_load_time_s
+from simulator.compiled import CompiledCluster
+from simulator.compiled_combos import CompiledComboCluster
 from simulator.compiled_setup import instance_settings
 from simulator.instance import InstanceConfig
 from simulator.pipeline import create_instance
@@ -36,6 +40,8 @@ CLUSTER_CONTEXT = ("arrivals_per_s", "waiting", "running", "swapped", "cost_rate
 KIND_CONTEXT = ("serving_units", "starting_units", "draining_units")
 """``scaling_context``'s fields, the cluster's then each kind's, as the kernel writes them."""
 MASK_PARTS = {"per_kind": ["choice"], "one_unit": ["hold", "add", "remove"]}
+SCENARIO_TYPES = (Scenario, ComboScalingScenario)
+"""The scenarios the kernel covers: units of one aggregated instance, or GPU combos."""
 
 
 def unit_configs(env: ScalingEnv) -> list[InstanceConfig]:
@@ -70,7 +76,7 @@ def kernel_configs(env: ScalingEnv) -> list[Any]:
 def scaling_kernel_spec(env: ScalingEnv) -> Any:
     """The core's ``ScalingSpec`` of ``env`` (an unwrapped env), or ``NotCoveredError`` naming
     what the kernel does not compute."""
-    check_common(env, ScalingEnv)
+    check_common(env, ScalingEnv, SCENARIO_TYPES)
     if env.strict:
         raise not_covered("strict=True (the joint limits of a per-kind action are known only inside the kernel)")
     if env.reward_name not in COVERED_REWARDS or type(env.reward_fn) is not COVERED_REWARDS[env.reward_name][1]:
@@ -93,6 +99,8 @@ def scaling_kernel_spec(env: ScalingEnv) -> Any:
     spec.kind_configs = list(range(sum(sizes)))
     spec.kind_weights = [float(unit.routing_weight) for unit in env.units]
     spec.provisioning_s = float(env.scenario.provisioning_s)
+    spec.combos = isinstance(env.scenario, ComboScalingScenario)
+    spec.combo_basic_rr = spec.combos and env.scenario.instance_scheduler == "basic_rr"
     spec.configs = kernel_configs(env)
     spec.gpu_inventory = [env.scenario.gpu_inventory.get(gpu, 0) for gpu in gpu_types(env)]
     spec.invalid_action_penalty = float(env.invalid_action_penalty)
@@ -109,7 +117,7 @@ def scaling_episode_numbers(env: ScalingEnv) -> Any:
     """The core's ``ScalingEpisode`` of ``env`` just reset: the common numbers
     (``envs.native_pool.fill_episode_numbers``), then the GPUs held and in use, the units, slots
     and counters ``ScalingEnv`` keeps, and the cost reward's state."""
-    episode = fill_episode_numbers(env, _core.ScalingEpisode())
+    episode = fill_episode_numbers(env, _core.ScalingEpisode(), (CompiledCluster, CompiledComboCluster))
     cluster = env.cluster
     if cluster.router_spec.name != "units":
         raise not_covered(f"router {cluster.router_spec.name!r} (the kernel routes over the units in the engine)")
@@ -145,6 +153,10 @@ class ScalingPool(NativePool):
         env = self.envs[0]
         core = _core.ScalingVectorEngine(scaling_kernel_spec(env), self.num_envs, num_threads)
         self.configs = unit_configs(env)
+        self.config_units = [(kind, position, len(unit.configs)) for kind, unit in enumerate(env.units)
+                             for position in range(len(unit.configs))]
+        """Per config: its unit kind, its place in the unit, the unit's size."""
+        self.combos = env.scenario.combos if isinstance(env.scenario, ComboScalingScenario) else None
         self.action_width = len(env.units) if env.action_mode == "per_kind" else 1
         return core
 
@@ -177,11 +189,17 @@ class ScalingPool(NativePool):
         give the env its units, slots and window."""
         env, core = self.envs[i], self.core
         cluster = env.cluster
+        adopted: list[int] = []
         for config, instance_id, time_s in core.events(i):
             if config < 0:
                 cluster.adopt_release(instance_id, time_s)
-            elif cluster.adopt(self.configs[config], time_s) != instance_id:
+                continue
+            if cluster.adopt(self.configs[config], time_s) != instance_id:
                 raise RuntimeError(f"the kernel's instance {instance_id} was adopted under another id")
+            adopted.append(instance_id)
+            kind, position, size = self.config_units[config]
+            if self.combos is not None and position == size - 1:  # the unit's last instance: its combo
+                cluster.adopt_combo(self.combos[kind], adopted[-size:])
         kinds, offsets, members, slots, until_s, first_outcome = core.deployed(i)
         env._deployed = [DeployedUnit(kind, tuple(members[offsets[u]:offsets[u + 1]])) for u, kind in enumerate(kinds)]
         env._slots = [None if slot < 0 else slot for slot in slots]

@@ -72,6 +72,10 @@ class ComboCluster(Cluster):
             if count > free:
                 raise ValueError(f"cannot deploy {combo.name}: it needs {count} x {gpu}, {free} free")
         ids = [self.deploy(config, ready_now=ready_now) for config in configs]
+        return self._register_combo(combo, ids)
+
+    def _register_combo(self, combo: Combo, ids: list[int]) -> int:
+        """Record ``combo`` as deployed on instances ``ids`` (entry first); its index."""
         index = len(self.combos)
         self.combos.append(DeployedCombo(combo, ids[0], tuple(ids[1:])))
         for instance_id in ids:

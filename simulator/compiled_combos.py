@@ -43,6 +43,12 @@ class CompiledComboCluster(ComboCluster, CompiledCluster):
             self._add_combo(index)
         return index
 
+    def adopt_combo(self, combo: Combo, instance_ids: list[int]) -> int:
+        """``deploy_combo`` of ``combo`` whose instances (``adopt``ed, entry first) a native
+        vector env's kernel deployed and registered with the engine itself (``envs.scaling_vector``):
+        the Python side's record only. Returns its index."""
+        return self._register_combo(combo, instance_ids)
+
     def submit(self, requests: Any) -> None:
         super().submit(requests)
         for index in range(len(self.combos)):

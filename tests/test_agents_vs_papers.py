@@ -264,7 +264,6 @@ def test_the_leaderboard_trains_each_recipe_as_agents_vs_papers_does():
     for cell in cells:
         board = dataclasses.asdict(sweep.train_config(cell, 2, {}))
         recipe = dataclasses.asdict(recipe_config(recipes[cell.scenario], 2))
-        # every recipe's reward is one the kernels compute; cauchy_autoscaling's GPU combos route in Python
-        expected = "native" if cell.env_id in POOLS and cell.scenario != "cauchy_autoscaling" else "dummy"
+        expected = "native" if cell.env_id in POOLS else "dummy"  # every recipe's reward is one the kernels compute
         assert board["vec_env"] == expected and recipe["vec_env"] in ("auto", "dummy", "native")
         assert {**board, "vec_env": None} == {**recipe, "vec_env": None}, cell.scenario

@@ -2,8 +2,9 @@
 agents.vec_env): env by env, the trajectories of single envs seeded alike, bit for bit (float32
 observations and masks, float64 rewards, step infos, episode metrics and outcomes), whatever the
 threads, with actions that include masked-out ones and per-kind actions that break the joint limits
-(the fallback and its penalty), units that are added, start up, drain and stop; at each episode's end
-the env's Python cluster holds the single env's instances, GPUs, dollars, units and slots.
+(the fallback and its penalty), units that are added, start up, drain and stop, GPU combos (Cauchy
+§3.1) placed in place on idle members; at each episode's end the env's Python cluster holds the single
+env's instances, GPUs, dollars, units, slots and combos.
 Configurations the kernel does not cover and bad actions raise, naming them."""
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the IDs)
 from agents.vec_env import NativeVecEnv
+from envs import make_scenario
 from envs.native_pool import NotCoveredError
 from envs.scaling import ADD, REMOVE
+from envs.scenario import Scenario
 from envs.vector import NativeVectorEnv
 from tests.vector_checks import assert_same_metrics, assert_same_observation, assert_same_outcomes
 
@@ -26,6 +29,10 @@ SCALING = "servegym/Scaling-v0"
 STEP_INFO = ("time_s", "finished", "slo_met", "cost_usd", "invalid_action")
 ROOM = {"gpu_inventory": {"A100-80GB": 6, "L40S": 6}, "max_instances": 12}
 """``default`` with room to add: 12 GPUs and slots for its 8 instances."""
+
+
+class OwnScenario(Scenario):
+    """A scenario type of one's own: it may deploy units in ways the kernel does not know."""
 
 
 def random_actions(rng: np.random.Generator, masks: np.ndarray, space: gym.Space, one_unit: bool) -> np.ndarray:
@@ -47,9 +54,10 @@ def cluster_state(env: Any) -> tuple:
     """What the episode's end leaves in an env (unwrapped) and its cluster: dollars, GPUs held
     and in use, instances and their states, stops, units and slots."""
     cluster = env.cluster
+    combos = (list(cluster.combos), dict(cluster._combo_of), cluster.in_place_dispatches) if hasattr(cluster, "combos") else ()
     return (cluster.cost_usd(), dict(cluster._held), dict(cluster.gpus_in_use), dict(cluster._stopped_at_s),
             [(i, instance.lifecycle, instance.config) for i, instance in cluster.instances.items()],
-            [(unit.kind, unit.instance_ids) for unit in env._deployed], list(env._slots), env._until_s)
+            [(unit.kind, unit.instance_ids) for unit in env._deployed], list(env._slots), env._until_s, combos)
 
 
 def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: int | None = None) -> dict[str, int]:
@@ -72,7 +80,7 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
     for i, env in enumerate(singles):
         assert_same_observation({k: v[i] for k, v in obs.items()}, env.reset(seed=seed + i)[0])
     one_unit = kwargs.get("action") == "one_unit"
-    seen = {"ended": 0, "steps": 0, "invalid": 0, "added": 0, "removed": 0, "stopped": 0}
+    seen = {"ended": 0, "steps": 0, "invalid": 0, "added": 0, "removed": 0, "stopped": 0, "in_place": 0}
     while seen["ended"] < episodes:
         actions = random_actions(rng, obs["action_mask"], singles[0].action_space, one_unit)
         obs, rewards, terminated, truncated, infos = vector.step(actions)
@@ -98,6 +106,7 @@ def replay(kwargs: dict, seed: int, num_envs: int, episodes: int, num_threads: i
                 assert_same_outcomes(final["episode_outcomes"][i], s_info["episode_outcomes"])
                 assert ended_states.pop(i) == cluster_state(env.unwrapped)
                 seen["stopped"] += len(env.unwrapped.cluster._stopped_at_s)
+                seen["in_place"] += getattr(env.unwrapped.cluster, "in_place_dispatches", 0)
                 s_obs, s_info = env.reset()
             for key in STEP_INFO:
                 assert np.array_equal(infos[key][i], s_info[key]), key
@@ -131,6 +140,20 @@ def test_reasoning_scenario_matches() -> None:
     assert seen["removed"] > 0
 
 
+@pytest.mark.parametrize(("instance_scheduler", "reward", "action"), [
+    ("opportunistic", "cost", "one_unit"),
+    ("basic_rr", "slo", "per_kind"),
+])
+def test_gpu_combo_units_match(instance_scheduler: str, reward: str, action: str) -> None:
+    """cauchy_autoscaling: units of GPU combos, placed in place on idle members (opportunistic)
+    or prefilled and handed to decode instances in turn (basic_rr), inside the kernel."""
+    kwargs = {"scenario": "cauchy_autoscaling", "episode_requests": 1500, "backend": "compiled",
+              "instance_scheduler": instance_scheduler, "reward": reward, "action": action}
+    seen = replay(kwargs, seed=2, num_envs=2, episodes=3, num_threads=2)
+    assert seen["added"] > 0 and seen["removed"] > 0 and seen["stopped"] > 0
+    assert (seen["in_place"] > 0) == (instance_scheduler == "opportunistic")
+
+
 def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
     kwargs = {"episode_requests": 120, "backend": "compiled", **ROOM}
     native = NativeVecEnv(2, env_id=SCALING, **kwargs)
@@ -161,7 +184,7 @@ def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [
-    ({"scenario": "cauchy_autoscaling"}, "scenario type ComboScalingScenario"),
+    ({"scenario": OwnScenario(**vars(make_scenario("default")))}, "scenario type OwnScenario"),
     ({"strict": True}, "strict=True"),
     ({"reward": "slo_dense"}, "reward='slo_dense' \\(covered: slo, latency, cost\\)"),
     ({"backend": "python"}, "backend='python'"),

@@ -61,6 +61,8 @@ void bind_scaling(nb::module_& m) {
       .def_rw("kind_configs", &S::kind_configs)
       .def_rw("kind_weights", &S::kind_weights)
       .def_rw("provisioning_s", &S::provisioning_s)
+      .def_rw("combos", &S::combos)
+      .def_rw("combo_basic_rr", &S::combo_basic_rr)
       .def_rw("configs", &S::configs)
       .def_rw("gpu_inventory", &S::gpu_inventory)
       .def_rw("invalid_action_penalty", &S::invalid_action_penalty)

@@ -257,6 +257,7 @@ void ScalingMDP::deploy_unit(std::size_t kind) {
     engine_->start_at(id, now_s + config.load_s + spec_.provisioning_s);
     ids.push_back(id);
   }
+  if (spec_.combos) engine_->add_combo(ids.front(), std::vector<std::int32_t>(ids.begin() + 1, ids.end()), spec_.combo_basic_rr);
   std::size_t next = 0;  // the unit's instances take the free slots in order
   for (std::size_t slot = 0; slot < slots_.size() && next < ids.size(); ++slot) {
     const std::int32_t id = slots_[slot];

@@ -2,7 +2,7 @@
 // per-kind remove / hold / add choices against the mask and the joint limits (ScalingEnv.is_valid),
 // fall back to holding with the penalty, drain or deploy units (Cluster.drain, Cluster.deploy:
 // GPUs held and paid from now, serving after the start-up time), route arrivals over the units
-// (the engine's "units" router), run the engine one scaling window, release the GPUs of the
+// (the engine's "units" router; in place on an idle combo member), run the engine one scaling window, release the GPUs of the
 // instances that stopped, and fill preallocated rows with the observation (envs/observation.py's
 // instance matrix over the env's slots, scaling_context, the mask), the reward (envs/rewards.py's
 // "cost", "slo" or "latency") and the step's info numbers. Every value is the Python formula's,
@@ -52,6 +52,11 @@ struct ScalingSpec : ObservationSpec {
   std::vector<std::int32_t> kind_offsets, kind_configs;
   std::vector<double> kind_weights;  // ScalingUnit.routing_weight
   double provisioning_s = 0.0;       // Scenario.provisioning_s: an instance serves load_s + this after its deploy
+  // Units are GPU combos (envs.combo_scenario.ComboScalingScenario): each deployed unit is also
+  // registered with the engine (Engine::add_combo, ComboCluster.deploy_combo), its decode
+  // instances taken in turn (basic_rr) or the least loaded.
+  bool combos = false;
+  bool combo_basic_rr = false;
   std::vector<ScalingConfig> configs;
   std::vector<std::int64_t> gpu_inventory;  // per GPU type
   double invalid_action_penalty = 0.0;
