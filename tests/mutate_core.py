@@ -8,7 +8,7 @@ Comments, preprocessor lines and string literals are left alone. For each mutant
 rebuilt (``cmake --build build/core``, one translation unit and the link) and the tests that
 compare the compiled engine with the Python reference engine run (``TESTS``: side-by-side
 stepping, seeded families, the per-request simulator goldens, the env goldens on the compiled
-engine, the latency values' digests, the compiled cascade, the native vector env). A mutant is
+engine, the latency values' digests, the compiled cascade, the native vector envs of every ID that has one). A mutant is
 *killed* when a test fails, *timeout* when the tests run past ``--timeout-factor`` times their
 time on the unmutated core, *uncompilable* when the build fails (not counted), and *survived*
 otherwise.
@@ -41,12 +41,15 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = "core/src"
 TESTS = (
+    "tests/test_vector_env.py",
+    "tests/test_tier_vector_env.py",
+    "tests/test_migration_vector_env.py",
+    "tests/test_scaling_vector_env.py",
     "tests/test_compiled_engine.py",
     "tests/test_golden_trajectories.py::test_replay_matches_the_recording",
     "tests/test_latency_fixture.py",
     "tests/test_instance_arrays.py",
     "tests/test_compiled_cascade.py",
-    "tests/test_vector_env.py",
 )
 TEST_FILTER = "not python]"  # the env goldens on the compiled engine only
 OPERATORS: tuple[tuple[str, str], ...] = (
