@@ -1,5 +1,5 @@
-"""``NativeVecEnv``: the native vector env of servegym/Routing-v0 or servegym/Tier-v0
-(``envs.vector``) as a Stable-Baselines3 ``VecEnv``, for MaskablePPO: one call steps every env in the compiled core, ``action_masks()`` (and
+"""``NativeVecEnv``: the native vector env of servegym/Routing-v0, Tier-v0, Migration-v0 or
+Scaling-v0 (``envs.vector``) as a Stable-Baselines3 ``VecEnv``, for MaskablePPO: one call steps every env in the compiled core, ``action_masks()`` (and
 ``env_method("action_masks")``, which sb3-contrib calls) read the core's masks.
 
 Its step returns what ``DummyVecEnv`` over the same envs returns: observations, float64 rewards (as
@@ -30,10 +30,10 @@ from envs.wrappers import FlattenServingObservation, flatten_serving_observation
 
 
 class NativeVecEnv(VecEnv):
-    """``num_envs`` envs of ``env_id`` (Routing-v0 or Tier-v0) in the compiled core (module docstring);
-    ``env_kwargs`` are ``gym.make``'s, ``num_threads`` as ``envs.vector.NativeVectorEnv``'s. The
-    Python envs behind ``get_attr`` / ``set_attr`` / ``env_method`` show each episode as it began
-    and as it ended, not in between (``envs.vector``)."""
+    """``num_envs`` envs of ``env_id`` (Routing-v0, Tier-v0, Migration-v0 or Scaling-v0) in the compiled
+    core (module docstring); ``env_kwargs`` are ``gym.make``'s, ``num_threads`` as
+    ``envs.vector.NativeVectorEnv``'s. The Python envs behind ``get_attr`` / ``set_attr`` /
+    ``env_method`` show each episode as it began and as it ended, not in between (``envs.vector``)."""
 
     def __init__(self, num_envs: int, *, env_id: str = RoutingEnv.env_id, num_threads: int | None = None,
                  **env_kwargs: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from servegym_core import _core
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the IDs)
@@ -21,6 +22,7 @@ from agents.vec_env import NativeVecEnv
 from envs import make_scenario
 from envs.native_pool import NotCoveredError
 from envs.scaling import ADD, REMOVE
+from envs.scaling_vector import scaling_kernel_spec
 from envs.scenario import Scenario
 from envs.vector import NativeVectorEnv
 from tests.vector_checks import assert_same_metrics, assert_same_observation, assert_same_outcomes
@@ -215,3 +217,23 @@ def test_bad_actions_raise_naming_them_before_any_env_steps(action: str) -> None
     with pytest.raises(ValueError, match="of float64"):
         vector.step(np.zeros((2, 2) if action == "per_kind" else 2))
     np.testing.assert_array_equal(vector.pool.context, first["context"])  # nothing was stepped
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("window_s", 0.0, "window_s must be > 0"),
+    ("reward", 3, "reward code 3 is not one the kernel computes"),
+    ("kind_offsets", [0, 1], "kind_offsets must run from 0 to len\\(kind_configs\\)"),
+    ("kind_offsets", [0, 0, 2], "a unit kind has no config"),
+    ("kind_configs", [0, 2], "kind_configs names no config"),
+    ("ctx_serving_units", [0], "per-kind fields need kinds positions"),
+    ("gpu_inventory", [4], "a config's gpu_type is not in gpu_inventory"),
+    ("kind_weights", [], "no unit kind"),
+])
+def test_the_kernel_refuses_a_spec_that_does_not_fit(field: str, value: Any, message: str) -> None:
+    """The core checks the spec Python gives it (two kinds on ``default``) and names what is wrong."""
+    spec = scaling_kernel_spec(gym.make(SCALING, backend="compiled").unwrapped)
+    assert spec.kind_offsets == [0, 1, 2] and spec.kind_configs == [0, 1] and spec.window_s == 1.0
+    _core.ScalingVectorEngine(spec, 1)
+    setattr(spec, field, value)
+    with pytest.raises(ValueError, match=message):
+        _core.ScalingVectorEngine(spec, 1)
