@@ -12,16 +12,19 @@ import dataclasses
 import gymnasium as gym
 import numpy as np
 import pytest
-from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the IDs)
-from agents.vec_env import NativeVecEnv
 from envs.native_pool import NotCoveredError
 from envs.scenario import InstanceGroup, Scenario
 from envs.scenarios.multitier import PAPER_KV_BLOCKS, multitier
 from envs.vector import NativeVectorEnv
 from simulator.kv_blocks import blocks_for_tokens
-from tests.vector_checks import assert_same_metrics, assert_same_observation, assert_same_outcomes
+from tests.vector_checks import (
+    assert_same_metrics,
+    assert_same_observation,
+    assert_same_outcomes,
+    assert_sb3_vec_env_matches_dummy,
+)
 
 MIGRATION = "servegym/Migration-v0"
 STEP_INFO = ("time_s", "finished", "slo_met", "cost_usd", "invalid_action", "migrations_started", "migrations_done",
@@ -157,31 +160,7 @@ def test_three_envs_on_two_threads() -> None:
 
 def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
     kwargs = {"scenario": "multitier", "router": "llumnix", **SMALL}
-    native = NativeVecEnv(2, env_id=MIGRATION, **kwargs)
-    dummy = DummyVecEnv([lambda: gym.make(MIGRATION, **kwargs) for _ in range(2)])
-    native.seed(5)
-    dummy.seed(5)
-    obs, d_obs = native.reset(), dummy.reset()
-    rng = np.random.default_rng(1)
-    ended = 0
-    while ended < 3:
-        for key in d_obs:
-            np.testing.assert_array_equal(obs[key], d_obs[key], strict=True)
-        masks = np.stack(native.env_method("action_masks"))
-        np.testing.assert_array_equal(masks, np.stack(dummy.env_method("action_masks")), strict=True)
-        actions = random_actions(rng, masks)
-        obs, rewards, dones, infos = native.step(actions)
-        d_obs, d_rewards, d_dones, d_infos = dummy.step(actions)
-        np.testing.assert_array_equal(rewards, d_rewards.astype(np.float64), strict=False)
-        np.testing.assert_array_equal(dones, d_dones, strict=True)
-        for info, d_info in zip(infos, d_infos, strict=True):
-            assert info.keys() == d_info.keys()
-            for key in (*STEP_INFO, "TimeLimit.truncated"):
-                assert info[key] == d_info[key], key
-            if "episode_metrics" in d_info:
-                ended += 1
-                assert_same_metrics(info["episode_metrics"], d_info["episode_metrics"])
-                assert_same_observation(info["terminal_observation"], d_info["terminal_observation"])
+    assert_sb3_vec_env_matches_dummy(MIGRATION, kwargs, STEP_INFO, random_actions)
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [

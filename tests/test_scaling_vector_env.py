@@ -15,17 +15,20 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from servegym_core import _core
-from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the IDs)
-from agents.vec_env import NativeVecEnv
 from envs import make_scenario
 from envs.native_pool import NotCoveredError
 from envs.scaling import ADD, REMOVE
 from envs.scaling_vector import scaling_kernel_spec
 from envs.scenario import Scenario
 from envs.vector import NativeVectorEnv
-from tests.vector_checks import assert_same_metrics, assert_same_observation, assert_same_outcomes
+from tests.vector_checks import (
+    assert_same_metrics,
+    assert_same_observation,
+    assert_same_outcomes,
+    assert_sb3_vec_env_matches_dummy,
+)
 
 SCALING = "servegym/Scaling-v0"
 STEP_INFO = ("time_s", "finished", "slo_met", "cost_usd", "invalid_action")
@@ -158,31 +161,10 @@ def test_gpu_combo_units_match(instance_scheduler: str, reward: str, action: str
 
 def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
     kwargs = {"episode_requests": 120, "backend": "compiled", **ROOM}
-    native = NativeVecEnv(2, env_id=SCALING, **kwargs)
-    dummy = DummyVecEnv([lambda: gym.make(SCALING, **kwargs) for _ in range(2)])
-    native.seed(5)
-    dummy.seed(5)
-    obs, d_obs = native.reset(), dummy.reset()
-    rng = np.random.default_rng(1)
-    ended = 0
-    while ended < 3:
-        for key in d_obs:
-            np.testing.assert_array_equal(obs[key], d_obs[key], strict=True)
-        masks = np.stack(native.env_method("action_masks"))
-        np.testing.assert_array_equal(masks, np.stack(dummy.env_method("action_masks")), strict=True)
-        actions = random_actions(rng, masks, dummy.action_space, one_unit=False)
-        obs, rewards, dones, infos = native.step(actions)
-        d_obs, d_rewards, d_dones, d_infos = dummy.step(actions)
-        np.testing.assert_array_equal(rewards.astype(np.float32), d_rewards, strict=True)  # DummyVecEnv keeps float32
-        np.testing.assert_array_equal(dones, d_dones, strict=True)
-        for info, d_info in zip(infos, d_infos, strict=True):
-            assert info.keys() == d_info.keys()
-            for key in (*STEP_INFO, "TimeLimit.truncated"):
-                assert info[key] == d_info[key], key
-            if "episode_metrics" in d_info:
-                ended += 1
-                assert_same_metrics(info["episode_metrics"], d_info["episode_metrics"])
-                assert_same_observation(info["terminal_observation"], d_info["terminal_observation"])
+    space = gym.make(SCALING, **kwargs).action_space
+    space.seed(0)
+    assert_sb3_vec_env_matches_dummy(SCALING, kwargs, STEP_INFO,
+                                      lambda rng, masks: random_actions(rng, masks, space, one_unit=False))
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [

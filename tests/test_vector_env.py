@@ -7,14 +7,16 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from sb3_contrib.common.maskable.utils import get_action_masks
-from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the IDs)
-from agents.vec_env import NativeVecEnv
 from envs.base import InvalidActionError
 from envs.vector import NativeVectorEnv, NotCoveredError
-from tests.vector_checks import assert_same_metrics, assert_same_observation, assert_same_outcomes
+from tests.vector_checks import (
+    assert_same_metrics,
+    assert_same_observation,
+    assert_same_outcomes,
+    assert_sb3_vec_env_matches_dummy,
+)
 
 STEP_INFO = ("time_s", "finished", "slo_met", "cost_usd", "invalid_action")
 SMALL = {"episode_requests": 24, "backend": "compiled"}
@@ -110,33 +112,8 @@ def test_threads_do_not_change_results() -> None:
 
 def test_sb3_vec_env_gives_dummy_vec_env_results() -> None:
     kwargs = {"scenario": "default", **SMALL}
-    native = NativeVecEnv(2, **kwargs)
-    dummy = DummyVecEnv([lambda: gym.make("servegym/Routing-v0", **kwargs) for _ in range(2)])
-    native.seed(5)
-    dummy.seed(5)
-    obs, d_obs = native.reset(), dummy.reset()
-    rng = np.random.default_rng(1)
-    ended = 0
-    while ended < 3:
-        for key in d_obs:
-            np.testing.assert_array_equal(obs[key], d_obs[key], strict=True)
-        masks = get_action_masks(native)
-        np.testing.assert_array_equal(masks, get_action_masks(dummy), strict=True)
-        actions = np.array([choose(rng, m) for m in masks])
-        obs, rewards, dones, infos = native.step(actions)
-        d_obs, d_rewards, d_dones, d_infos = dummy.step(actions)
-        np.testing.assert_array_equal(rewards, d_rewards.astype(np.float64), strict=False)
-        np.testing.assert_array_equal(dones, d_dones, strict=True)
-        for info, d_info in zip(infos, d_infos, strict=True):
-            assert info.keys() == d_info.keys()
-            for key in (*STEP_INFO, "TimeLimit.truncated"):
-                assert info[key] == d_info[key], key
-            if "episode_metrics" in d_info:
-                ended += 1
-                assert info["TimeLimit.truncated"] is True
-                assert_same_metrics(info["episode_metrics"], d_info["episode_metrics"])
-                assert_same_observation(info["terminal_observation"], d_info["terminal_observation"])
-    assert native.reset_infos[0].keys() == dummy.reset_infos[0].keys()
+    assert_sb3_vec_env_matches_dummy("servegym/Routing-v0", kwargs, STEP_INFO,
+                                      lambda rng, masks: np.array([choose(rng, m) for m in masks]))
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [
