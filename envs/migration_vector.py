@@ -90,14 +90,6 @@ class MigrationPool(NativePool):
     def episode(self, env: MigrationEnv) -> Any:
         return migration_episode_numbers(env)
 
-    @property
-    def mask(self) -> np.ndarray:
-        return self.core.mask
-
-    @property
-    def invalid_action(self) -> np.ndarray:
-        return self.core.invalid_action
-
     def step(self, actions: Any) -> None:
         """Step every env: ``actions`` a (source slot, destination slot) pair per env (shape
         (num_envs, 2)), each in ``[0, max_instances]`` (else ``ValueError`` naming it)."""

@@ -133,8 +133,8 @@ class NativePool:
 
     @property
     def mask(self) -> np.ndarray:
-        """Every env's observed action mask (float32, num_envs x mask size)."""
-        raise NotImplementedError
+        """Every env's observed action mask (float32, num_envs x mask size): the core's buffer."""
+        return self.core.mask
 
     def action_masks(self) -> np.ndarray:
         """The valid actions of every env (booleans, num_envs x mask size, a copy)."""
@@ -148,8 +148,8 @@ class NativePool:
 
     @property
     def invalid_action(self) -> np.ndarray:
-        """Whether each env's last action was masked out (booleans)."""
-        raise NotImplementedError
+        """Whether each env's last action was masked out (the core's buffer, 0 or 1)."""
+        return self.core.invalid_action
 
     def step_infos(self) -> list[dict[str, Any]]:
         """``ServingEnv.step``'s info of every env's last step: ``info_arrays`` row by row, as

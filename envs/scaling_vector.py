@@ -163,14 +163,6 @@ class ScalingPool(NativePool):
     def episode(self, env: ScalingEnv) -> Any:
         return scaling_episode_numbers(env)
 
-    @property
-    def mask(self) -> np.ndarray:
-        return self.core.mask
-
-    @property
-    def invalid_action(self) -> np.ndarray:
-        return self.core.invalid_action
-
     def step(self, actions: Any) -> None:
         """Step every env: ``actions`` one row per env, the per-kind choices (shape (num_envs,
         kinds), each in [0, 3)) or the one index (shape (num_envs,) or (num_envs, 1), in [0,

@@ -133,14 +133,6 @@ class RoutingPool(NativePool):
     def episode(self, env: RoutingEnv) -> Any:
         return episode_numbers(env)
 
-    @property
-    def mask(self) -> np.ndarray:
-        return self.core.mask
-
-    @property
-    def invalid_action(self) -> np.ndarray:
-        return self.core.invalid_action
-
     def step(self, actions: Any) -> None:
         """Step every env: ``actions`` one integer per env, in the action space (else ``ValueError``
         naming it); with ``strict`` a masked-out action raises ``InvalidActionError``."""

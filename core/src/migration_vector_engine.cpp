@@ -17,13 +17,7 @@ MigrationVectorEngine::MigrationVectorEngine(const MigrationSpec& spec, std::int
   instances.assign(n * slots_ * features(), 0.0f);
   context.assign(n * context_size_, 0.0f);
   mask.assign(n * mask_size(), 0.0f);
-  done.assign(n, 0);
-  invalid_action.assign(n, 0);
-  reward.assign(n, 0.0);
-  time_s.assign(n, 0.0);
-  cost_usd.assign(n, 0.0);
-  finished.assign(n, 0);
-  slo_met.assign(n, 0);
+  allocate(n);
   migrations_started.assign(n, 0);
   migrations_done.assign(n, 0);
   migrations_aborted.assign(n, 0);
@@ -59,13 +53,7 @@ void MigrationVectorEngine::step(const std::int64_t* actions) {
   }
   pool_.run([&](std::size_t i) {
     const MigrationStepResult result = kernels_[i].step(actions[2 * i], actions[2 * i + 1], row(i));
-    reward[i] = result.reward;
-    done[i] = result.done ? 1 : 0;
-    invalid_action[i] = result.invalid_action ? 1 : 0;
-    finished[i] = result.finished;
-    slo_met[i] = result.slo_met;
-    time_s[i] = result.time_s;
-    cost_usd[i] = result.cost_usd;
+    record(i, result, result.invalid_action);
     migrations_started[i] = engines_[i]->migrations_started;
     migrations_done[i] = engines_[i]->migrations_done;
     migrations_aborted[i] = engines_[i]->migrations_aborted;

@@ -9,10 +9,11 @@
 
 #include "migration_mdp.hpp"
 #include "slice_pool.hpp"
+#include "step_buffers.hpp"
 
 namespace servegym_core {
 
-class MigrationVectorEngine {
+class MigrationVectorEngine : public StepBuffers {
  public:
   // `num_envs` kernels of one spec; `num_threads` 0: min(num_envs, hardware threads).
   MigrationVectorEngine(const MigrationSpec& spec, std::int32_t num_envs, std::int32_t num_threads);
@@ -30,11 +31,9 @@ class MigrationVectorEngine {
   std::size_t context_size() const { return context_size_; }
   std::size_t mask_size() const { return 2 * (slots_ + 1); }
 
-  // The buffers, one row per env.
+  // The observation buffers and the migration counters, one row per env (the step's in StepBuffers).
   std::vector<float> instances, context, mask;
-  std::vector<std::uint8_t> done, invalid_action;
-  std::vector<double> reward, time_s, cost_usd;
-  std::vector<std::int64_t> finished, slo_met, migrations_started, migrations_done, migrations_aborted;
+  std::vector<std::int64_t> migrations_started, migrations_done, migrations_aborted;
 
  private:
   MigrationRow row(std::size_t env);

@@ -15,13 +15,7 @@ ScalingVectorEngine::ScalingVectorEngine(const ScalingSpec& spec, std::int32_t n
   instances.assign(n * slots_ * features(), 0.0f);
   context.assign(n * context_size_, 0.0f);
   mask.assign(n * mask_size(), 0.0f);
-  done.assign(n, 0);
-  invalid_action.assign(n, 0);
-  reward.assign(n, 0.0);
-  time_s.assign(n, 0.0);
-  cost_usd.assign(n, 0.0);
-  finished.assign(n, 0);
-  slo_met.assign(n, 0);
+  allocate(n);
 }
 
 ScalingRow ScalingVectorEngine::row(std::size_t env) {
@@ -56,13 +50,7 @@ void ScalingVectorEngine::step(const std::int64_t* actions) {
   }
   pool_.run([&](std::size_t i) {
     const ScalingStepResult result = kernels_[i].step(&actions[i * width], row(i));
-    reward[i] = result.reward;
-    done[i] = result.done ? 1 : 0;
-    invalid_action[i] = result.invalid_action ? 1 : 0;
-    finished[i] = result.finished;
-    slo_met[i] = result.slo_met;
-    time_s[i] = result.time_s;
-    cost_usd[i] = result.cost_usd;
+    record(i, result, result.invalid_action);
   });
 }
 

@@ -10,10 +10,11 @@
 
 #include "scaling_mdp.hpp"
 #include "slice_pool.hpp"
+#include "step_buffers.hpp"
 
 namespace servegym_core {
 
-class ScalingVectorEngine {
+class ScalingVectorEngine : public StepBuffers {
  public:
   // `num_envs` kernels of one spec; `num_threads` 0: min(num_envs, hardware threads).
   ScalingVectorEngine(const ScalingSpec& spec, std::int32_t num_envs, std::int32_t num_threads);
@@ -34,11 +35,8 @@ class ScalingVectorEngine {
   std::size_t mask_size() const { return kernels_.front().mask_size(); }
   std::size_t action_size() const { return kernels_.front().action_size(); }
 
-  // The buffers, one row per env.
+  // The observation buffers, one row per env (the step's in StepBuffers).
   std::vector<float> instances, context, mask;
-  std::vector<std::uint8_t> done, invalid_action;
-  std::vector<double> reward, time_s, cost_usd;
-  std::vector<std::int64_t> finished, slo_met;
 
  private:
   ScalingRow row(std::size_t env);

@@ -17,13 +17,8 @@ TierVectorEngine::TierVectorEngine(const TierSpec& spec, std::int32_t num_envs, 
   const std::size_t n = static_cast<std::size_t>(num_envs);
   instances.assign(n * slots_ * features(), 0.0f);
   context.assign(n * context_size_, 0.0f);
-  done.assign(n, 0);
-  reward.assign(n, 0.0);
-  time_s.assign(n, 0.0);
-  cost_usd.assign(n, 0.0);
+  allocate(n);
   headroom_fractions.assign(n * static_cast<std::size_t>(num_tiers_), 0.0);
-  finished.assign(n, 0);
-  slo_met.assign(n, 0);
 }
 
 TierRow TierVectorEngine::row(std::size_t env) {
@@ -52,12 +47,7 @@ void TierVectorEngine::step(const std::int64_t* levels) {
   }
   pool_.run([&](std::size_t i) {
     const TierStepResult result = kernels_[i].step(levels + i * k, row(i));
-    reward[i] = result.reward;
-    done[i] = result.done ? 1 : 0;
-    finished[i] = result.finished;
-    slo_met[i] = result.slo_met;
-    time_s[i] = result.time_s;
-    cost_usd[i] = result.cost_usd;
+    record(i, result, false);  // every level is a valid action
   });
 }
 

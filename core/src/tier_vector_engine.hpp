@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "slice_pool.hpp"
+#include "step_buffers.hpp"
 #include "tier_mdp.hpp"
 
 namespace servegym_core {
 
-class TierVectorEngine {
+class TierVectorEngine : public StepBuffers {
  public:
   // `num_envs` kernels of one spec; `num_threads` 0: min(num_envs, hardware threads).
   TierVectorEngine(const TierSpec& spec, std::int32_t num_envs, std::int32_t num_threads);
@@ -30,11 +31,9 @@ class TierVectorEngine {
   std::size_t slots() const { return slots_; }
   std::size_t context_size() const { return context_size_; }
 
-  // The buffers, one row per env.
+  // The observation buffers and the budgets in force, one row per env (the step's in StepBuffers).
   std::vector<float> instances, context;
-  std::vector<std::uint8_t> done;
-  std::vector<double> reward, time_s, cost_usd, headroom_fractions;
-  std::vector<std::int64_t> finished, slo_met;
+  std::vector<double> headroom_fractions;
 
  private:
   TierRow row(std::size_t env);

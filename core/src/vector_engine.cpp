@@ -17,13 +17,7 @@ VectorEngine::VectorEngine(const RoutingSpec& spec, std::int32_t num_envs, std::
   context.assign(n * context_size_, 0.0f);
   mask.assign(n * slots_, 0.0f);
   valid.assign(n * slots_, 0);
-  done.assign(n, 0);
-  invalid_action.assign(n, 0);
-  reward.assign(n, 0.0);
-  time_s.assign(n, 0.0);
-  cost_usd.assign(n, 0.0);
-  finished.assign(n, 0);
-  slo_met.assign(n, 0);
+  allocate(n);
 }
 
 RoutingRow VectorEngine::row(std::size_t env) {
@@ -48,13 +42,7 @@ void VectorEngine::step(const std::int64_t* actions) {
   }
   pool_.run([&](std::size_t i) {
     const RoutingStepResult result = kernels_[i].step(actions[i], row(i));
-    reward[i] = result.reward;
-    done[i] = result.done ? 1 : 0;
-    invalid_action[i] = result.invalid_action ? 1 : 0;
-    finished[i] = result.finished;
-    slo_met[i] = result.slo_met;
-    time_s[i] = result.time_s;
-    cost_usd[i] = result.cost_usd;
+    record(i, result, result.invalid_action);
   });
 }
 

@@ -9,10 +9,11 @@
 
 #include "routing_mdp.hpp"
 #include "slice_pool.hpp"
+#include "step_buffers.hpp"
 
 namespace servegym_core {
 
-class VectorEngine {
+class VectorEngine : public StepBuffers {
  public:
   // `num_envs` kernels of one spec; `num_threads` 0: min(num_envs, hardware threads).
   VectorEngine(const RoutingSpec& spec, std::int32_t num_envs, std::int32_t num_threads);
@@ -29,11 +30,9 @@ class VectorEngine {
   std::size_t slots() const { return slots_; }
   std::size_t context_size() const { return context_size_; }
 
-  // The buffers, one row per env.
+  // The observation buffers, one row per env (the step's in StepBuffers).
   std::vector<float> instances, context, mask;
-  std::vector<std::uint8_t> valid, done, invalid_action;
-  std::vector<double> reward, time_s, cost_usd;
-  std::vector<std::int64_t> finished, slo_met;
+  std::vector<std::uint8_t> valid;
 
  private:
   RoutingRow row(std::size_t env);
