@@ -411,10 +411,11 @@ def test_auto_vector_env_uses_subprocesses_only_with_a_core_per_env_and_one_for_
 @pytest.mark.parametrize(("env_id", "policy", "timesteps"), [
     (ROUTING, "InstanceScoringPolicy", 128), (ROUTING, "MlpPolicy", 128), ("servegym/Tier-v0", "MultiInputPolicy", 128),
     ("servegym/Migration-v0", "MultiInputPolicy", 256),  # its episodes are ~50 steps: two a rank need 256
+    ("servegym/Scaling-v0", "MultiInputPolicy", 128),
 ])
 def test_native_and_dummy_envs_train_the_same_model_and_monitor_files(tmp_path, env_id, policy, timesteps):
-    """Routing-v0, Tier-v0 and Migration-v0 under the native vector env (agents.vec_env) train
-    what DummyVecEnv trains: the same training log (but its times) and the same Monitor rows,
+    """Routing-v0, Tier-v0, Migration-v0 and Scaling-v0 under the native vector env (agents.vec_env)
+    train what DummyVecEnv trains: the same training log (but its times) and the same Monitor rows,
     per-tier metrics included; with the Dict observation and flattened (MLP policies)."""
     runs = {}
     for vec_env in ("dummy", "native"):
