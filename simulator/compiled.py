@@ -197,12 +197,9 @@ class CompiledCluster(Cluster):
         if template is not None:
             return template
         instance = create_instance(self._next_id, config, self.events, self, coalesce=self.coalesce)
-        model_names = self._engine_models
-        if instance.model.name not in model_names:
-            raise not_compiled(f"deploying {instance.model.name} after the workload was submitted (the engine "
-                               f"serves {', '.join(model_names)})")
-        settings = instance_settings(instance, model_names.index(instance.model.name))
-        settings.gpu_index = self._gpu_index.setdefault(instance.gpu.name, len(self._gpu_index))
+        model_index, gpu_index = self.engine_indexes(instance.model.name, instance.gpu.name)
+        settings = instance_settings(instance, model_index)
+        settings.gpu_index = gpu_index
         self._templates[id(config)] = (config, dict(config.scheduler_options), instance, settings)
         return instance, settings
 

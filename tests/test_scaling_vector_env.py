@@ -219,3 +219,16 @@ def test_the_kernel_refuses_a_spec_that_does_not_fit(field: str, value: Any, mes
     setattr(spec, field, value)
     with pytest.raises(ValueError, match=message):
         _core.ScalingVectorEngine(spec, 1)
+
+
+def test_adopting_what_the_engine_does_not_hold_raises_naming_it() -> None:
+    """``CompiledCluster.adopt`` takes in only instances the engine already holds, and
+    ``adopt_release`` only instances that hold GPUs."""
+    env = gym.make(SCALING, backend="compiled", episode_requests=20, **ROOM).unwrapped
+    env.reset(seed=0)
+    cluster = env.cluster
+    with pytest.raises(ValueError, match="the engine holds no instance 8 to adopt"):
+        cluster.adopt(env.units[0].configs[0], 0.0)
+    with pytest.raises(ValueError, match="instance 9 holds no GPUs to release"):
+        cluster.adopt_release(9, 1.0)
+    assert len(cluster.instances) == 8 and sum(cluster.gpus_in_use.values()) == 8
