@@ -415,10 +415,9 @@ bool Engine::place_in_combo(Req r, std::int32_t entry_id) {
   if (index < 0) return false;
   const Combo& combo = combos_[static_cast<std::size_t>(index)];
   if (combo.basic_rr || combo.entry != entry_id || combo.decode_ids.empty()) return false;  // empty: an aggregated combo
-  std::vector<std::int32_t> members = combo.decode_ids;
-  members.push_back(entry_id);
-  for (const std::int32_t id : members) {
-    Instance& member = instance_at(id);
+  const std::size_t members = combo.decode_ids.size() + 1;  // the decode instances, then the entry
+  for (std::size_t m = 0; m < members; ++m) {
+    Instance& member = instance_at(m + 1 < members ? combo.decode_ids[m] : entry_id);
     if (member.lifecycle() == Lifecycle::Serving && member.num_requests() == 0 && !member.busy) {
       ++in_place_dispatches;
       requests_.pd_handoff[r] = 0;
